@@ -1,0 +1,46 @@
+#include "engine/backend/backend.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ernie {
+
+absl::Status ValidateStepBatch(const StepBatch& b, const KvCacheShape& kv, int64_t max_tokens, int64_t vocab,
+                               std::span<const float> logits) {
+  const int64_t n = static_cast<int64_t>(b.token_ids.size());
+  if (n == 0) return absl::InvalidArgumentError("step batch has no tokens");
+  if (n > max_tokens)
+    return absl::InvalidArgumentError(absl::StrCat("step batch has ", n, " tokens; the backend was sized for ", max_tokens));
+  if (b.positions.size() != b.token_ids.size())
+    return absl::InvalidArgumentError("step batch: positions and token_ids differ in length");
+  int64_t next = 0;
+  for (size_t s = 0; s < b.sequences.size(); ++s) {
+    const SequenceSlice& seq = b.sequences[s];
+    if (seq.first_token != next || seq.num_new_tokens <= 0 || seq.num_cached_tokens < 0)
+      return absl::InvalidArgumentError(absl::StrCat("step batch: sequence ", s, " does not continue the token list"));
+    next += seq.num_new_tokens;
+    if (next > n) return absl::InvalidArgumentError(absl::StrCat("step batch: sequence ", s, " runs past the tokens"));
+    const int64_t total = int64_t{seq.num_cached_tokens} + seq.num_new_tokens;
+    if (static_cast<int64_t>(seq.block_table.size()) * kv.block_size < total)
+      return absl::InvalidArgumentError(absl::StrCat("step batch: sequence ", s, " needs ", total,
+                                                     " token slots but its block table covers ",
+                                                     seq.block_table.size() * kv.block_size));
+    for (int32_t block : seq.block_table)
+      if (block < 0 || block >= kv.num_blocks)
+        return absl::InvalidArgumentError(absl::StrCat("step batch: block id ", block, " outside the pool of ",
+                                                       kv.num_blocks));
+    for (int32_t j = 0; j < seq.num_new_tokens; ++j)
+      if (b.positions[static_cast<size_t>(seq.first_token + j)] != seq.num_cached_tokens + j)
+        return absl::InvalidArgumentError(absl::StrCat("step batch: sequence ", s, " has a position out of order"));
+  }
+  if (next != n) return absl::InvalidArgumentError("step batch: sequences do not cover every token");
+  for (int32_t id : b.token_ids)
+    if (id < 0 || id >= vocab)
+      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " outside the vocabulary of ", vocab));
+  for (int32_t idx : b.logit_token_indices)
+    if (idx < 0 || idx >= n) return absl::InvalidArgumentError(absl::StrCat("logit row ", idx, " is not a token of the batch"));
+  if (static_cast<int64_t>(logits.size()) < static_cast<int64_t>(b.logit_token_indices.size()) * vocab)
+    return absl::InvalidArgumentError("logits buffer is too small");
+  return absl::OkStatus();
+}
+
+}  // namespace ernie

@@ -1,0 +1,71 @@
+// The CPU reference backend: the dense ERNIE-4.5 forward pass in float32,
+// written straight through layer by layer (cpu_backend.cc), reading weights
+// in place from the mapped checkpoint. Every other backend is tested against
+// it. Not thread-safe: one engine thread calls Forward.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_kv_cache.h"
+#include "engine/model/ernie4_5_weights.h"
+#include "engine/util/thread_pool.h"
+
+namespace ernie::cpu {
+
+struct CpuBackendOptions {
+  int num_threads = 0;                // 0: one per hardware thread
+  int64_t block_size = 16;            // tokens per KV block
+  int64_t num_blocks = 0;             // KV blocks in the pool
+  int64_t max_tokens_per_step = 512;  // workspace size: most tokens one Forward carries
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // `model` must outlive the backend (weights are views into its checkpoint).
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const LoadedModel& model, const CpuBackendOptions& options);
+
+  std::string_view name() const override { return "cpu"; }
+  const KvCacheShape& kv_shape() const override { return kv_.shape(); }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t max_tokens_per_step() const override { return max_tokens_; }
+  absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
+
+ private:
+  CpuBackend(const LoadedModel& model, CpuKvCache kv, int num_threads, int64_t max_tokens);
+  void AttentionBlock(const StepBatch& batch, int64_t layer, int64_t tokens);
+  void MlpBlock(int64_t layer, int64_t tokens);
+
+  // Small tensors widened to float32 once at start.
+  struct LayerVectors {
+    std::vector<float> input_norm, post_attn_norm;                 // [H]
+    std::vector<float> q_bias, k_bias, v_bias, o_bias;             // empty without use_bias
+    std::vector<float> gate_bias, up_bias, down_bias;
+  };
+
+  const ModelConfig& config_;
+  const Ernie45Weights& weights_;
+  CpuKvCache kv_;
+  ThreadPool pool_;
+  int64_t max_tokens_;
+  std::vector<LayerVectors> layer_vectors_;
+  std::vector<float> final_norm_;    // [H]
+  std::vector<float> lm_head_bias_;  // never set for ERNIE-4.5; kept empty
+  std::vector<float> inv_freq_;      // [head_dim / 2]
+  float attn_scale_;                 // head_dim ^ -0.5
+
+  // Workspaces, sized for max_tokens_ at start (Forward allocates nothing big).
+  std::vector<float> x_;      // [T, H] residual stream
+  std::vector<float> h_;      // [T, H] normed input of a block
+  std::vector<float> q_;      // [T, heads*head_dim]
+  std::vector<float> k_;      // [T, kv_heads*head_dim]
+  std::vector<float> v_;      // [T, kv_heads*head_dim]
+  std::vector<float> attn_;   // [T, heads*head_dim]
+  std::vector<float> gate_;   // [T, I]
+  std::vector<float> up_;     // [T, I]
+  std::vector<float> out_;    // [T, H] block output before the residual add
+};
+
+}  // namespace ernie::cpu

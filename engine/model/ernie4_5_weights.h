@@ -1,0 +1,54 @@
+// The tensors of a dense ERNIE-4.5 model, found by name in a checkpoint and
+// checked against the config's shapes. Views only: the checkpoint owns bytes.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/model_config.h"
+
+namespace ernie {
+
+// y = x W^T (+ b): W is [out, in] as torch's nn.Linear stores it.
+struct LinearWeights {
+  const TensorView* weight = nullptr;  // [out, in]
+  const TensorView* bias = nullptr;    // [out], or nullptr without use_bias
+  int64_t out_features() const { return weight->shape[0]; }
+  int64_t in_features() const { return weight->shape[1]; }
+};
+
+struct Ernie45LayerWeights {
+  const TensorView* input_norm = nullptr;      // [H] input_layernorm
+  const TensorView* post_attn_norm = nullptr;  // [H] post_attention_layernorm
+  LinearWeights q_proj;  // [heads*head_dim, H]
+  LinearWeights k_proj;  // [kv_heads*head_dim, H]
+  LinearWeights v_proj;  // [kv_heads*head_dim, H]
+  LinearWeights o_proj;  // [H, heads*head_dim]
+  LinearWeights gate_proj;  // [I, H]
+  LinearWeights up_proj;    // [I, H]
+  LinearWeights down_proj;  // [H, I]
+};
+
+struct Ernie45Weights {
+  const TensorView* embed_tokens = nullptr;  // [V, H]
+  std::vector<Ernie45LayerWeights> layers;
+  const TensorView* final_norm = nullptr;    // [H]
+  LinearWeights lm_head;                     // [V, H]: embed_tokens itself when tied
+};
+
+// Finds every tensor; errors name the tensor, its file and the shape wanted.
+absl::StatusOr<Ernie45Weights> BindErnie45Weights(const ModelConfig& config, const Checkpoint& checkpoint);
+
+// A loaded model: config, defaults, the mapped checkpoint and bound weights.
+struct LoadedModel {
+  ModelConfig config;
+  std::unique_ptr<Checkpoint> checkpoint;
+  Ernie45Weights weights;
+};
+
+// Reads config.json and the safetensors of `model_dir` and binds the weights.
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& model_dir);
+
+}  // namespace ernie
