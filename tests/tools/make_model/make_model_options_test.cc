@@ -1,0 +1,54 @@
+#include "tools/make_model/make_model_options.h"
+
+#include <gtest/gtest.h>
+
+namespace ernie::make_model {
+namespace {
+
+absl::StatusOr<MakeModelOptions> Parse(std::vector<std::string> args) {
+  return ParseMakeModelArgs(args, "/default/corpus");
+}
+
+TEST(MakeModelOptionsTest, ParsesEveryFlagInBothSpellings) {
+  const auto options = Parse({"out", "--shape", "0.3b", "--seed=42", "--max-shard-bytes", "1000",
+                              "--dtype=float16", "--corpus", "/c"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->output_dir, "out");
+  EXPECT_EQ(options->shape.name, "0.3b");
+  EXPECT_EQ(options->seed, 42u);
+  EXPECT_EQ(options->max_shard_bytes, 1000u);
+  EXPECT_EQ(options->dtype, WeightDtype::kFloat16);
+  EXPECT_EQ(options->corpus_dir, "/c");
+}
+
+TEST(MakeModelOptionsTest, DefaultsMatchHuggingFace) {
+  const auto options = Parse({"--shape", "demo", "--seed", "0", "out"});
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->max_shard_bytes, 5'000'000'000u);
+  EXPECT_EQ(options->dtype, WeightDtype::kBFloat16);
+  EXPECT_EQ(options->corpus_dir, "/default/corpus");
+}
+
+TEST(MakeModelOptionsTest, ErrorsNameWhatIsWrong) {
+  auto message = [](std::vector<std::string> args) {
+    return std::string(Parse(std::move(args)).status().message());
+  };
+  EXPECT_NE(message({"--shape", "demo", "--seed", "1"}).find("DIR"), std::string::npos);
+  EXPECT_NE(message({"out", "--seed", "1"}).find("--shape"), std::string::npos);
+  EXPECT_NE(message({"out", "--shape", "demo"}).find("--seed"), std::string::npos);
+  EXPECT_NE(message({"out", "--shape", "demo", "--seed", "x"}).find("'x'"), std::string::npos);
+  EXPECT_NE(message({"out", "--shape", "demo", "--seed", "-3"}).find("--seed"), std::string::npos);
+  EXPECT_NE(message({"out", "--shape", "demo", "--seed", "1", "--frob", "2"}).find("--frob"),
+            std::string::npos);
+  EXPECT_NE(message({"out", "--shape", "demo", "--seed", "1", "--dtype", "int8"}).find("int8"),
+            std::string::npos);
+  EXPECT_NE(message({"out", "--shape", "demo", "--seed", "1", "--max-shard-bytes", "0"}).find("positive"),
+            std::string::npos);
+  EXPECT_NE(message({"out", "--shape", "demo", "--seed"}).find("needs a value"), std::string::npos);
+  EXPECT_NE(message({"out", "other", "--shape", "demo", "--seed", "1"}).find("'other'"), std::string::npos);
+  EXPECT_EQ(Parse({"out", "--shape", "21b-a3b", "--seed", "1"}).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace ernie::make_model

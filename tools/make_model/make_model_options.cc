@@ -1,0 +1,77 @@
+#include "tools/make_model/make_model_options.h"
+
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "engine/util/status_macros.h"
+
+namespace ernie::make_model {
+namespace {
+
+absl::StatusOr<uint64_t> ParseUnsigned(const std::string& flag, const std::string& value) {
+  uint64_t out = 0;
+  if (value.empty() || value[0] == '-' || !absl::SimpleAtoi(value, &out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " needs a non-negative integer, got '", value, "'"));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<MakeModelOptions> ParseMakeModelArgs(const std::vector<std::string>& args,
+                                                    const std::string& default_corpus_dir) {
+  MakeModelOptions options;
+  options.corpus_dir = default_corpus_dir;
+  std::optional<std::string> shape_name;
+  bool have_seed = false;
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg.rfind("--", 0) != 0) {
+      if (!options.output_dir.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("unexpected extra argument '", arg,
+                                                       "' (the output DIR is already '",
+                                                       options.output_dir, "')"));
+      }
+      options.output_dir = arg;
+      continue;
+    }
+    std::string value;
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (arg != "--help") {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
+      value = args[++i];
+    }
+    if (arg == "--help") {
+      return absl::InvalidArgumentError("help requested");
+    } else if (arg == "--shape") {
+      shape_name = value;
+    } else if (arg == "--seed") {
+      ERNIE_ASSIGN_OR_RETURN(options.seed, ParseUnsigned("--seed", value));
+      have_seed = true;
+    } else if (arg == "--max-shard-bytes") {
+      ERNIE_ASSIGN_OR_RETURN(options.max_shard_bytes, ParseUnsigned("--max-shard-bytes", value));
+      if (options.max_shard_bytes == 0) return absl::InvalidArgumentError("--max-shard-bytes must be positive");
+    } else if (arg == "--dtype") {
+      ERNIE_ASSIGN_OR_RETURN(options.dtype, WeightDtypeByName(value));
+    } else if (arg == "--corpus") {
+      if (value.empty()) return absl::InvalidArgumentError("--corpus needs a folder");
+      options.corpus_dir = value;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", arg, "'"));
+    }
+  }
+  if (options.output_dir.empty()) return absl::InvalidArgumentError("missing the output DIR");
+  if (!shape_name) return absl::InvalidArgumentError("missing --shape");
+  if (!have_seed) return absl::InvalidArgumentError("missing --seed");
+  ERNIE_ASSIGN_OR_RETURN(options.shape, ShapeByName(*shape_name));
+  return options;
+}
+
+}  // namespace ernie::make_model

@@ -1,0 +1,36 @@
+// The command line of ernie-make-model, parsed into an options struct.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tools/make_model/checkpoint_writer.h"
+#include "tools/make_model/model_shape.h"
+#include "tools/make_model/weight_dtype.h"
+
+namespace ernie::make_model {
+
+inline constexpr char kMakeModelUsage[] =
+    "usage: ernie-make-model DIR --shape demo|0.3b|21b-a3b --seed S\n"
+    "                        [--max-shard-bytes N] [--dtype bfloat16|float16|float32]\n"
+    "                        [--corpus DIR]\n"
+    "Writes a random ERNIE-4.5 checkpoint in Hugging Face layout into DIR.";
+
+struct MakeModelOptions {
+  std::string output_dir;
+  DenseShape shape;
+  uint64_t seed = 0;
+  WeightDtype dtype = WeightDtype::kBFloat16;
+  uint64_t max_shard_bytes = kDefaultMaxShardBytes;
+  std::string corpus_dir;  // defaults to the corpus of the source tree
+};
+
+// Parses argv[1..]. Both "--flag value" and "--flag=value" are accepted.
+// InvalidArgument (a usage error) names the flag or value at fault;
+// Unimplemented for a known but not yet available shape.
+absl::StatusOr<MakeModelOptions> ParseMakeModelArgs(const std::vector<std::string>& args,
+                                                    const std::string& default_corpus_dir);
+
+}  // namespace ernie::make_model
