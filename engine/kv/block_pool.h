@@ -87,6 +87,8 @@ class BlockPool {
   // block listed twice, listed <=> ref_count 0, free + owned == total, every
   // map entry points at a block storing that hash and every hashed block is
   // in the map. O(num_blocks). Internal error describing the first breach.
+  // Debug builds (#ifndef NDEBUG) run it after every mutating call and abort
+  // on a breach; tests call it explicitly.
   absl::Status CheckInvariants() const;
 
  private:
