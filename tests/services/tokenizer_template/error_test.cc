@@ -1,0 +1,96 @@
+// Constructs outside the supported subset, and malformed templates, fail at
+// Parse with a message naming the construct and its line and column.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "services/tokenizer/template/chat_template.h"
+
+namespace ernie::chat_template {
+namespace {
+
+std::string ParseError(const std::string& source) {
+  absl::StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(source);
+  EXPECT_FALSE(parsed.ok()) << "parsed: " << source;
+  if (parsed.ok()) return "";
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(parsed.status().message());
+}
+
+std::string RenderError(const std::string& source, const nlohmann::ordered_json& context) {
+  absl::StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(source);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  if (!parsed.ok()) return "";
+  absl::StatusOr<std::string> rendered = parsed->Render(context);
+  EXPECT_FALSE(rendered.ok()) << "rendered: " << *rendered;
+  return rendered.ok() ? "" : std::string(rendered.status().message());
+}
+
+TEST(ChatTemplateErrorTest, UnsupportedTagsNameTheConstructAndPosition) {
+  EXPECT_EQ(ParseError("hello\n  {% include 'x.jinja' %}"),
+            "chat template uses an unsupported construct '{% include %}' at line 2, column 3");
+  EXPECT_EQ(ParseError("{% extends 'base' %}"),
+            "chat template uses an unsupported construct '{% extends %}' at line 1, column 1");
+  EXPECT_EQ(ParseError("ab{% filter upper %}x{% endfilter %}"),
+            "chat template uses an unsupported construct '{% filter %}' at line 1, column 3");
+  EXPECT_EQ(ParseError("{% generation %}x{% endgeneration %}"),
+            "chat template uses an unsupported construct '{% generation %}' at line 1, column 1");
+  EXPECT_EQ(ParseError("x\n\n{%- raw %}{{ y }}{% endraw %}"),
+            "chat template uses an unsupported construct '{% raw %}' at line 3, column 1");
+  EXPECT_EQ(ParseError("{% for x in y recursive %}{% endfor %}"),
+            "chat template uses an unsupported construct 'recursive for loop' at line 1, column 15");
+}
+
+TEST(ChatTemplateErrorTest, UnknownFiltersTestsAndTagsAreErrors) {
+  EXPECT_EQ(ParseError("{{ x | frobnicate }}"),
+            "chat template uses an unsupported filter 'frobnicate' at line 1, column 8");
+  EXPECT_EQ(ParseError("line\n{% if x is prime %}{% endif %}"),
+            "chat template uses an unsupported test 'prime' at line 2, column 12");
+  EXPECT_EQ(ParseError("{% frob %}"), "chat template syntax error at line 1, column 1: unknown tag '{% frob %}'");
+}
+
+TEST(ChatTemplateErrorTest, UnterminatedAndMismatchedBlocks) {
+  EXPECT_EQ(ParseError("{% if x %}\nabc"),
+            "chat template syntax error at line 1, column 1: unterminated '{% if %}' block: expected "
+            "'{% endif %}' before the end of the template");
+  EXPECT_EQ(ParseError("{% for m in messages %}{{ m }}"),
+            "chat template syntax error at line 1, column 1: unterminated '{% for %}' block: expected "
+            "'{% endfor %}' before the end of the template");
+  EXPECT_EQ(ParseError("{% if x %}{% endfor %}"),
+            "chat template syntax error at line 1, column 11: unexpected '{% endfor %}' with no open block it "
+            "closes");
+  EXPECT_EQ(ParseError("a {{ x "), "chat template syntax error at line 1, column 3: unexpected end of template: tag "
+                                   "opened here is missing '}}'");
+  EXPECT_EQ(ParseError("{# never closed"),
+            "chat template syntax error at line 1, column 1: unterminated comment: missing '#}'");
+  EXPECT_EQ(ParseError("{{ 'abc }}"), "chat template syntax error at line 1, column 4: unterminated string literal");
+  EXPECT_EQ(ParseError("{% break %}"), "chat template syntax error at line 1, column 1: 'break' outside a for loop");
+}
+
+TEST(ChatTemplateErrorTest, SyntaxErrorsNameWhatWasExpected) {
+  EXPECT_EQ(ParseError("{{ x + }}"), "chat template syntax error at line 1, column 8: expected an expression, got '}}'");
+  EXPECT_EQ(ParseError("{% for x messages %}{% endfor %}"),
+            "chat template syntax error at line 1, column 10: expected 'in', got 'messages'");
+  EXPECT_EQ(ParseError("{{ a b }}"), "chat template syntax error at line 1, column 6: expected '}}', got 'b'");
+  EXPECT_EQ(ParseError("{{ x ? 1 }}"), "chat template syntax error at line 1, column 6: unexpected character '?'");
+  EXPECT_EQ(ParseError("{{ f(*args) }}"),
+            "chat template uses an unsupported construct '*args in a call' at line 1, column 6");
+}
+
+TEST(ChatTemplateErrorTest, RuntimeErrorsCarryPositionAndMessage) {
+  EXPECT_EQ(RenderError("\n  {{ raise_exception('bad role') }}", nlohmann::ordered_json::object()),
+            "chat template raised an exception at line 2, column 6: bad role");
+  EXPECT_EQ(RenderError("{{ missing.attr }}", nlohmann::ordered_json::object()),
+            "chat template error at line 1, column 11: 'missing' is undefined");
+  EXPECT_EQ(RenderError("{% set x = 1 %}{% set x.y = 2 %}", nlohmann::ordered_json::object()),
+            "chat template error at line 1, column 16: cannot assign attribute on non-namespace object 'x'");
+  EXPECT_EQ(RenderError("{{ 1 // 0 }}", nlohmann::ordered_json::object()),
+            "chat template error at line 1, column 6: integer division or modulo by zero");
+  EXPECT_EQ(RenderError("{{ '%s' % 1 }}", nlohmann::ordered_json::object()),
+            "chat template error at line 1, column 9: printf-style string formatting ('%') is not supported in chat "
+            "templates");
+  EXPECT_EQ(RenderError("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", nlohmann::ordered_json::object()),
+            "chat template error at line 1, column 19: macro 'm' nested deeper than 64 calls");
+}
+
+}  // namespace
+}  // namespace ernie::chat_template
