@@ -43,4 +43,15 @@ absl::Status ValidateStepBatch(const StepBatch& b, const KvCacheShape& kv, int64
   return absl::OkStatus();
 }
 
+absl::Status ValidateBlockCopies(std::span<const BlockCopyOp> copies, const KvCacheShape& kv) {
+  for (const BlockCopyOp& c : copies) {
+    if (c.src_block < 0 || c.src_block >= kv.num_blocks || c.dst_block < 0 || c.dst_block >= kv.num_blocks)
+      return absl::InvalidArgumentError(absl::StrCat("block copy ", c.src_block, " -> ", c.dst_block,
+                                                     " outside the pool of ", kv.num_blocks));
+    if (c.num_tokens < 0 || c.num_tokens > kv.block_size)
+      return absl::InvalidArgumentError(absl::StrCat("block copy of ", c.num_tokens, " rows; blocks hold ", kv.block_size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ernie

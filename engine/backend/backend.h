@@ -28,6 +28,14 @@ struct KvCacheShape {
   int64_t total_bytes() const { return bytes_per_block() * num_blocks; }
 };
 
+// Copy rows [0, num_tokens) of src_block's keys and values, every layer,
+// into dst_block (a forked sequence's private tail block).
+struct BlockCopyOp {
+  int32_t src_block = 0;
+  int32_t dst_block = 0;
+  int32_t num_tokens = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -45,7 +53,14 @@ class Backend {
   // position beyond the block table); the cache is then left unchanged for
   // sequences not yet processed, but the batch as a whole must be retried.
   virtual absl::Status Forward(const StepBatch& batch, std::span<float> logits) = 0;
+
+  // Performs block copies before the next Forward. InvalidArgument for ids
+  // outside the pool or num_tokens beyond a block.
+  virtual absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) = 0;
 };
+
+// Checks copies against a cache shape (shared by backends).
+absl::Status ValidateBlockCopies(std::span<const BlockCopyOp> copies, const KvCacheShape& kv);
 
 // Checks a batch against a cache shape and a token limit (shared by backends).
 absl::Status ValidateStepBatch(const StepBatch& batch, const KvCacheShape& kv, int64_t max_tokens,

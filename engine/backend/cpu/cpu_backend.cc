@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/elementwise.h"
@@ -116,6 +117,21 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, std::span<float> logits
             h_.data() + r * c.hidden_size);
   }
   if (rows > 0) Linear(h_.data(), rows, c.hidden_size, *weights_.lm_head.weight, nullptr, logits.data(), pool_);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyBlocks(std::span<const BlockCopyOp> copies) {
+  ERNIE_RETURN_IF_ERROR(ValidateBlockCopies(copies, kv_.shape()));
+  const KvCacheShape& s = kv_.shape();
+  for (const BlockCopyOp& c : copies) {
+    const size_t bytes = static_cast<size_t>(c.num_tokens * s.head_dim) * sizeof(float);
+    for (int64_t layer = 0; layer < s.num_layers; ++layer) {
+      for (int64_t h = 0; h < s.num_kv_heads; ++h) {
+        std::memcpy(kv_.keys(layer, c.dst_block, h), kv_.keys(layer, c.src_block, h), bytes);
+        std::memcpy(kv_.values(layer, c.dst_block, h), kv_.values(layer, c.src_block, h), bytes);
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

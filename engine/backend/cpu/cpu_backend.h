@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t max_tokens_per_step() const override { return max_tokens_; }
   absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
+  absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
 
  private:
   CpuBackend(const LoadedModel& model, CpuKvCache kv, int num_threads, int64_t max_tokens);

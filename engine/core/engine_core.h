@@ -1,0 +1,111 @@
+// The engine: one step is schedule -> execute -> update from output (vLLM's
+// EngineCore.step()). Owns the scheduler, the KV block bookkeeping, the
+// sampler and every live request; drives a Backend it does not own.
+//
+// Thread-safety: none. EngineLoop runs it on one thread; tests drive it
+// directly step by step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/backend/backend.h"
+#include "engine/core/engine_types.h"
+#include "engine/kv/kv_cache_manager.h"
+#include "engine/sample/sampler.h"
+#include "engine/sched/scheduler.h"
+
+namespace ernie {
+
+struct EngineConfig {
+  sched::SchedulerConfig scheduler;
+  int64_t max_model_len = 4096;          // prompt + output tokens of one sequence
+  bool enable_prefix_caching = true;
+  std::vector<int32_t> eos_token_ids;    // the model's end ids
+};
+
+class EngineCore {
+ public:
+  // `backend` must outlive the engine; its KV shape sizes the block pool.
+  static absl::StatusOr<std::unique_ptr<EngineCore>> Create(Backend* backend, const EngineConfig& config);
+
+  // Validates and queues a request. InvalidArgument (bad prompt or sampling
+  // field, named), AlreadyExists (request id live), ResourceExhausted (the
+  // waiting queue is full). On error nothing is queued and the sink is not called.
+  absl::Status AddRequest(EngineRequest request);
+  // Ends a request wherever it is; its sink gets finish_reason abort for every
+  // unfinished sample. Returns false when no such request is live.
+  bool Abort(const std::string& request_id);
+  // Aborts every live request (shutdown).
+  void AbortAll();
+
+  // Runs one step; false when there was nothing to do.
+  bool Step();
+  bool HasWork() const { return scheduler_->num_running() + scheduler_->num_waiting() > 0; }
+
+  EngineLoad Load() const;
+  const EngineConfig& config() const { return config_; }
+  const Backend& backend() const { return *backend_; }
+  const kv::KvCacheManager& kv() const { return *kv_; }
+
+ private:
+  struct RequestState;
+  // One sample of a request: its scheduler sequence and its sampler state.
+  struct SampleSlot {
+    sched::Sequence seq;
+    SamplerRow row;
+    int64_t max_tokens = 0;
+    bool finished = false;
+    std::vector<int32_t> pending_tokens;        // produced, not yet delivered this step
+    std::vector<SampledToken> pending_logprobs;
+    FinishReason finish = FinishReason::kNone;
+    std::optional<int32_t> stop_token;
+  };
+  struct RequestState {
+    std::string id;
+    SamplingParams sampling;
+    std::shared_ptr<RequestSink> sink;
+    std::shared_ptr<const PromptTokenSet> prompt_set;
+    uint64_t seed = 0;
+    std::vector<std::unique_ptr<SampleSlot>> samples;  // [0] is the parent; the rest fork after prefill
+    int32_t num_unfinished = 0;
+  };
+
+  EngineCore(Backend* backend, const EngineConfig& config, kv::KvCacheManager kv, Sampler sampler);
+
+  void Execute(const sched::StepPlan& plan);
+  // Forks the parent's n-1 siblings once its prompt is computed; returns the slots that sample now.
+  void ForkSiblings(RequestState& req, std::vector<SampleSlot*>& rows, std::vector<int32_t>& row_logits);
+  void AppendToken(RequestState& req, SampleSlot& slot, const SampledToken& token);
+  void Deliver(RequestState& req);
+  void FinishSlot(RequestState& req, SampleSlot& slot, FinishReason reason);
+  void FailRequest(RequestState& req, const absl::Status& status);
+  void EraseIfDone(const std::string& id);
+
+  Backend* backend_;
+  EngineConfig config_;
+  std::unique_ptr<kv::KvCacheManager> kv_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  Sampler sampler_;
+  absl::flat_hash_map<std::string, std::unique_ptr<RequestState>> requests_;  // live requests by id
+  absl::flat_hash_map<kv::SequenceId, std::pair<RequestState*, SampleSlot*>> by_sequence_;
+  std::vector<BlockCopyOp> pending_copies_;  // from forks, run before the next forward
+  kv::SequenceId next_sequence_id_ = 1;
+  uint64_t next_arrival_ = 1;
+
+  // Step scratch, reused (no per-step allocation once warm).
+  std::vector<int32_t> tokens_, positions_, logit_rows_;
+  std::vector<SequenceSlice> slices_;
+  std::vector<float> logits_;
+
+  int64_t steps_ = 0;
+  int64_t generated_tokens_ = 0;
+  int64_t prompt_tokens_computed_ = 0;
+};
+
+}  // namespace ernie
