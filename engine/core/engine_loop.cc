@@ -19,13 +19,20 @@ EngineLoop::~EngineLoop() {
 absl::Status EngineLoop::Submit(EngineRequest request) {
   auto verdict = std::make_shared<std::promise<absl::Status>>();
   auto result = verdict->get_future();
+  SubmitAsync(std::move(request), [verdict](const absl::Status& s) { verdict->set_value(s); });
+  return result.get();
+}
+
+void EngineLoop::SubmitAsync(EngineRequest request, std::function<void(const absl::Status&)> done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return absl::UnavailableError("the engine is stopping");
-    inbox_.push_back(AddCommand{std::move(request), verdict});
+    if (!stopping_) {
+      inbox_.push_back(AddCommand{std::move(request), std::move(done)});
+      wake_.notify_one();
+      return;
+    }
   }
-  wake_.notify_one();
-  return result.get();
+  done(absl::UnavailableError("the engine is stopping"));
 }
 
 void EngineLoop::Abort(const std::string& request_id) {
@@ -58,7 +65,7 @@ void EngineLoop::Run() {
     }
     for (Command& c : commands) {
       if (auto* add = std::get_if<AddCommand>(&c)) {
-        add->verdict->set_value(core_->AddRequest(std::move(add->request)));
+        add->done(core_->AddRequest(std::move(add->request)));
       } else {
         core_->Abort(std::get<AbortCommand>(c).request_id);
       }
@@ -74,7 +81,7 @@ void EngineLoop::Run() {
     rest.swap(inbox_);
   }
   for (Command& c : rest)
-    if (auto* add = std::get_if<AddCommand>(&c)) add->verdict->set_value(absl::UnavailableError("the engine is stopping"));
+    if (auto* add = std::get_if<AddCommand>(&c)) add->done(absl::UnavailableError("the engine is stopping"));
   core_->AbortAll();
 }
 

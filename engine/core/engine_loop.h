@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,9 @@ class EngineLoop {
   // gets the same errors EngineCore::AddRequest gives (outputs then flow to
   // the sink). Unavailable once stopping.
   absl::Status Submit(EngineRequest request);
+  // Non-blocking: `done` is called on the engine thread with AddRequest's
+  // verdict (for callers that must not block, such as gRPC reactors).
+  void SubmitAsync(EngineRequest request, std::function<void(const absl::Status&)> done);
   // Asynchronous: the request ends within one step.
   void Abort(const std::string& request_id);
 
@@ -40,7 +44,7 @@ class EngineLoop {
  private:
   struct AddCommand {
     EngineRequest request;
-    std::shared_ptr<std::promise<absl::Status>> verdict;
+    std::function<void(const absl::Status&)> done;
   };
   struct AbortCommand {
     std::string request_id;

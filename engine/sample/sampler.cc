@@ -10,23 +10,19 @@
 #include "engine/sample/logits_processors.h"
 #include "engine/sample/logprobs.h"
 #include "engine/sample/philox.h"
+#include "engine/sample/row_max.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie {
 namespace {
 
 // Index of the largest value, the smaller id on ties; -1 when no value is
-// finite or +inf (all -inf or NaN). One pass, O(vocab).
+// finite (all -inf or NaN, or a +inf from a broken step). Two vectorizable
+// passes, O(vocab).
 int32_t ArgmaxSmallestId(std::span<const float> values) {
-  int32_t best = -1;
-  float best_value = -std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (values[i] > best_value) {
-      best_value = values[i];
-      best = static_cast<int32_t>(i);
-    }
-  }
-  return best;
+  const float best = RowMax(values);
+  if (!std::isfinite(best)) return -1;
+  return static_cast<int32_t>(std::find(values.begin(), values.end(), best) - values.begin());
 }
 
 // log(sum(exp(values))), given their maximum (finite).
@@ -102,9 +98,9 @@ absl::StatusOr<SampledToken> Sampler::SampleRow(std::span<float> logits, const S
   float raw_log_normalizer = 0.0f;
   if (params.logprobs) {
     raw_logits_.assign(logits.begin(), logits.end());
-    const int32_t raw_best = ArgmaxSmallestId(raw_logits_);
-    if (raw_best < 0 || !std::isfinite(raw_logits_[static_cast<size_t>(raw_best)])) return NoFiniteLogit(row_index);
-    raw_log_normalizer = LogSumExp(raw_logits_, raw_logits_[static_cast<size_t>(raw_best)]);
+    const float raw_max = RowMax(raw_logits_);
+    if (!std::isfinite(raw_max)) return NoFiniteLogit(row_index);
+    raw_log_normalizer = LogSumExp(raw_logits_, raw_max);
     for (const auto& [id, logit] : TopK(raw_logits_, params.top_logprobs)) {
       result.top_logprobs.push_back({.token_id = id, .logprob = logit - raw_log_normalizer});
     }
@@ -112,11 +108,11 @@ absl::StatusOr<SampledToken> Sampler::SampleRow(std::span<float> logits, const S
 
   ApplyLogitsProcessors(params, options_.eos_token_ids, row.prompt_tokens.get(), row.output, logits);
 
-  const int32_t best = ArgmaxSmallestId(logits);
-  if (best < 0 || !std::isfinite(logits[static_cast<size_t>(best)])) return NoFiniteLogit(row_index);
   if (IsGreedy(params)) {
-    result.token_id = best;
+    result.token_id = ArgmaxSmallestId(logits);
+    if (result.token_id < 0) return NoFiniteLogit(row_index);
   } else {
+    if (!std::isfinite(RowMax(logits))) return NoFiniteLogit(row_index);
     distribution_.Build(logits, {.temperature = params.temperature,
                                  .top_k = params.top_k,
                                  .top_p = params.top_p,

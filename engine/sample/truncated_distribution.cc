@@ -1,5 +1,7 @@
 #include "engine/sample/truncated_distribution.h"
 
+#include "engine/sample/row_max.h"
+
 #include <algorithm>
 #include <bit>
 #include <limits>
@@ -39,8 +41,7 @@ uint32_t TruncatedDistribution::KeyOf(float weight) {
 void TruncatedDistribution::Build(std::span<const float> logits, const TruncationParams& params) {
   const size_t vocab = logits.size();
   weights_.resize(vocab);
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (float logit : logits) max_logit = logit > max_logit ? logit : max_logit;
+  const float max_logit = RowMax(logits);
 
   // weight = p(token) / p(best token), so min_p compares weights directly.
   const float inverse_temperature = 1.0f / params.temperature;
@@ -49,29 +50,75 @@ void TruncatedDistribution::Build(std::span<const float> logits, const Truncatio
   const float* in = logits.data();
   for (size_t i = 0; i < vocab; ++i) {
     const float weight = FastExpNonPositive((in[i] - max_logit) * inverse_temperature);
-    weights[i] = weight < min_p ? 0.0f : weight;
+    weights[i] = weight >= min_p ? weight : 0.0f;
   }
 
-  level1_count_.fill(0);
-  level1_mass_.fill(0.0);
-  KeptSet all;
-  for (size_t i = 0; i < vocab; ++i) {
-    const float weight = weights[i];
-    if (weight <= 0.0f) continue;
-    const uint32_t bucket = KeyOf(weight) >> kLevel1Shift;
-    ++level1_count_[bucket];
-    level1_mass_[bucket] += weight;
-    ++all.count;
+  // Without truncation the kept set is every positive weight: no histogram.
+  const bool truncates = (params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab) || params.top_p < 1.0f;
+  if (truncates) {
+    BuildLevel1Histogram();
+  } else {
+    SumAllWeights();
   }
-  for (double mass : level1_mass_) all.mass += mass;
-  kept_ = all;  // min_key 0, no ties: every positive weight
-
-  if (params.top_k > 0 && params.top_k < kept_.count) {
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab) {
     kept_ = SelectPrefix(Goal::kCount, static_cast<double>(params.top_k));
   }
   // top_p applies to the distribution renormalized after top_k; its prefix is
   // a prefix of top_k's, so a mass goal over the whole order finds it.
   if (params.top_p < 1.0f) kept_ = SelectPrefix(Goal::kMass, static_cast<double>(params.top_p) * kept_.mass);
+}
+
+void TruncatedDistribution::BuildLevel1Histogram() {
+  for (size_t copy = 0; copy < kHistogramCopies; ++copy) {
+    partial_count_[copy].fill(0);
+    partial_mass_[copy].fill(0.0);
+  }
+  constexpr uint32_t kLastBucket = (1u << kLevel1Bits) - 1;
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    const float weight = weights_[i];
+    if (weight <= 0.0f) continue;
+    const uint32_t bucket = std::min(KeyOf(weight) >> kLevel1Shift, kLastBucket);
+    const size_t copy = i % kHistogramCopies;
+    ++partial_count_[copy][bucket];
+    partial_mass_[copy][bucket] += weight;
+  }
+  kept_ = KeptSet{};  // min_key 0, no ties: every positive weight
+  for (size_t bucket = 0; bucket <= kLastBucket; ++bucket) {
+    uint32_t count = 0;
+    double mass = 0.0;
+    for (size_t copy = 0; copy < kHistogramCopies; ++copy) {
+      count += partial_count_[copy][bucket];
+      mass += partial_mass_[copy][bucket];
+    }
+    level1_count_[bucket] = count;
+    level1_mass_[bucket] = mass;
+    kept_.count += count;
+    kept_.mass += mass;
+  }
+}
+
+void TruncatedDistribution::SumAllWeights() {
+  // Independent lanes so the additions do not wait on each other.
+  constexpr size_t kLanes = 8;
+  std::array<double, kLanes> sums{};
+  std::array<int64_t, kLanes> counts{};
+  const float* weights = weights_.data();
+  size_t i = 0;
+  for (; i + kLanes <= weights_.size(); i += kLanes) {
+    for (size_t lane = 0; lane < kLanes; ++lane) {
+      sums[lane] += weights[i + lane];
+      counts[lane] += weights[i + lane] > 0.0f;
+    }
+  }
+  for (; i < weights_.size(); ++i) {
+    sums[0] += weights[i];
+    counts[0] += weights[i] > 0.0f;
+  }
+  kept_ = KeptSet{};
+  for (size_t lane = 0; lane < kLanes; ++lane) {
+    kept_.mass += sums[lane];
+    kept_.count += counts[lane];
+  }
 }
 
 TruncatedDistribution::KeptSet TruncatedDistribution::SelectPrefix(Goal goal, double target) {
@@ -123,19 +170,52 @@ TruncatedDistribution::KeptSet TruncatedDistribution::SelectPrefix(Goal goal, do
   return kept;
 }
 
+float TruncatedDistribution::KeptMass(size_t begin, size_t end) const {
+  constexpr size_t kLanes = 8;  // independent lanes: the sum vectorizes
+  std::array<float, kLanes> lanes{};
+  size_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    for (size_t lane = 0; lane < kLanes; ++lane) {
+      const float weight = weights_[i + lane];
+      lanes[lane] += IsKept(KeyOf(weight), static_cast<int32_t>(i + lane)) ? weight : 0.0f;
+    }
+  }
+  for (; i < end; ++i) lanes[0] += IsKept(KeyOf(weights_[i]), static_cast<int32_t>(i)) ? weights_[i] : 0.0f;
+  float total = 0.0f;
+  for (float lane : lanes) total += lane;
+  return total;
+}
+
 int32_t TruncatedDistribution::Draw(double uniform01) const {
   const double target = uniform01 * kept_.mass;
+  const size_t vocab = weights_.size();
+  // Skip whole blocks by their kept mass, then walk the block in which the
+  // running total passes the target one token at a time (on into the next
+  // blocks if rounding of the block sums misjudged it).
+  constexpr size_t kBlock = 256;
   double cumulative = 0.0;
-  int32_t last_kept = -1;
-  for (size_t i = 0; i < weights_.size(); ++i) {
-    const float weight = weights_[i];
-    const auto id = static_cast<int32_t>(i);
-    if (!IsKept(KeyOf(weight), id)) continue;
-    cumulative += weight;
-    last_kept = id;
-    if (cumulative > target) return id;
+  size_t begin = 0;
+  for (; begin < vocab; begin += kBlock) {
+    const double block_mass = KeptMass(begin, std::min(begin + kBlock, vocab));
+    if (cumulative + block_mass > target) break;
+    cumulative += block_mass;
   }
-  return last_kept;  // rounding left the target at the very end
+  for (size_t i = begin; i < vocab; ++i) {
+    if (!IsKept(KeyOf(weights_[i]), static_cast<int32_t>(i))) continue;
+    cumulative += weights_[i];
+    if (cumulative > target) return static_cast<int32_t>(i);
+  }
+  // Rounding left the target at the very end: the last kept token.
+  for (size_t i = vocab; i-- > 0;) {
+    if (IsKept(KeyOf(weights_[i]), static_cast<int32_t>(i))) return static_cast<int32_t>(i);
+  }
+  return -1;  // unreachable: the best token has weight 1 and is always kept
+}
+
+int64_t TruncatedDistribution::kept_count() const {
+  int64_t count = 0;
+  for (size_t i = 0; i < weights_.size(); ++i) count += Contains(static_cast<int32_t>(i));
+  return count;
 }
 
 double TruncatedDistribution::Probability(int32_t token_id) const {

@@ -1,0 +1,192 @@
+// Start-up of the CUDA backend (checks, uploads, allocations) and block
+// copies. The forward pass is in cuda_forward.cc.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend/cpu/elementwise.h"
+#include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/cuda/kernels/copy_blocks.h"
+#include "engine/backend/cuda/kernels/paged_attention.h"
+#include "engine/util/status_macros.h"
+
+namespace ernie {
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the error: "no device" is an answer here
+    return 0;
+  }
+  return count;
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackend(const LoadedModel& model,
+                                                                const CudaBackendOptions& options) {
+  return cuda::CudaBackendImpl::Create(model, options);
+}
+
+namespace cuda {
+
+namespace {
+
+absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
+  if (c.architecture != Architecture::kErnie45Dense)
+    return absl::InvalidArgumentError("the CUDA backend runs dense ERNIE-4.5 models only");
+  if (c.num_layers < 1) return absl::InvalidArgumentError("the model has no layers");
+  if (!PagedAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim)))
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported head_dim ", c.head_dim, " (the CUDA kernels cover 8, 16, 24, 32, 64 and 128)"));
+  if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 ||
+      c.num_heads / c.num_kv_heads > kAttentionRowsPerCta)
+    return absl::InvalidArgumentError(absl::StrCat("unsupported attention heads: ", c.num_heads, " query heads over ",
+                                                   c.num_kv_heads, " KV heads (at most ", kAttentionRowsPerCta,
+                                                   " query heads per KV head)"));
+  if (o.block_size <= 0) return absl::InvalidArgumentError("block_size must be positive");
+  if (o.num_blocks <= 0) return absl::InvalidArgumentError("num_blocks must be positive");
+  if (o.num_blocks * o.block_size > (int64_t{1} << 31) - 1)
+    return absl::InvalidArgumentError("num_blocks * block_size must fit in 31 bits (cache slots are int32)");
+  if (o.max_tokens_per_step <= 0 || o.max_tokens_per_step > (1 << 24))
+    return absl::InvalidArgumentError("max_tokens_per_step must be in [1, 2^24]");
+  if (o.max_logit_rows <= 0) return absl::InvalidArgumentError("max_logit_rows must be positive");
+  if (o.max_blocks_per_step < 0) return absl::InvalidArgumentError("max_blocks_per_step must not be negative");
+  return absl::OkStatus();
+}
+
+absl::Status SelectDevice(int device) {
+  const int count = CudaDeviceCount();
+  if (count == 0) return absl::FailedPreconditionError("no CUDA device is visible to this process");
+  if (device < 0 || device >= count)
+    return absl::InvalidArgumentError(absl::StrCat("CUDA device ", device, " requested; ", count, " visible"));
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), absl::StrCat("cudaSetDevice(", device, ")"));
+  cudaDeviceProp prop;
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  if (prop.major != 9)
+    return absl::FailedPreconditionError(absl::StrCat("CUDA device ", device, " (", prop.name,
+                                                      ") is compute capability ", prop.major, ".", prop.minor,
+                                                      "; this build carries sm_90a (Hopper) code only"));
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::StatusOr<DeviceBuffer<T>> Alloc(int64_t count, const char* what) {
+  return DeviceBuffer<T>::Allocate(static_cast<size_t>(count), what);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const LoadedModel& model,
+                                                                     const CudaBackendOptions& options) {
+  const ModelConfig& c = model.config;
+  ERNIE_RETURN_IF_ERROR(CheckShapes(c, options));
+  ERNIE_RETURN_IF_ERROR(SelectDevice(options.device));
+
+  cudaStream_t raw_stream = nullptr;
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&raw_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  Stream stream(raw_stream);
+  ERNIE_ASSIGN_OR_RETURN(Gemm gemm, Gemm::Create(stream.get()));
+  std::unique_ptr<CudaBackendImpl> b(new CudaBackendImpl(c, std::move(stream), std::move(gemm)));
+
+  b->kv_shape_ = KvCacheShape{.num_layers = c.num_layers,
+                              .num_kv_heads = c.num_kv_heads,
+                              .head_dim = c.head_dim,
+                              .block_size = options.block_size,
+                              .num_blocks = options.num_blocks,
+                              .bytes_per_element = 2};
+  b->max_tokens_ = options.max_tokens_per_step;
+  b->logit_rows_per_pass_ = std::min(options.max_logit_rows, options.max_tokens_per_step);
+  b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  ERNIE_ASSIGN_OR_RETURN(b->weights_, UploadWeights(model.weights));
+  ERNIE_ASSIGN_OR_RETURN(b->kv_cache_, Alloc<uint16_t>(b->kv_shape_.total_bytes() / 2, "KV cache"));
+
+  const int64_t t = options.max_tokens_per_step;
+  Workspace& ws = b->ws_;
+  ERNIE_ASSIGN_OR_RETURN(ws.x, Alloc<float>(t * c.hidden_size, "residual stream"));
+  ERNIE_ASSIGN_OR_RETURN(ws.h, Alloc<uint16_t>(t * c.hidden_size, "normed activations"));
+  ERNIE_ASSIGN_OR_RETURN(ws.qkv, Alloc<float>(t * (c.q_size() + 2 * c.kv_size()), "qkv activations"));
+  ERNIE_ASSIGN_OR_RETURN(ws.attn, Alloc<uint16_t>(t * c.q_size(), "attention output"));
+  ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
+  ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(t * 2 * c.intermediate_size, "gate/up activations"));
+  ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * c.intermediate_size, "MLP activations"));
+  ERNIE_ASSIGN_OR_RETURN(ws.logits, Alloc<float>(b->logit_rows_per_pass_ * c.vocab_size, "logits"));
+  ERNIE_ASSIGN_OR_RETURN(ws.inv_freq, Alloc<float>(c.head_dim / 2, "rotary frequencies"));
+  ERNIE_ASSIGN_OR_RETURN(ws.copies, Alloc<int32_t>(3 * kMaxCopiesPerLaunch, "block copies"));
+  ERNIE_ASSIGN_OR_RETURN(ws.copies_staging,
+                         PinnedBuffer<int32_t>::Allocate(3 * kMaxCopiesPerLaunch, "block copy staging"));
+  std::vector<float> inv_freq(static_cast<size_t>(c.head_dim / 2));
+  cpu::RotaryInverseFrequencies(c.rope_theta, c.head_dim, inv_freq.data());  // the reference's own float32 values
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpy(ws.inv_freq.data(), inv_freq.data(), inv_freq.size() * sizeof(float),
+                                        cudaMemcpyHostToDevice),
+                             "cudaMemcpy of rotary frequencies");
+
+  int64_t table_entries = options.max_blocks_per_step;
+  if (table_entries == 0) {
+    const int64_t per_seq = c.max_position_embeddings > 0
+                                ? std::min(options.num_blocks, (c.max_position_embeddings + options.block_size - 1) /
+                                                                   options.block_size)
+                                : options.num_blocks;
+    table_entries = t * per_seq;
+  }
+  ERNIE_ASSIGN_OR_RETURN(b->inputs_, StepInputs::Create(t, table_entries));
+  b->memory_ = CudaMemoryBreakdown{.weights = b->weights_.bytes(),
+                                   .kv_cache = static_cast<int64_t>(b->kv_cache_.bytes()),
+                                   .workspace = ws.bytes() + (8 * t + table_entries) * 4 + (int64_t{32} << 20)};
+  return std::unique_ptr<CudaBackend>(std::move(b));
+}
+
+CudaBackendImpl::~CudaBackendImpl() { cudaStreamSynchronize(stream_.get()); }
+
+PagedKvView CudaBackendImpl::LayerCache(int64_t layer) const {
+  const KvCacheShape& s = kv_shape_;
+  const int64_t plane = s.num_blocks * s.num_kv_heads * s.block_size * s.head_dim;
+  auto* base = reinterpret_cast<__nv_bfloat16*>(kv_cache_.data());
+  return PagedKvView{.k = base + (layer * 2) * plane,
+                     .v = base + (layer * 2 + 1) * plane,
+                     .num_blocks = static_cast<int32_t>(s.num_blocks),
+                     .num_kv_heads = static_cast<int32_t>(s.num_kv_heads),
+                     .block_size = static_cast<int32_t>(s.block_size),
+                     .head_dim = static_cast<int32_t>(s.head_dim)};
+}
+
+absl::Status CudaBackendImpl::CopyBlocksChunk(std::span<const BlockCopyOp> copies) {
+  int32_t* host = ws_.copies_staging.data();
+  for (size_t i = 0; i < copies.size(); ++i) {
+    host[3 * i] = copies[i].src_block;
+    host[3 * i + 1] = copies[i].dst_block;
+    host[3 * i + 2] = copies[i].num_tokens;
+  }
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws_.copies.data(), host, copies.size() * 3 * sizeof(int32_t),
+                                             cudaMemcpyHostToDevice, stream_.get()),
+                             "cudaMemcpyAsync of block copies");
+  const KvCacheShape& s = kv_shape_;
+  ERNIE_CUDA_RETURN_IF_ERROR(
+      LaunchCopyBlocks({.cache = reinterpret_cast<__nv_bfloat16*>(kv_cache_.data()),
+                        .copies = ws_.copies.data(),
+                        .num_copies = static_cast<int32_t>(copies.size()),
+                        .num_layers = static_cast<int32_t>(s.num_layers),
+                        .num_blocks = static_cast<int32_t>(s.num_blocks),
+                        .num_kv_heads = static_cast<int32_t>(s.num_kv_heads),
+                        .block_size = static_cast<int32_t>(s.block_size),
+                        .head_dim = static_cast<int32_t>(s.head_dim)},
+                       stream_.get()),
+      "copy-blocks kernel launch");
+  // The staging buffer is reused by the next chunk.
+  return CudaStatus(cudaStreamSynchronize(stream_.get()), "block copies");
+}
+
+// Copies run in order, one launch per kMaxCopiesPerLaunch; within a launch
+// the copies run concurrently, so a block must not be both a destination and
+// a source of one call (forks copy shared blocks into fresh ones).
+absl::Status CudaBackendImpl::CopyBlocks(std::span<const BlockCopyOp> copies) {
+  ERNIE_RETURN_IF_ERROR(ValidateBlockCopies(copies, kv_shape_));
+  for (size_t begin = 0; begin < copies.size(); begin += kMaxCopiesPerLaunch) {
+    const size_t n = std::min<size_t>(kMaxCopiesPerLaunch, copies.size() - begin);
+    ERNIE_RETURN_IF_ERROR(CopyBlocksChunk(copies.subspan(begin, n)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cuda
+}  // namespace ernie

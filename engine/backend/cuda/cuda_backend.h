@@ -1,0 +1,53 @@
+// The CUDA backend for dense ERNIE-4.5: the same function as the CPU
+// reference (engine/backend/cpu), computed on one GPU with bf16 weights and
+// activations between kernels, float32 accumulation, a float32 residual
+// stream and a paged bf16 KV cache. Build-time availability: the target
+// ernie_cuda_backend defines ERNIE_HAVE_CUDA_BACKEND=1 for its users.
+//
+// Memory is taken once in CreateCudaBackend (weights, KV pool, workspaces
+// for max_tokens_per_step); Forward and CopyBlocks never allocate. Not
+// thread-safe: one engine thread calls Forward and CopyBlocks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/backend/backend.h"
+#include "engine/model/ernie4_5_weights.h"
+
+namespace ernie {
+
+struct CudaBackendOptions {
+  int device = 0;                     // CUDA device ordinal
+  int64_t block_size = 16;            // tokens per KV block
+  int64_t num_blocks = 0;             // KV blocks in the pool (each layer: [num_blocks, kv_heads, block_size, head_dim] x 2)
+  int64_t max_tokens_per_step = 512;  // workspace size: most tokens one Forward carries
+  int64_t max_logit_rows = 256;       // lm_head rows computed at once (the f32 logits workspace is [rows, vocab]); more are done in turns
+  int64_t max_blocks_per_step = 0;    // block-table entries one step may carry; 0: max_tokens_per_step x min(num_blocks, blocks of max_position_embeddings)
+};
+
+// Where the device memory went (bytes), for the start-up report and metrics.
+struct CudaMemoryBreakdown {
+  int64_t weights = 0;
+  int64_t kv_cache = 0;
+  int64_t workspace = 0;  // activations, logits, step inputs, cuBLAS scratch
+};
+
+class CudaBackend : public Backend {
+ public:
+  virtual CudaMemoryBreakdown memory() const = 0;
+};
+
+// Devices the CUDA runtime sees; 0 (not an error) without a device or driver.
+int CudaDeviceCount();
+
+// Uploads `model`'s weights and allocates the KV pool and workspaces.
+// FailedPrecondition without a device; ResourceExhausted when the device is
+// out of memory (naming the buffer); InvalidArgument for options or a model
+// shape the kernels do not cover (e.g. "unsupported head_dim 96").
+// `model` need not outlive the backend (the weights are copied).
+absl::StatusOr<std::unique_ptr<CudaBackend>> CreateCudaBackend(const LoadedModel& model,
+                                                                const CudaBackendOptions& options);
+
+}  // namespace ernie

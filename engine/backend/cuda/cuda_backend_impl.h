@@ -1,0 +1,100 @@
+// The CUDA backend's state (private to engine/backend/cuda): device weights,
+// the KV pool, the workspaces and the stream. cuda_backend.cc creates it and
+// copies blocks; cuda_forward.cc holds the forward pass.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <utility>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/device_weights.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/paged_kv_view.h"
+#include "engine/backend/cuda/step_plan.h"
+
+namespace ernie::cuda {
+
+// Owns a cudaStream_t (destroyed after every member that enqueues on it).
+class Stream {
+ public:
+  Stream() = default;
+  explicit Stream(cudaStream_t s) : stream_(s) {}
+  Stream(Stream&& o) noexcept : stream_(std::exchange(o.stream_, nullptr)) {}
+  Stream& operator=(Stream&&) = delete;
+  ~Stream() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// Activations of one step, sized for max_tokens_per_step (T) rows.
+struct Workspace {
+  DeviceBuffer<float> x;          // [T, H] residual stream, float32
+  DeviceBuffer<uint16_t> h;       // bf16 [T, H] normed input of the next GEMM (also the final-norm rows)
+  DeviceBuffer<float> qkv;        // [T, (heads + 2 kv_heads) * head_dim] QKV GEMM output; q rotated in place
+  DeviceBuffer<uint16_t> attn;    // bf16 [T, heads * head_dim] attention output
+  DeviceBuffer<float> proj;       // [T, H] o_proj or down_proj output, before the residual add
+  DeviceBuffer<float> gate_up;    // [T, 2 I] gate|up GEMM output
+  DeviceBuffer<uint16_t> act;     // bf16 [T, I] silu(gate) * up
+  DeviceBuffer<float> logits;     // [logit_rows_per_pass, V]
+  DeviceBuffer<float> inv_freq;   // [head_dim / 2] rotary inverse frequencies
+  DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
+  PinnedBuffer<int32_t> copies_staging;  // host side of `copies`
+
+  int64_t bytes() const {
+    return static_cast<int64_t>(x.bytes() + h.bytes() + qkv.bytes() + attn.bytes() + proj.bytes() + gate_up.bytes() +
+                                act.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes());
+  }
+};
+
+inline constexpr int32_t kMaxCopiesPerLaunch = 1024;
+
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  std::string_view name() const override { return "cuda"; }
+  const KvCacheShape& kv_shape() const override { return kv_shape_; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t max_tokens_per_step() const override { return max_tokens_; }
+  CudaMemoryBreakdown memory() const override { return memory_; }
+  absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
+  absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
+  ~CudaBackendImpl() override;
+
+  // What CreateCudaBackend does (cuda_backend.cc).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const LoadedModel& model,
+                                                             const CudaBackendOptions& options);
+
+ private:
+  CudaBackendImpl(const ModelConfig& config, Stream stream, Gemm gemm)
+      : config_(config), stream_(std::move(stream)), gemm_(std::move(gemm)) {}
+
+  // Forward's steps (cuda_forward.cc); each enqueues on stream_.
+  absl::Status RunStep(const StepBatch& batch, std::span<float> logits);
+  absl::Status AttentionBlock(int64_t layer, int32_t tokens);
+  absl::Status MlpBlock(int64_t layer, int32_t tokens);
+  absl::Status LogitRows(int32_t rows, std::span<float> logits);
+  absl::Status CopyBlocksChunk(std::span<const BlockCopyOp> copies);
+  PagedKvView LayerCache(int64_t layer) const;
+
+  ModelConfig config_;      // a copy: the backend does not need the LoadedModel after start
+  KvCacheShape kv_shape_;   // bytes_per_element 2 (bf16)
+  int64_t max_tokens_ = 0;
+  int64_t logit_rows_per_pass_ = 0;
+  float attn_scale_ = 1.0f;  // head_dim ^ -0.5
+  CudaMemoryBreakdown memory_;
+
+  Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order
+  Gemm gemm_;       // cuBLAS handle bound to stream_
+  DeviceWeights weights_;
+  // [num_layers, 2 (k, v), num_blocks, num_kv_heads, block_size, head_dim] bf16.
+  DeviceBuffer<uint16_t> kv_cache_;
+  Workspace ws_;
+  StepInputs inputs_;  // the step's integer inputs, host staging + device copy
+};
+
+}  // namespace ernie::cuda

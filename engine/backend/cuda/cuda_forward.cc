@@ -1,0 +1,170 @@
+// The dense ERNIE-4.5 forward pass on the GPU, layer by layer, the same
+// function as engine/backend/cpu/cpu_backend.cc:
+//   x = embed(ids)
+//   per layer: x += o_proj(attention(rope(q), rope(k), v)) on RMSNorm(x)
+//              x += down(silu(gate(h)) * up(h)) on h = RMSNorm(x)
+//   logits = lm_head(RMSNorm(x)) for the logit rows only.
+// Each residual add is fused into the RMSNorm that follows it, biases into
+// the kernel after their GEMM, and the rotary embedding into the write of K
+// and V into the paged cache. Every kernel runs on stream_, in order.
+#include "absl/strings/str_cat.h"
+#include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/cuda/kernels/elementwise.h"
+#include "engine/backend/cuda/kernels/paged_attention.h"
+#include "engine/backend/cuda/kernels/rotary_kv_write.h"
+#include "engine/util/status_macros.h"
+
+namespace ernie::cuda {
+
+namespace {
+
+__nv_bfloat16* Bf16(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<__nv_bfloat16*>(b.data()); }
+const uint16_t* Raw(const DeviceBuffer<uint16_t>& b) { return b.data(); }
+// nullptr for an empty (absent) bias.
+const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullptr : b.data(); }
+
+}  // namespace
+
+// x += o_proj(attention(rope(q), rope(k), v)); then h = RMSNorm(x) for the MLP.
+// On entry h holds this layer's input norm of x.
+absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
+  const ModelConfig& c = config_;
+  const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  cudaStream_t s = stream_.get();
+  const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
+  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.h), tokens, c.hidden_size, Raw(w.qkv), qkv_width, ws_.qkv.data(),
+                                  GemmOutput::kF32));
+  const PagedKvView cache = LayerCache(layer);
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchRotaryKvWrite({.qkv = ws_.qkv.data(),
+                                                  .bias = OrNull(w.qkv_bias),
+                                                  .positions = inputs_.positions(),
+                                                  .slots = inputs_.slots(),
+                                                  .inv_freq = ws_.inv_freq.data(),
+                                                  .cache = cache,
+                                                  .tokens = tokens,
+                                                  .num_heads = static_cast<int32_t>(c.num_heads),
+                                                  .num_kv_heads = static_cast<int32_t>(c.num_kv_heads),
+                                                  .head_dim = static_cast<int32_t>(c.head_dim)},
+                                                 s),
+                             "rotary + KV write kernel");
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchPagedAttention({.q = ws_.qkv.data(),
+                                                   .q_row_stride = qkv_width,
+                                                   .cache = cache,
+                                                   .items = inputs_.items(),
+                                                   .block_tables = inputs_.block_tables(),
+                                                   .positions = inputs_.positions(),
+                                                   .out = Bf16(ws_.attn),
+                                                   .scale = attn_scale_,
+                                                   .num_items = inputs_.num_items(),
+                                                   .num_heads = static_cast<int32_t>(c.num_heads),
+                                                   .num_kv_heads = static_cast<int32_t>(c.num_kv_heads),
+                                                   .head_dim = static_cast<int32_t>(c.head_dim)},
+                                                  s),
+                             "paged attention kernel");
+  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.attn), tokens, c.q_size(), Raw(w.o_proj), c.hidden_size, ws_.proj.data(),
+                                  GemmOutput::kF32));
+  return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
+                                      .delta = ws_.proj.data(),
+                                      .delta_bias = OrNull(w.o_bias),
+                                      .weight = w.post_attn_norm.data(),
+                                      .out = Bf16(ws_.h),
+                                      .rows = tokens,
+                                      .hidden = static_cast<int32_t>(c.hidden_size),
+                                      .eps = c.rms_norm_eps},
+                                     s),
+                    "residual add + RMSNorm kernel");
+}
+
+// proj = down(silu(gate(h)) * up(h)); for every layer but the last, also
+// x += proj and h = the next layer's input norm of x. The last layer's add is
+// left to LogitRows, which needs it for the logit rows only.
+absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
+  const ModelConfig& c = config_;
+  const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  cudaStream_t s = stream_.get();
+  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.h), tokens, c.hidden_size, Raw(w.gate_up), 2 * c.intermediate_size,
+                                  ws_.gate_up.data(), GemmOutput::kF32));
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(ws_.gate_up.data(), OrNull(w.gate_up_bias), tokens,
+                                              static_cast<int32_t>(c.intermediate_size), Bf16(ws_.act), s),
+                             "SiLU-and-mul kernel");
+  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.act), tokens, c.intermediate_size, Raw(w.down_proj), c.hidden_size,
+                                  ws_.proj.data(), GemmOutput::kF32));
+  if (layer + 1 == c.num_layers) return absl::OkStatus();
+  return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
+                                      .delta = ws_.proj.data(),
+                                      .delta_bias = OrNull(w.down_bias),
+                                      .weight = weights_.layers[static_cast<size_t>(layer + 1)].input_norm.data(),
+                                      .out = Bf16(ws_.h),
+                                      .rows = tokens,
+                                      .hidden = static_cast<int32_t>(c.hidden_size),
+                                      .eps = c.rms_norm_eps},
+                                     s),
+                    "residual add + RMSNorm kernel");
+}
+
+// Final norm (with the last layer's residual add) and lm_head for the logit
+// rows only, logit_rows_per_pass_ rows at a time, each pass's float32 logits
+// copied to the caller's buffer.
+absl::Status CudaBackendImpl::LogitRows(int32_t rows, std::span<float> logits) {
+  const ModelConfig& c = config_;
+  cudaStream_t s = stream_.get();
+  const DeviceLayerWeights& last = weights_.layers.back();
+  for (int32_t begin = 0; begin < rows; begin += static_cast<int32_t>(logit_rows_per_pass_)) {
+    const int32_t n = std::min<int32_t>(static_cast<int32_t>(logit_rows_per_pass_), rows - begin);
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm({.x = ws_.x.data(),
+                                                 .delta = ws_.proj.data(),
+                                                 .delta_bias = OrNull(last.down_bias),
+                                                 .weight = weights_.final_norm.data(),
+                                                 .row_index = inputs_.logit_rows() + begin,
+                                                 .out = Bf16(ws_.h),
+                                                 .rows = n,
+                                                 .hidden = static_cast<int32_t>(c.hidden_size),
+                                                 .eps = c.rms_norm_eps,
+                                                 .write_residual = false},
+                                                s),
+                               "final RMSNorm kernel");
+    ERNIE_RETURN_IF_ERROR(
+        gemm_.Run(Raw(ws_.h), n, c.hidden_size, weights_.lm_head, c.vocab_size, ws_.logits.data(), GemmOutput::kF32));
+    const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(c.vocab_size) * sizeof(float);
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits.data() + static_cast<size_t>(begin) * c.vocab_size,
+                                               ws_.logits.data(), bytes, cudaMemcpyDeviceToHost, s),
+                               "cudaMemcpyAsync of logits");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, std::span<float> logits) {
+  const ModelConfig& c = config_;
+  const auto tokens = static_cast<int32_t>(batch.token_ids.size());
+  ERNIE_RETURN_IF_ERROR(inputs_.Upload(batch, static_cast<int32_t>(kv_shape_.block_size),
+                                       static_cast<int32_t>(c.num_heads / c.num_kv_heads), stream_.get()));
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchEmbeddingGather(Bf16(weights_.embed_tokens), inputs_.token_ids(), tokens,
+                                                   static_cast<int32_t>(c.hidden_size), ws_.x.data(), stream_.get()),
+                             "embedding gather kernel");
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm({.x = ws_.x.data(),
+                                               .weight = weights_.layers[0].input_norm.data(),
+                                               .out = Bf16(ws_.h),
+                                               .rows = tokens,
+                                               .hidden = static_cast<int32_t>(c.hidden_size),
+                                               .eps = c.rms_norm_eps},
+                                              stream_.get()),
+                             "RMSNorm kernel");
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    ERNIE_RETURN_IF_ERROR(AttentionBlock(layer, tokens));
+    ERNIE_RETURN_IF_ERROR(MlpBlock(layer, tokens));
+  }
+  const auto rows = static_cast<int32_t>(batch.logit_token_indices.size());
+  if (rows > 0) ERNIE_RETURN_IF_ERROR(LogitRows(rows, logits));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackendImpl::Forward(const StepBatch& batch, std::span<float> logits) {
+  ERNIE_RETURN_IF_ERROR(ValidateStepBatch(batch, kv_shape_, max_tokens_, config_.vocab_size, logits));
+  const absl::Status step = RunStep(batch, logits);
+  // Always wait for what was enqueued: the staging buffers are reused by the
+  // next step, and a kernel fault surfaces here.
+  const absl::Status done = CudaStatus(cudaStreamSynchronize(stream_.get()), "forward step");
+  return step.ok() ? done : step;
+}
+
+}  // namespace ernie::cuda

@@ -1,0 +1,127 @@
+#include "engine/backend/cuda/device_weights.h"
+
+#include <cstring>
+#include <initializer_list>
+#include <string>
+
+#include "engine/util/half.h"
+
+namespace ernie::cuda {
+
+namespace {
+
+// Appends `t` to `out` as bf16 bits.
+void AppendBf16(const TensorView& t, std::vector<uint16_t>& out) {
+  const int64_t n = t.numel();
+  const size_t base = out.size();
+  out.resize(base + static_cast<size_t>(n));
+  uint16_t* dst = out.data() + base;
+  const auto* src16 = static_cast<const uint16_t*>(t.data());
+  switch (t.dtype) {
+    case DType::kBF16:
+      std::memcpy(dst, src16, static_cast<size_t>(n) * 2);
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(F16ToFloat(src16[i]));
+      break;
+    case DType::kF32: {
+      const auto* src = static_cast<const float*>(t.data());
+      for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i]);
+      break;
+    }
+  }
+}
+
+void AppendF32(const TensorView& t, std::vector<float>& out) {
+  const int64_t n = t.numel();
+  const size_t base = out.size();
+  out.resize(base + static_cast<size_t>(n));
+  float* dst = out.data() + base;
+  const auto* src16 = static_cast<const uint16_t*>(t.data());
+  switch (t.dtype) {
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(src16[i]);
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = F16ToFloat(src16[i]);
+      break;
+    case DType::kF32:
+      std::memcpy(dst, t.data(), static_cast<size_t>(n) * 4);
+      break;
+  }
+}
+
+template <typename T>
+absl::StatusOr<DeviceBuffer<T>> Upload(const std::vector<T>& host, const std::string& what) {
+  ERNIE_ASSIGN_OR_RETURN(DeviceBuffer<T> buf, DeviceBuffer<T>::Allocate(host.size(), what));
+  if (!host.empty())
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpy(buf.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+                               "cudaMemcpy of " + what);
+  return buf;
+}
+
+// Row-concatenation of several [out_i, in] matrices as one bf16 [sum out_i, in].
+absl::StatusOr<DeviceBuffer<uint16_t>> UploadMatrices(std::initializer_list<const TensorView*> parts,
+                                                      std::vector<uint16_t>& staging) {
+  staging.clear();
+  std::string what;
+  for (const TensorView* t : parts) {
+    AppendBf16(*t, staging);
+    what += (what.empty() ? "" : " + ") + t->name;
+  }
+  return Upload(staging, what);
+}
+
+// Concatenated biases as float32, or an empty buffer when the model has none.
+absl::StatusOr<DeviceBuffer<float>> UploadVectors(std::initializer_list<const TensorView*> parts) {
+  std::vector<float> host;
+  std::string what;
+  for (const TensorView* t : parts) {
+    if (t == nullptr) return DeviceBuffer<float>();  // use_bias is all or nothing
+    AppendF32(*t, host);
+    what += (what.empty() ? "" : " + ") + t->name;
+  }
+  return Upload(host, what);
+}
+
+}  // namespace
+
+int64_t DeviceWeights::bytes() const {
+  int64_t total = static_cast<int64_t>(embed_tokens.bytes() + final_norm.bytes() + lm_head_own.bytes());
+  for (const DeviceLayerWeights& l : layers) {
+    total += static_cast<int64_t>(l.input_norm.bytes() + l.post_attn_norm.bytes() + l.qkv.bytes() + l.qkv_bias.bytes() +
+                                  l.o_proj.bytes() + l.o_bias.bytes() + l.gate_up.bytes() + l.gate_up_bias.bytes() +
+                                  l.down_proj.bytes() + l.down_bias.bytes());
+  }
+  return total;
+}
+
+absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& w) {
+  DeviceWeights d;
+  std::vector<uint16_t> staging;
+  ERNIE_ASSIGN_OR_RETURN(d.embed_tokens, UploadMatrices({w.embed_tokens}, staging));
+  for (const Ernie45LayerWeights& l : w.layers) {
+    DeviceLayerWeights dl;
+    ERNIE_ASSIGN_OR_RETURN(dl.input_norm, UploadVectors({l.input_norm}));
+    ERNIE_ASSIGN_OR_RETURN(dl.post_attn_norm, UploadVectors({l.post_attn_norm}));
+    ERNIE_ASSIGN_OR_RETURN(dl.qkv, UploadMatrices({l.q_proj.weight, l.k_proj.weight, l.v_proj.weight}, staging));
+    ERNIE_ASSIGN_OR_RETURN(dl.qkv_bias, UploadVectors({l.q_proj.bias, l.k_proj.bias, l.v_proj.bias}));
+    ERNIE_ASSIGN_OR_RETURN(dl.o_proj, UploadMatrices({l.o_proj.weight}, staging));
+    ERNIE_ASSIGN_OR_RETURN(dl.o_bias, UploadVectors({l.o_proj.bias}));
+    ERNIE_ASSIGN_OR_RETURN(dl.gate_up, UploadMatrices({l.gate_proj.weight, l.up_proj.weight}, staging));
+    ERNIE_ASSIGN_OR_RETURN(dl.gate_up_bias, UploadVectors({l.gate_proj.bias, l.up_proj.bias}));
+    ERNIE_ASSIGN_OR_RETURN(dl.down_proj, UploadMatrices({l.down_proj.weight}, staging));
+    ERNIE_ASSIGN_OR_RETURN(dl.down_bias, UploadVectors({l.down_proj.bias}));
+    d.layers.push_back(std::move(dl));
+  }
+  ERNIE_ASSIGN_OR_RETURN(d.final_norm, UploadVectors({w.final_norm}));
+  if (w.lm_head.weight == w.embed_tokens) {
+    d.lm_head = d.embed_tokens.data();
+  } else {
+    ERNIE_ASSIGN_OR_RETURN(d.lm_head_own, UploadMatrices({w.lm_head.weight}, staging));
+    d.lm_head = d.lm_head_own.data();
+  }
+  return d;
+}
+
+}  // namespace ernie::cuda

@@ -1,0 +1,43 @@
+// The model's weights in device memory, uploaded once at start: matrices in
+// bf16 (f16 and f32 checkpoints are rounded to bf16 here, to nearest even),
+// norm weights and biases in float32. Projections that read the same input
+// are concatenated so one GEMM computes them: q|k|v and gate|up.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/model/ernie4_5_weights.h"
+
+namespace ernie::cuda {
+
+struct DeviceLayerWeights {
+  DeviceBuffer<float> input_norm;       // [H]
+  DeviceBuffer<float> post_attn_norm;   // [H]
+  DeviceBuffer<uint16_t> qkv;           // bf16 [(heads + 2 kv_heads) * head_dim, H]: rows q, then k, then v
+  DeviceBuffer<float> qkv_bias;         // [(heads + 2 kv_heads) * head_dim], empty without use_bias
+  DeviceBuffer<uint16_t> o_proj;        // bf16 [H, heads * head_dim]
+  DeviceBuffer<float> o_bias;           // [H] or empty
+  DeviceBuffer<uint16_t> gate_up;       // bf16 [2 I, H]: rows gate, then up
+  DeviceBuffer<float> gate_up_bias;     // [2 I] or empty
+  DeviceBuffer<uint16_t> down_proj;     // bf16 [H, I]
+  DeviceBuffer<float> down_bias;        // [H] or empty
+};
+
+struct DeviceWeights {
+  DeviceBuffer<uint16_t> embed_tokens;  // bf16 [V, H]
+  std::vector<DeviceLayerWeights> layers;
+  DeviceBuffer<float> final_norm;       // [H]
+  DeviceBuffer<uint16_t> lm_head_own;   // bf16 [V, H] when untied; empty when tied
+  const uint16_t* lm_head = nullptr;    // bf16 [V, H]: lm_head_own, or embed_tokens when tied
+
+  int64_t bytes() const;                // device bytes held, for the start-up report
+};
+
+// Converts and uploads every tensor of `weights`; ResourceExhausted when the
+// device runs out of memory (the message names the tensor).
+absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& weights);
+
+}  // namespace ernie::cuda

@@ -1,0 +1,43 @@
+// Causal attention of the step's query rows against the paged KV cache, for
+// decodes and prefill chunks alike (a prefill chunk over a cached prefix is a
+// work item whose tokens start past position 0). GQA-packed: one CTA takes a
+// work item and one KV head, and the query rows of every head of that group
+// (num_tokens * group rows) share each K/V load from device memory.
+// Float32 scores, online softmax and accumulation; output in bf16.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "engine/backend/cuda/paged_kv_view.h"
+
+namespace ernie::cuda {
+
+// Query rows one CTA holds: a work item has at most this many
+// (token, head-of-the-group) rows. The host planner (step_plan.cc) sizes
+// items by it.
+inline constexpr int32_t kAttentionRowsPerCta = 8;
+
+struct PagedAttentionParams {
+  const float* q = nullptr;             // token t, head h at q + t * q_row_stride + h * head_dim (rotated)
+  int64_t q_row_stride = 0;             // floats between tokens' q rows
+  PagedKvView cache;                    // this layer; holds every position the items attend to
+  const AttentionWorkItem* items = nullptr;  // [num_items]
+  const int32_t* block_tables = nullptr;     // concatenated block tables, indexed from item.block_table_offset
+  const int32_t* positions = nullptr;        // [tokens]: a row at position p attends positions 0..p
+  __nv_bfloat16* out = nullptr;              // [tokens, num_heads * head_dim]
+  float scale = 1.0f;                        // head_dim ^ -0.5
+  int32_t num_items = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// Head dims with an instantiation (others: cudaErrorInvalidValue).
+bool PagedAttentionSupportsHeadDim(int32_t head_dim);
+
+cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t stream);
+
+}  // namespace ernie::cuda

@@ -1,0 +1,54 @@
+// Per-step host planning: the batch's integer inputs (token ids, positions,
+// cache slots, logit rows, attention work items, block tables) laid out in
+// one page-locked staging buffer and copied to the device in one transfer.
+// Buffers are allocated once for the backend's limits; every region has a
+// fixed device address, so later steps can be captured in CUDA graphs.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/paged_kv_view.h"
+#include "engine/backend/step_batch.h"
+
+namespace ernie::cuda {
+
+class StepInputs {
+ public:
+  // `max_tokens`: most tokens (and logit rows) one step carries;
+  // `max_table_entries`: most block-table entries one step carries.
+  static absl::StatusOr<StepInputs> Create(int64_t max_tokens, int64_t max_table_entries);
+
+  // Plans `batch` (already validated against the cache shape) and enqueues
+  // the copy on `stream`. The staging buffer is reused: the previous step
+  // must have finished (Forward synchronizes before returning).
+  // InvalidArgument when the batch needs more block-table entries or logit
+  // rows than the buffers hold.
+  absl::Status Upload(const StepBatch& batch, int32_t block_size, int32_t gqa_group, cudaStream_t stream);
+
+  // Device arrays of the last upload.
+  const int32_t* token_ids() const { return device_.data() + kTokenIds * max_tokens_; }   // [tokens]
+  const int32_t* positions() const { return device_.data() + kPositions * max_tokens_; }  // [tokens]
+  const int32_t* slots() const { return device_.data() + kSlots * max_tokens_; }          // [tokens]
+  const int32_t* logit_rows() const { return device_.data() + kLogitRows * max_tokens_; } // [logit rows]
+  const AttentionWorkItem* items() const {                                                // [num_items]
+    return reinterpret_cast<const AttentionWorkItem*>(device_.data() + kItems * max_tokens_);
+  }
+  const int32_t* block_tables() const { return device_.data() + kTables * max_tokens_; }  // [entries]
+  int32_t num_items() const { return num_items_; }
+
+ private:
+  // Region starts, in units of max_tokens_ int32s; items take 4 per token.
+  static constexpr int64_t kTokenIds = 0, kPositions = 1, kSlots = 2, kLogitRows = 3, kItems = 4, kTables = 8;
+
+  int64_t max_tokens_ = 0;
+  int64_t max_table_entries_ = 0;
+  int32_t num_items_ = 0;
+  PinnedBuffer<int32_t> staging_;  // host copy of the layout below
+  DeviceBuffer<int32_t> device_;   // [8 * max_tokens + max_table_entries] int32, regions as above
+};
+
+}  // namespace ernie::cuda

@@ -1,0 +1,40 @@
+// Every setting of the worker, from a YAML file (yaml-cpp) with command-line
+// flags overriding it. One table of fields serves both, so a YAML key and its
+// flag always agree: YAML `kv_cache_bytes` is the flag `--kv-cache-bytes`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ernie::worker {
+
+struct WorkerConfig {
+  std::string model;                    // Hugging Face model directory (required)
+  std::string host = "127.0.0.1";       // loopback unless asked otherwise
+  int port = 50052;
+  std::string backend = "auto";         // auto | cpu | cuda | instant
+  int64_t kv_cache_bytes = 0;           // 0: sized to max_num_seqs x max_model_len, capped (see README)
+  double gpu_memory_utilization = 0;    // CUDA only: fraction of free memory for KV (0: unused)
+  int block_size = 16;                  // tokens per KV block
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 0;                // 0: min(model's max_position_embeddings, 32768)
+  int max_waiting_requests = 4096;      // beyond: RESOURCE_EXHAUSTED (HTTP 429)
+  bool enable_prefix_caching = true;
+  int threads = 0;                      // CPU backend threads; 0: all cores
+  int drain_timeout_s = 30;             // on SIGTERM: wait this long for running requests
+  int instant_vocab = 512;              // vocabulary of the instant (measurement) backend
+};
+
+// Loads `path` (a YAML mapping of the keys above). Unknown keys and values of
+// the wrong type are InvalidArgument errors naming the key.
+absl::Status ApplyYamlFile(const std::string& path, WorkerConfig* config);
+// Applies `--key value` / `--key=value` flags; `--config FILE` is applied
+// first wherever it appears. Unknown flags are errors naming the flag.
+absl::StatusOr<WorkerConfig> ParseWorkerFlags(const std::vector<std::string>& args);
+std::string WorkerUsage();
+
+}  // namespace ernie::worker
