@@ -1,0 +1,72 @@
+// ernie-tokenizer --model DIR [--host 127.0.0.1] [--port 50051] [--max-input-bytes N]
+// Serves ernie.v1.Tokenizer and grpc.health.v1 until SIGINT or SIGTERM.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/service_log.h"
+#include "services/common/shutdown_signal.h"
+#include "services/tokenizer/tokenizer_server.h"
+
+namespace {
+
+constexpr const char* kName = "ernie-tokenizer";
+namespace po = boost::program_options;
+
+int Run(int argc, char** argv) {
+  std::string model_dir;
+  ernie::tokenizer::TokenizerServerOptions options;
+  po::options_description flags("ernie-tokenizer options");
+  flags.add_options()("help", "show this help")("model", po::value(&model_dir)->required(),
+                                                "Hugging Face model directory (tokenizer.model, tokenizer_config.json)")(
+      "host", po::value(&options.host)->default_value(options.host), "address to bind")(
+      "port", po::value(&options.port)->default_value(options.port), "port to bind (0: any free port)")(
+      "max-input-bytes", po::value(&options.service.max_input_bytes)->default_value(options.service.max_input_bytes),
+      "largest accepted input (text or chat JSON bytes, 4 bytes per id)");
+  po::variables_map values;
+  try {
+    po::store(po::parse_command_line(argc, argv, flags), values);
+    if (values.count("help") != 0u) {
+      std::cout << flags << "\n";
+      return 0;
+    }
+    po::notify(values);
+  } catch (const po::error& error) {
+    std::cerr << kName << ": " << error.what() << "\n" << flags << "\n";
+    return 2;
+  }
+  if (options.service.max_input_bytes <= 0) {
+    std::cerr << kName << ": --max-input-bytes must be positive\n";
+    return 2;
+  }
+  // Before any thread starts, so every thread inherits the blocked mask.
+  ernie::services::BlockShutdownSignals();
+  auto tokenizer = ernie::tokenizer::Tokenizer::Load(model_dir);
+  if (!tokenizer.ok()) {
+    ernie::services::LogLine(kName, absl::StrCat("cannot load ", model_dir, ": ", tokenizer.status().ToString()));
+    return 1;
+  }
+  auto server = ernie::tokenizer::TokenizerServer::Start(std::shared_ptr<const ernie::tokenizer::Tokenizer>(
+                                                             std::move(tokenizer).value()),
+                                                         options);
+  if (!server.ok()) {
+    ernie::services::LogLine(kName, server.status().ToString());
+    return 1;
+  }
+  ernie::services::LogLine(kName, absl::StrCat("serving on ", (*server)->address()));
+  const int signal_number = ernie::services::WaitForShutdownSignal();
+  ernie::services::LogLine(kName, absl::StrCat("signal ", signal_number, ", shutting down"));
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << kName << ": " << error.what() << "\n";
+    return 1;
+  }
+}

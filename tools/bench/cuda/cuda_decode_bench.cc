@@ -1,0 +1,228 @@
+// ernie-bench-cuda: prefill and decode speed of the CUDA backend on a model
+// directory (the 0.3b shape for the figures we quote), prompt P / output D
+// tokens per sequence, for several batch sizes; plus a check of its logits
+// against the CPU float32 reference on the same model (teacher-forced, one
+// sequence), so the speed is quoted for a backend shown correct on that shape.
+//
+//   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
+//                    [--decode-tokens 128] [--check-tokens 64] [--log FILE]
+//
+// A decode step here is Forward for B tokens, which includes copying B rows
+// of float32 logits to the host (GPU sampling is a later step); the next
+// tokens are fixed pseudo-random ids, not sampled, so host sampling cost is
+// not in the figure. Times are host wall clock around Forward, which
+// synchronizes the stream before returning.
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string model, log;
+  std::vector<int> batch_sizes = {1, 16, 64, 256};
+  int prompt_len = 128, decode_tokens = 128, check_tokens = 64;
+};
+
+bool Parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string f = argv[i], v = argv[i + 1];
+    if (f == "--model") {
+      a->model = v;
+    } else if (f == "--log") {
+      a->log = v;
+    } else if (f == "--batch-sizes") {
+      a->batch_sizes.clear();
+      for (absl::string_view part : absl::StrSplit(v, ',')) {
+        int b = 0;
+        if (!absl::SimpleAtoi(part, &b) || b <= 0) return false;
+        a->batch_sizes.push_back(b);
+      }
+    } else if (f == "--prompt-len") {
+      if (!absl::SimpleAtoi(v, &a->prompt_len) || a->prompt_len <= 0) return false;
+    } else if (f == "--decode-tokens") {
+      if (!absl::SimpleAtoi(v, &a->decode_tokens) || a->decode_tokens <= 0) return false;
+    } else if (f == "--check-tokens") {
+      if (!absl::SimpleAtoi(v, &a->check_tokens) || a->check_tokens < 0) return false;
+    } else {
+      return false;
+    }
+  }
+  return argc % 2 == 1 && !a->model.empty() && !a->batch_sizes.empty();
+}
+
+int32_t TokenFor(int64_t seq, int64_t pos, int64_t vocab) {
+  return static_cast<int32_t>(3 + (seq * 7919 + pos * 104729) % (vocab - 3));
+}
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Teacher-forced logits of one sequence on `backend`.
+std::vector<float> Logits(ernie::Backend& backend, const std::vector<int32_t>& tokens, const std::vector<int32_t>& table) {
+  const auto n = static_cast<int32_t>(tokens.size());
+  std::vector<int32_t> pos(tokens.size()), rows(tokens.size());
+  std::iota(pos.begin(), pos.end(), 0);
+  std::iota(rows.begin(), rows.end(), 0);
+  const ernie::SequenceSlice seq{0, n, 0, table};
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(backend.vocab_size()));
+  const absl::Status s = backend.Forward({tokens, pos, {&seq, 1}, rows}, logits);
+  if (!s.ok()) std::cerr << "ernie-bench-cuda: " << backend.name() << ": " << s << "\n";
+  return logits;
+}
+
+// Max and median over positions of ||gpu - cpu|| / ||cpu||.
+nlohmann::json CheckAgainstCpu(const ernie::LoadedModel& model, ernie::Backend& gpu, int tokens) {
+  auto cpu = ernie::cpu::CpuBackend::Create(model, {.block_size = 16, .num_blocks = (tokens + 15) / 16,
+                                                    .max_tokens_per_step = tokens});
+  if (!cpu.ok()) return {{"error", std::string(cpu.status().message())}};
+  std::vector<int32_t> ids(static_cast<size_t>(tokens)), table(static_cast<size_t>((tokens + 15) / 16));
+  for (int i = 0; i < tokens; ++i) ids[static_cast<size_t>(i)] = TokenFor(999, i, gpu.vocab_size());
+  std::iota(table.begin(), table.end(), 0);
+  const auto ref = Logits(**cpu, ids, table);
+  const auto got = Logits(gpu, ids, table);
+  const int64_t v = gpu.vocab_size();
+  std::vector<double> errs;
+  for (int t = 0; t < tokens; ++t) {
+    double d = 0, n = 0;
+    for (int64_t i = 0; i < v; ++i) {
+      const double a = got[static_cast<size_t>(t * v + i)], b = ref[static_cast<size_t>(t * v + i)];
+      d += (a - b) * (a - b);
+      n += b * b;
+    }
+    errs.push_back(std::sqrt(d / std::max(n, 1e-30)));
+  }
+  std::sort(errs.begin(), errs.end());
+  return {{"tokens", tokens}, {"max_rel_l2", errs.back()}, {"median_rel_l2", errs[errs.size() / 2]}};
+}
+
+struct BatchResult {
+  int batch = 0;
+  double prefill_ms = 0, decode_ms = 0, median_step_ms = 0;
+};
+
+// B sequences of prompt_len tokens prefilled (as many whole prompts per step
+// as fit), then decode_tokens steps of B tokens.
+absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const Args& a) {
+  const int64_t vocab = backend.vocab_size();
+  const int64_t block = backend.kv_shape().block_size;
+  const int64_t blocks_per_seq = (a.prompt_len + a.decode_tokens + block - 1) / block;
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
+  for (int s = 0; s < batch; ++s) {
+    tables[static_cast<size_t>(s)].resize(static_cast<size_t>(blocks_per_seq));
+    std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
+              static_cast<int32_t>(s * blocks_per_seq));
+  }
+  std::vector<float> logits(static_cast<size_t>(batch * vocab));
+  BatchResult r{.batch = batch};
+  const int per_step = std::max<int>(1, static_cast<int>(backend.max_tokens_per_step() / a.prompt_len));
+  const auto prefill_start = Clock::now();
+  for (int first = 0; first < batch; first += per_step) {
+    const int n = std::min(per_step, batch - first);
+    std::vector<int32_t> ids, pos, rows;
+    std::vector<ernie::SequenceSlice> seqs;
+    for (int s = first; s < first + n; ++s) {
+      seqs.push_back({static_cast<int32_t>(ids.size()), a.prompt_len, 0, tables[static_cast<size_t>(s)]});
+      for (int p = 0; p < a.prompt_len; ++p) {
+        ids.push_back(TokenFor(s, p, vocab));
+        pos.push_back(p);
+      }
+      rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+    }
+    if (auto st = backend.Forward({ids, pos, seqs, rows}, logits); !st.ok()) return st;
+  }
+  r.prefill_ms = Ms(Clock::now() - prefill_start);
+
+  std::vector<int32_t> ids(static_cast<size_t>(batch)), pos(static_cast<size_t>(batch)), rows(static_cast<size_t>(batch));
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<ernie::SequenceSlice> seqs(static_cast<size_t>(batch));
+  std::vector<double> steps;
+  for (int d = 0; d < a.decode_tokens; ++d) {
+    const int32_t p = a.prompt_len + d;
+    for (int s = 0; s < batch; ++s) {
+      ids[static_cast<size_t>(s)] = TokenFor(s, p, vocab);
+      pos[static_cast<size_t>(s)] = p;
+      seqs[static_cast<size_t>(s)] = {s, 1, p, tables[static_cast<size_t>(s)]};
+    }
+    const auto t0 = Clock::now();
+    if (auto st = backend.Forward({ids, pos, seqs, rows}, logits); !st.ok()) return st;
+    steps.push_back(Ms(Clock::now() - t0));
+  }
+  r.decode_ms = std::accumulate(steps.begin(), steps.end(), 0.0);
+  std::sort(steps.begin(), steps.end());
+  r.median_step_ms = steps[steps.size() / 2];
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!Parse(argc, argv, &args)) {
+    std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
+                 "[--decode-tokens N] [--check-tokens N] [--log FILE]\n";
+    return 2;
+  }
+  auto model = ernie::LoadModel(args.model);
+  if (!model.ok()) {
+    std::cerr << "ernie-bench-cuda: " << model.status() << "\n";
+    return 1;
+  }
+  const int max_batch = *std::max_element(args.batch_sizes.begin(), args.batch_sizes.end());
+  const int64_t block = 16;
+  const int64_t blocks_per_seq = (args.prompt_len + args.decode_tokens + block - 1) / block;
+  const auto start = Clock::now();
+  auto backend = ernie::CreateCudaBackend(
+      **model, {.block_size = block,
+                .num_blocks = std::max<int64_t>(max_batch * blocks_per_seq, (args.check_tokens + block - 1) / block),
+                .max_tokens_per_step = std::max<int64_t>({2048, max_batch, args.check_tokens}),
+                .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1})});
+  if (!backend.ok()) {
+    std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
+    return 1;
+  }
+  const ernie::CudaMemoryBreakdown mem = (*backend)->memory();
+  nlohmann::json log = {{"model", args.model},
+                        {"start_ms", Ms(Clock::now() - start)},
+                        {"memory_bytes", {{"weights", mem.weights}, {"kv_cache", mem.kv_cache}, {"workspace", mem.workspace}}},
+                        {"prompt_len", args.prompt_len},
+                        {"decode_tokens", args.decode_tokens}};
+  if (args.check_tokens > 0) log["check_vs_cpu"] = CheckAgainstCpu(**model, **backend, args.check_tokens);
+  std::cout << "ernie-bench-cuda: " << log.dump() << "\n";
+  // Warm-up: module load, cuBLAS heuristics for each shape.
+  if (auto w = RunBatch(**backend, std::min(max_batch, 4), {.prompt_len = args.prompt_len, .decode_tokens = 4});
+      !w.ok()) {
+    std::cerr << "ernie-bench-cuda: " << w.status() << "\n";
+    return 1;
+  }
+  std::cout << "batch  prefill tok/s  decode step ms (median)  decode output tok/s\n";
+  for (int b : args.batch_sizes) {
+    auto r = RunBatch(**backend, b, args);
+    if (!r.ok()) {
+      std::cerr << "ernie-bench-cuda: batch " << b << ": " << r.status() << "\n";
+      return 1;
+    }
+    const double prefill_tps = b * args.prompt_len / (r->prefill_ms / 1e3);
+    const double decode_tps = b * args.decode_tokens / (r->decode_ms / 1e3);
+    log["batches"].push_back({{"batch", b},
+                              {"prefill_ms", r->prefill_ms},
+                              {"prefill_tok_s", prefill_tps},
+                              {"decode_ms", r->decode_ms},
+                              {"median_step_ms", r->median_step_ms},
+                              {"decode_tok_s", decode_tps}});
+    std::printf("%5d  %13.0f  %23.3f  %19.0f\n", b, prefill_tps, r->median_step_ms, decode_tps);
+  }
+  if (!args.log.empty()) std::ofstream(args.log) << log.dump(2) << "\n";
+  return 0;
+}
