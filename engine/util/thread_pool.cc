@@ -2,7 +2,29 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define ERNIE_PAUSE() _mm_pause()
+#else
+#define ERNIE_PAUSE() std::this_thread::yield()
+#endif
+
 namespace ernie {
+
+namespace {
+
+// How long a helper spins for the next loop before it sleeps (~50-100 us).
+constexpr int kSpinIterations = 20000;
+// How long the caller spins for helpers before yielding its core.
+constexpr int kCallerSpinIterations = 4000;
+
+void ChunkBounds(int64_t n, int chunks, int index, int64_t* begin, int64_t* end) {
+  const int64_t base = n / chunks, extra = n % chunks;
+  *begin = index * base + std::min<int64_t>(index, extra);
+  *end = *begin + base + (index < extra ? 1 : 0);
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -12,16 +34,10 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
-  start_cv_.notify_all();
+  wake_cv_.notify_all();
   for (auto& t : workers_) t.join();
-}
-
-static void ChunkBounds(int64_t n, int chunks, int index, int64_t* begin, int64_t* end) {
-  const int64_t base = n / chunks, extra = n % chunks;
-  *begin = index * base + std::min<int64_t>(index, extra);
-  *end = *begin + base + (index < extra ? 1 : 0);
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -33,37 +49,58 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
     return;
   }
   {
+    // Published under the mutex, so a helper reads one loop's values together
+    // with that loop's generation, never a mix of two loops.
     std::lock_guard<std::mutex> lock(mu_);
     n_ = n;
     fn_ = &fn;
     active_chunks_ = chunks;
-    pending_ = chunks - 1;
-    ++generation_;
+    pending_.store(chunks - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    if (sleeping_ > 0) wake_cv_.notify_all();
   }
-  start_cv_.notify_all();
   int64_t begin, end;
   ChunkBounds(n, chunks, 0, &begin, &end);
   fn(begin, end);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
-  fn_ = nullptr;
+  // Helpers finish within microseconds on an idle machine; on a busy one a
+  // helper may be descheduled, so stop burning the core after a short spin.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kCallerSpinIterations) ERNIE_PAUSE();
+    else std::this_thread::yield();
+  }
 }
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   while (true) {
-    std::unique_lock<std::mutex> lock(mu_);
-    start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    if (index >= active_chunks_) continue;  // this loop needs fewer threads
-    const auto* fn = fn_;
+    // Spin for the next loop, then sleep until one is published.
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kSpinIterations && !stop_.load(std::memory_order_relaxed); ++spin) {
+      if (spin % 1024 == 1023) std::this_thread::yield();  // let a busy machine's other work in
+      else ERNIE_PAUSE();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    int chunks;
+    int64_t n;
+    const std::function<void(int64_t, int64_t)>* fn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (gen == seen) {
+        ++sleeping_;
+        wake_cv_.wait(lock, [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; });
+        --sleeping_;
+      }
+      if (stop_.load()) return;
+      seen = generation_.load(std::memory_order_acquire);
+      chunks = active_chunks_;
+      n = n_;
+      fn = fn_;
+    }
+    if (index >= chunks) continue;  // this loop needs fewer threads
     int64_t begin, end;
-    ChunkBounds(n_, active_chunks_, index, &begin, &end);
-    lock.unlock();
+    ChunkBounds(n, chunks, index, &begin, &end);
     (*fn)(begin, end);
-    lock.lock();
-    if (--pending_ == 0) done_cv_.notify_one();
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

@@ -1,8 +1,11 @@
 // A fixed pool of worker threads for data-parallel loops in the CPU backend.
 // The calling thread takes part in every loop, so a pool of N threads runs
-// N-way parallel with N-1 helpers.
+// N-way parallel with N-1 helpers. A decode step runs ~150 short loops, so
+// helpers spin briefly between loops before sleeping: a condition-variable
+// wake-up per loop would cost more than many of the loops themselves.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -31,14 +34,15 @@ class ThreadPool {
  private:
   void WorkerLoop(int index);
 
-  std::vector<std::thread> workers_;  // helpers; index i runs chunk i + 1
-  std::mutex mu_;
-  std::condition_variable start_cv_;  // signals a new loop (generation_ changed)
-  std::condition_variable done_cv_;   // signals pending_ reached zero
-  uint64_t generation_ = 0;           // bumped per loop
-  bool stop_ = false;
-  int pending_ = 0;                   // helper chunks not yet finished
-  int active_chunks_ = 0;             // chunks of the current loop
+  std::vector<std::thread> workers_;  // helpers; index i runs chunk i
+  std::mutex mu_;                     // guards sleeping and the wake-up
+  std::condition_variable wake_cv_;   // helpers sleep here after spinning
+  int sleeping_ = 0;                  // helpers blocked on wake_cv_ (guarded by mu_)
+  std::atomic<uint64_t> generation_{0};  // bumped per loop; helpers watch it
+  std::atomic<int> pending_{0};          // helper chunks of the current loop not yet done
+  std::atomic<bool> stop_{false};
+  // The current loop, published before generation_ is bumped.
+  int active_chunks_ = 0;
   int64_t n_ = 0;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
 };

@@ -15,7 +15,7 @@ namespace {
 
 // The CPU backend takes no more than this by default: the point of sizing to
 // need is that a small model does not grab the machine.
-constexpr int64_t kDefaultCpuKvCap = int64_t{4} << 30;
+constexpr int64_t kDefaultCpuKvCap = int64_t{1} << 30;
 
 std::string KvReport(int64_t blocks, int64_t block_size, int64_t bytes_per_token) {
   return absl::StrFormat("KV cache: %d blocks x %d tokens = %d tokens, %.1f MiB", blocks, block_size,

@@ -4,7 +4,7 @@
 set -eu
 build=$1 model=$2 log=${3:-tokenizer_bench.log}
 text=$(mktemp)
-"$build/tools/bench/ernie_bench_tokenizer" "$model" "$text" > "$log.tmp"
+"$build/bin/ernie_bench_tokenizer" "$model" "$text" > "$log.tmp"
 /usr/bin/python3 - "$model/tokenizer.model" "$text" >> "$log.tmp" <<'PY'
 import sys, time, sentencepiece as spm
 sp = spm.SentencePieceProcessor(model_file=sys.argv[1])

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/util/half.h"
+#include "tools/make_model/ernie_special_tokens.h"
 
 namespace ernie::make_model {
 namespace {
@@ -49,7 +50,14 @@ float WeightValueAt(uint64_t key, const TensorEntry& tensor, uint64_t index) {
   const float z = StandardNormalAt(key, index);
   switch (tensor.kind) {
     case WeightKind::kNorm: return 1.0f + kNormGainStddev * z;
-    case WeightKind::kEmbedding: return kEmbeddingStddev * z;
+    case WeightKind::kEmbedding: {
+      // Rows of ids the tokenizer only fills (unused filler pieces, and rows
+      // past its vocabulary) are kept near zero, so a random demo model
+      // mostly picks real pieces instead of "<unused:N>" filler text.
+      const int64_t row = tensor.shape.size() == 2 ? static_cast<int64_t>(index) / tensor.shape[1] : 0;
+      const bool filler = (row >= kFillerEmbeddingRowsBegin && row < kEndOfSentenceId) || row > kBeginOfSentenceId;
+      return (filler ? kFillerEmbeddingScale : 1.0f) * kEmbeddingStddev * z;
+    }
     case WeightKind::kBias: return kBiasStddev * z;
     case WeightKind::kProjection:
       return z / std::sqrt(static_cast<float>(tensor.fan_in > 0 ? tensor.fan_in : 1));

@@ -25,6 +25,12 @@ namespace ernie::make_model {
 // activations at unit scale through every layer; norm gains 1 + 0.1 z;
 // biases N(0, 0.02^2).
 inline constexpr float kEmbeddingStddev = 0.25f;
+// Embedding rows from this id up to <|end_of_sentence|>, and every row after
+// <|begin_of_sentence|> (masks, image/location tokens, rows past the
+// tokenizer), hold no trained piece; they are scaled by kFillerEmbeddingScale.
+// 8000 is TokenizerOptions::trained_vocab_size's default.
+inline constexpr int64_t kFillerEmbeddingRowsBegin = 8000;
+inline constexpr float kFillerEmbeddingScale = 0.02f;
 inline constexpr float kNormGainStddev = 0.1f;
 inline constexpr float kBiasStddev = 0.02f;
 

@@ -14,7 +14,9 @@ absl::StatusOr<CpuKvCache> CpuKvCache::Create(const KvCacheShape& shape) {
   CpuKvCache cache;
   cache.shape_ = shape;
   try {
-    cache.data_.assign(static_cast<size_t>(shape.total_bytes() / 4), 0.0f);
+    // Not zero-filled: every slot is written before it is read, and untouched
+    // pages of a large pool then cost nothing.
+    cache.data_.reset(new float[static_cast<size_t>(shape.total_bytes() / 4)]);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", shape.total_bytes(), " bytes of KV cache"));
   }

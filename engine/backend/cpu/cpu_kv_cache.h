@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,13 +20,13 @@ class CpuKvCache {
   const KvCacheShape& shape() const { return shape_; }
 
   // Keys of one block and KV head: [block_size, head_dim] contiguous.
-  float* keys(int64_t layer, int64_t block, int64_t head) { return data_.data() + Offset(layer, 0, block, head); }
-  float* values(int64_t layer, int64_t block, int64_t head) { return data_.data() + Offset(layer, 1, block, head); }
+  float* keys(int64_t layer, int64_t block, int64_t head) { return data_.get() + Offset(layer, 0, block, head); }
+  float* values(int64_t layer, int64_t block, int64_t head) { return data_.get() + Offset(layer, 1, block, head); }
   const float* keys(int64_t layer, int64_t block, int64_t head) const {
-    return data_.data() + Offset(layer, 0, block, head);
+    return data_.get() + Offset(layer, 0, block, head);
   }
   const float* values(int64_t layer, int64_t block, int64_t head) const {
-    return data_.data() + Offset(layer, 1, block, head);
+    return data_.get() + Offset(layer, 1, block, head);
   }
 
  private:
@@ -37,7 +38,7 @@ class CpuKvCache {
   }
 
   KvCacheShape shape_;
-  std::vector<float> data_;  // shape_.total_bytes() / 4 floats
+  std::unique_ptr<float[]> data_;  // shape_.total_bytes() / 4 floats, uninitialised until written
 };
 
 }  // namespace ernie::cpu

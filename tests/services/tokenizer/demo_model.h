@@ -14,7 +14,7 @@ namespace ernie::tokenizer::testing {
 inline std::string DemoModelDir() {
   const std::string dir = ERNIE_TOKENIZER_TEST_MODEL_DIR;
   if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer_config.json")) {
-    const std::string command = absl::StrCat(ERNIE_BINARY_DIR, "/tools/make_model/ernie-make-model ", dir,
+    const std::string command = absl::StrCat(ERNIE_BINARY_DIR, "/bin/ernie-make-model ", dir,
                                              " --shape demo --seed 1 > /dev/null");
     if (std::system(command.c_str()) != 0) return "";
   }

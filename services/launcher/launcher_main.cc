@@ -1,0 +1,171 @@
+// ernie-serve: the one command. Starts the tokenizer, the worker and the
+// gateway as child processes on loopback ports (the gateway on --port),
+// waits for readiness, prints the URL, restarts a server that dies, and
+// stops them all cleanly on SIGINT / SIGTERM.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "services/launcher/child_process.h"
+#include "services/launcher/http_probe.h"
+#include "services/launcher/launcher_options.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ernie::launcher::ChildProcess;
+
+void Log(const std::string& line) { std::cerr << "ernie-serve: " << line << std::endl; }
+
+std::string SelfDir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+// Runs a command to completion (the demo maker), returning its exit code.
+int RunToCompletion(const std::string& binary, std::vector<std::string> args) {
+  ChildProcess child("ernie-make-model", binary, std::move(args));
+  if (!child.Start().ok()) return 127;
+  int status = 0;
+  while (!child.Exited(&status)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return status;
+}
+
+bool WaitForSignal(const sigset_t& signals, int timeout_ms, int* sig) {
+  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  const int s = sigtimedwait(&signals, nullptr, &ts);
+  if (s > 0) *sig = s;
+  return s > 0;
+}
+
+void StopAll(std::vector<std::unique_ptr<ChildProcess>>& children) {
+  // Front door first, so no request arrives at a server that is going away.
+  for (auto it = children.rbegin(); it != children.rend(); ++it) (*it)->Stop(/*grace_ms=*/35000);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto options = ernie::launcher::ParseLauncherOptions(std::vector<std::string>(argv + 1, argv + argc));
+  if (!options.ok()) {
+    if (options.status().code() == absl::StatusCode::kCancelled) {
+      std::cout << options.status().message();
+      return 0;
+    }
+    Log(std::string(options.status().message()));
+    return 2;
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string bin = options->bin_dir.empty() ? SelfDir() : options->bin_dir;
+  for (const char* name : {"ernie-tokenizer", "ernie-worker", "ernie-gateway"})
+    if (access((fs::path(bin) / name).c_str(), X_OK) != 0) {
+      Log(absl::StrCat("cannot find ", name, " in ", bin, " (use --bin-dir)"));
+      return 1;
+    }
+  std::string model = options->model;
+  if (options->demo) {
+    model = options->demo_dir;
+    if (!fs::exists(fs::path(model) / "config.json")) {
+      Log(absl::StrCat("making the demo checkpoint in ", model));
+      if (RunToCompletion((fs::path(bin) / "ernie-make-model").string(), {model, "--shape", "demo", "--seed", "1"}) != 0) {
+        Log("could not make the demo checkpoint");
+        return 1;
+      }
+    }
+  }
+  if (!fs::exists(fs::path(model) / "config.json")) {
+    Log(absl::StrCat(model, " is not a model directory (no config.json)"));
+    return 1;
+  }
+  const int tokenizer_port = ernie::launcher::PickFreePort(), worker_port = ernie::launcher::PickFreePort();
+  if (tokenizer_port == 0 || worker_port == 0) {
+    Log("no free loopback port for the internal servers");
+    return 1;
+  }
+  auto with = [](std::vector<std::string> base, const std::vector<std::string>& extra) {
+    base.insert(base.end(), extra.begin(), extra.end());
+    return base;
+  };
+  std::vector<std::unique_ptr<ChildProcess>> children;
+  children.push_back(std::make_unique<ChildProcess>(
+      "tokenizer", (fs::path(bin) / "ernie-tokenizer").string(),
+      with({"--model", model, "--host", "127.0.0.1", "--port", std::to_string(tokenizer_port)}, options->tokenizer_args)));
+  children.push_back(std::make_unique<ChildProcess>(
+      "worker", (fs::path(bin) / "ernie-worker").string(),
+      with({"--model", model, "--host", "127.0.0.1", "--port", std::to_string(worker_port)}, options->worker_args)));
+  children.push_back(std::make_unique<ChildProcess>(
+      "gateway", (fs::path(bin) / "ernie-gateway").string(),
+      with({"--model", model, "--tokenizer", absl::StrCat("127.0.0.1:", tokenizer_port), "--worker",
+            absl::StrCat("127.0.0.1:", worker_port), "--host", options->host, "--port", std::to_string(options->port)},
+           options->gateway_args)));
+  for (auto& c : children) {
+    if (auto s = c->Start(); !s.ok()) {
+      Log(std::string(s.message()));
+      StopAll(children);
+      return 1;
+    }
+  }
+
+  // Wait for readiness; a server that exits now is a configuration error.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options->ready_timeout_s);
+  bool ready = false;
+  int sig = 0;
+  while (!ready && std::chrono::steady_clock::now() < deadline) {
+    if (WaitForSignal(signals, 200, &sig)) {
+      Log("interrupted while starting");
+      StopAll(children);
+      return 130;
+    }
+    for (auto& c : children) {
+      int status;
+      if (c->Exited(&status)) {
+        Log(absl::StrCat(c->name(), " exited with status ", status, " while starting: ", c->CommandLine()));
+        StopAll(children);
+        return 1;
+      }
+    }
+    ready = ernie::launcher::HttpGetStatus(options->host, options->port, "/ready", 1000) == 200;
+  }
+  if (!ready) {
+    Log(absl::StrCat("not ready after ", options->ready_timeout_s, " s"));
+    StopAll(children);
+    return 1;
+  }
+  const std::string url = absl::StrCat("http://", options->host, ":", options->port);
+  Log(absl::StrCat("serving ", model));
+  Log(absl::StrCat("Running on ", url, " (Press CTRL+C to quit)"));
+  Log(absl::StrCat("chat page: ", url, "/   OpenAI API: ", url, "/v1"));
+
+  std::vector<int> restarts(children.size(), 0);
+  while (!WaitForSignal(signals, 200, &sig)) {
+    for (size_t i = 0; i < children.size(); ++i) {
+      int status;
+      if (!children[i]->Exited(&status)) continue;
+      if (++restarts[i] > options->max_restarts) {
+        Log(absl::StrCat(children[i]->name(), " died ", restarts[i], " times; stopping"));
+        StopAll(children);
+        return 1;
+      }
+      Log(absl::StrCat(children[i]->name(), " exited with status ", status, "; restarting (", restarts[i], "/",
+                       options->max_restarts, ")"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (auto s = children[i]->Start(); !s.ok()) Log(std::string(s.message()));
+    }
+  }
+  Log(absl::StrCat("signal ", sig, ": stopping"));
+  StopAll(children);
+  Log("stopped");
+  return 0;
+}
