@@ -1,0 +1,55 @@
+// One Worker.Generate server stream on gRPC's callback API: no thread per
+// stream. The consumer pulls: after each message it calls ReadNext when it
+// wants the next one (so a slow HTTP reader slows only its own stream, and
+// the worker coalesces tokens meanwhile). Cancel() ends the call at once;
+// the worker sees the cancellation and aborts the sequence.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "ernie/v1/worker.grpc.pb.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/client_callback.h"
+
+namespace ernie::gateway {
+
+class GenerateCall : public grpc::ClientReadReactor<ernie::v1::GenerateResponse>,
+                     public std::enable_shared_from_this<GenerateCall> {
+ public:
+  struct Handlers {
+    // A message arrived on `call`; call its ReadNext() for the next one.
+    // Runs on a gRPC thread; must not block.
+    std::function<void(GenerateCall& call, const ernie::v1::GenerateResponse&)> on_message;
+    // The call ended (OK after the last message, or the failure). Runs once.
+    std::function<void(const grpc::Status&)> on_done;
+  };
+
+  // Starts the call and the first read. `request_id` goes out as metadata
+  // "x-request-id".
+  static std::shared_ptr<GenerateCall> Start(ernie::v1::Worker::Stub* stub, const ernie::v1::GenerateRequest& request,
+                                             const std::string& request_id, Handlers handlers);
+
+  void ReadNext();  // no-op once the call is over
+  void Cancel();    // safe at any time, from any thread
+
+  // Reactor callbacks (gRPC's threads).
+  void OnReadDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  GenerateCall() = default;
+
+  grpc::ClientContext context_;
+  ernie::v1::GenerateRequest request_;
+  ernie::v1::GenerateResponse response_;  // the message being read
+  Handlers handlers_;
+  std::mutex mutex_;
+  bool done_ = false;     // OnDone ran: no more reads may start
+  bool reading_ = false;  // a StartRead is outstanding
+  std::shared_ptr<GenerateCall> self_;  // keeps the reactor alive until OnDone
+};
+
+}  // namespace ernie::gateway

@@ -1,0 +1,107 @@
+// The workers behind the gateway: their gRPC stubs, health and load (polled
+// with GetLoad every ~200 ms), their ModelInfo, and the routing of each new
+// request (least load, prefix-cache affinity, failed workers skipped).
+// A DNS name (a Kubernetes headless Service) is re-resolved periodically and
+// the set of workers follows it. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ernie/v1/worker.grpc.pb.h"
+#include "gateway/upstream/worker_choice.h"
+
+namespace ernie::gateway {
+
+struct WorkerPoolOptions {
+  std::vector<std::string> addresses;  // host:port, each one worker
+  std::string dns_name;                // host:port resolving to many workers ("" = none)
+  std::chrono::milliseconds poll_interval{200};
+  std::chrono::milliseconds poll_timeout{1000};
+  std::chrono::milliseconds dns_interval{5000};
+  WorkerChoiceOptions choice;
+};
+
+// One worker; the stub is shared with in-flight calls, so it outlives a
+// worker's removal from the pool.
+struct WorkerEndpoint {
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<ernie::v1::Worker::Stub> stub;
+};
+
+struct WorkerStatus {
+  std::string address;
+  bool healthy = false;
+  ernie::v1::Load load;
+  int in_flight = 0;
+};
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(WorkerPoolOptions options);
+  ~WorkerPool();  // Stop()s
+
+  void Start();  // the polling thread
+  void Stop();
+
+  // A worker chosen for a request, its in-flight count raised until Release.
+  struct Lease {
+    std::shared_ptr<WorkerEndpoint> endpoint;
+  };
+  // Nullopt when no healthy worker is left outside `excluded` (addresses).
+  std::optional<Lease> Acquire(uint64_t affinity_key, const std::vector<std::string>& excluded);
+  // `failed`: the worker did not answer (UNAVAILABLE); it is taken out until
+  // a poll succeeds again. `served_prefix` records the affinity.
+  void Release(const Lease& lease, bool failed, std::optional<uint64_t> served_prefix);
+
+  bool AnyHealthy() const;
+  // The first known ModelInfo (every worker serves the same model).
+  std::optional<ernie::v1::ModelInfo> model_info() const;
+  std::vector<WorkerStatus> Statuses() const;
+
+  // Blocks until a poll round has completed for every worker (tests, start-up).
+  void PollNowForTest();
+
+ private:
+  struct Worker {
+    std::shared_ptr<WorkerEndpoint> endpoint;
+    bool healthy = false;
+    bool poll_pending = false;
+    bool info_pending = false;
+    ernie::v1::Load load;
+    int in_flight = 0;
+    std::optional<ernie::v1::ModelInfo> info;
+  };
+
+  void PollLoop();
+  void PollAll();
+  void Poll(const std::shared_ptr<Worker>& worker);
+  void OnLoadPolled(Worker& worker, const grpc::Status& status, const ernie::v1::Load& load);
+  void OnInfoFetched(Worker& worker, const grpc::Status& status, const ernie::v1::ModelInfo& info);
+  void ResolveDns();
+  std::shared_ptr<Worker> AddWorkerLocked(const std::string& address);
+
+  WorkerPoolOptions options_;
+  mutable std::mutex mutex_;                     // guards everything below
+  std::vector<std::shared_ptr<Worker>> workers_;  // in address order of arrival
+  std::unordered_map<uint64_t, std::string> affinity_;  // prefix key -> address of the last worker to serve it
+  std::optional<ernie::v1::ModelInfo> model_info_;
+  std::condition_variable wake_;                 // Stop() and PollNowForTest
+  std::condition_variable polled_;               // a poll answer arrived
+  bool stopping_ = false;
+  int outstanding_polls_ = 0;                    // GetLoad / GetModelInfo calls not yet answered
+  std::chrono::steady_clock::time_point next_dns_;
+  std::thread poller_;
+};
+
+}  // namespace ernie::gateway
