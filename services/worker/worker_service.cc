@@ -83,6 +83,9 @@ grpc::ServerUnaryReactor* WorkerService::GetLoad(grpc::CallbackServerContext* co
   response->set_kv_blocks_total(load.kv_blocks_total);
   response->set_kv_blocks_free(load.kv_blocks_free);
   response->set_draining(draining_);
+  response->set_prefix_cache_queried_tokens(load.prefix_queried_tokens);
+  response->set_prefix_cache_hit_tokens(load.prefix_hit_tokens);
+  response->set_preemptions(load.preemptions);
   return Respond(context, grpc::Status::OK);
 }
 
