@@ -15,6 +15,7 @@
 #include "services/launcher/child_process.h"
 #include "services/launcher/http_probe.h"
 #include "services/launcher/launcher_options.h"
+#include "services/launcher/vllm_compat.h"
 
 namespace {
 
@@ -85,10 +86,18 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (!fs::exists(fs::path(model) / "config.json")) {
-    Log(absl::StrCat(model, " is not a model directory (no config.json)"));
+  auto resolved = ernie::launcher::ResolveModelDir(model);
+  if (!resolved.ok()) {
+    Log(std::string(resolved.status().message()));
     return 1;
   }
+  model = *resolved;
+  auto notes = ernie::launcher::ApplyVllmOptions(model, &*options);
+  if (!notes.ok()) {
+    Log(std::string(notes.status().message()));
+    return 2;
+  }
+  for (const auto& note : *notes) Log(note);
   const int tokenizer_port = ernie::launcher::PickFreePort(), worker_port = ernie::launcher::PickFreePort();
   if (tokenizer_port == 0 || worker_port == 0) {
     Log("no free loopback port for the internal servers");
@@ -145,7 +154,9 @@ int main(int argc, char** argv) {
   }
   const std::string url = absl::StrCat("http://", options->host, ":", options->port);
   Log(absl::StrCat("serving ", model));
+  // The line vLLM users grep for, in the words uvicorn prints it.
   Log(absl::StrCat("Running on ", url, " (Press CTRL+C to quit)"));
+  Log("Application startup complete.");
   Log(absl::StrCat("chat page: ", url, "/   OpenAI API: ", url, "/v1"));
 
   std::vector<int> restarts(children.size(), 0);

@@ -41,7 +41,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"cors", {kGateway, false, "allow cross-origin requests"}},
       {"web-dir", {kGateway, true, "folder of the chat page"}},
       {"max-body-bytes", {kGateway, true, "largest HTTP request body"}},
-      {"generation-config", {kGateway, true, "JSON object overriding generation_config.json defaults"}},
+      {"generation-config", {kLauncher, true, "auto (the model's generation_config.json) | vllm (none) | FOLDER (its generation_config.json)"}},
       {"backend", {kWorker, true, "auto | cpu | cuda | instant"}},
       {"kv-cache-bytes", {kWorker, true, "KV cache size in bytes (default: sized to need)"}},
       {"gpu-memory-utilization", {kWorker, true, "CUDA: fraction of free memory for the KV cache"}},
@@ -55,6 +55,13 @@ const std::map<std::string, OptionSpec>& Options() {
       {"threads", {kWorker, true, "CPU backend threads (default: all cores)"}},
       {"drain-timeout-s", {kWorker, true, "on stop: wait this long for running requests"}},
       {"max-input-bytes", {kTokenizer, true, "largest text the tokenizer accepts"}},
+      // vLLM's serve options (same meaning; see "Coming from vLLM" in the README).
+      {"dtype", {kLauncher, true, "auto | half | float16 | bfloat16 | float | float32 (the CPU backend computes in float32)"}},
+      {"quantization", {kLauncher, true, "awq: the checkpoint must be an AutoAWQ one"}},
+      {"tensor-parallel-size", {kLauncher, true, "GPUs per model; only 1 is supported"}},
+      {"trust-remote-code", {kLauncher, false, "accepted for vLLM compatibility; no remote code is ever run"}},
+      {"disable-log-requests", {kLauncher, false, "accepted for vLLM compatibility; requests are not logged"}},
+      {"seed", {kLauncher, true, "accepted for vLLM compatibility (requests without a seed draw their own)"}},
       {"tokenizer-arg", {kLauncher, true, "pass one raw argument to ernie-tokenizer (repeatable)"}},
       {"worker-arg", {kLauncher, true, "pass one raw argument to ernie-worker (repeatable)"}},
       {"gateway-arg", {kLauncher, true, "pass one raw argument to ernie-gateway (repeatable)"}},
@@ -93,6 +100,10 @@ absl::Status Apply(const std::string& name, const std::string& value, LauncherOp
   else if (name == "worker-arg") o->worker_args.push_back(value);
   else if (name == "gateway-arg") o->gateway_args.push_back(value);
   else if (name == "config") {}  // applied first, separately
+  else if (name == "dtype") o->dtype = value;
+  else if (name == "quantization") o->quantization = value;
+  else if (name == "tensor-parallel-size") return int_value(&o->tensor_parallel_size, 1, 1024);
+  else if (name == "generation-config") o->generation_config = value;
   const std::string flag = absl::StrCat("--", name);
   auto forward = [&](std::vector<std::string>& args) {
     args.push_back(flag);
@@ -154,6 +165,8 @@ absl::StatusOr<LauncherOptions> ParseLauncherOptions(const std::vector<std::stri
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i];
     if (a == "--help" || a == "-h") return absl::CancelledError(LauncherUsage());
+    // `vllm serve MODEL` becomes `ernie-serve serve MODEL` when only "vllm" is replaced.
+    if (a == "serve" && i == 0) continue;
     if (a.rfind("--", 0) != 0) {
       if (std::any_of(parsed.begin(), parsed.end(), [](const auto& p) { return p.first == "model"; }))
         return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", a, "' (the model is given once)"));

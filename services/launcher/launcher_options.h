@@ -22,6 +22,11 @@ struct LauncherOptions {
   int max_restarts = 5;              // per child, before the launcher gives up
   std::string bin_dir;               // where ernie-tokenizer, ernie-worker, ernie-gateway live
   std::vector<std::string> tokenizer_args, worker_args, gateway_args;  // forwarded options
+  // vLLM's serve options, checked by vllm_compat.h before anything starts.
+  std::string dtype = "auto";        // auto | half | float16 | bfloat16 | float | float32
+  std::string quantization;          // "" or awq
+  int tensor_parallel_size = 1;
+  std::string generation_config = "auto";  // auto | vllm | FOLDER
 };
 
 // Parses argv (without argv[0]). Unknown options are InvalidArgument naming
