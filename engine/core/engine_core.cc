@@ -64,6 +64,7 @@ absl::Status EngineCore::AddRequest(EngineRequest request) {
   req->sampling = std::move(request.sampling);
   req->sink = std::move(request.sink);
   req->seed = RequestSeed(req->sampling);
+  if (observer_ != nullptr) req->arrival_time = Clock::now();
   if (req->sampling.repetition_penalty != 1.0f) req->prompt_set = std::make_shared<PromptTokenSet>(prompt);
   auto slot = std::make_unique<SampleSlot>();
   slot->max_tokens = EffectiveMaxTokens(req->sampling, config_.max_model_len, prompt_len);
@@ -110,6 +111,7 @@ void EngineCore::AbortAll() {
 }
 
 bool EngineCore::Step() {
+  if (observer_ != nullptr) step_time_ = Clock::now();
   if (!pending_copies_.empty()) {
     // A failed copy means a bad block id: a bug, never user input. The forked
     // samples would read garbage, so their requests fail rather than lie.
@@ -124,10 +126,18 @@ bool EngineCore::Step() {
   if (plan.chunks.empty()) return false;
   Execute(plan);
   ++steps_;
+  if (observer_ != nullptr) {
+    StepStats step{.num_sequences = static_cast<int32_t>(plan.chunks.size()),
+                   .num_tokens = static_cast<int32_t>(tokens_.size()),
+                   .num_prefill_tokens = step_prefill_tokens_,
+                   .duration_s = std::chrono::duration<double>(Clock::now() - step_time_).count()};
+    observer_->OnStep(step);
+  }
   return true;
 }
 
 void EngineCore::Execute(const sched::StepPlan& plan) {
+  step_prefill_tokens_ = 0;
   tokens_.clear();
   positions_.clear();
   logit_rows_.clear();
@@ -166,8 +176,15 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
   int32_t logits_row = 0;
   for (const sched::ScheduledChunk& chunk : plan.chunks) {
     sched::Sequence& seq = *chunk.seq;
-    if (seq.num_computed_tokens < seq.num_prompt_tokens)
-      prompt_tokens_computed_ += std::min(chunk.num_new_tokens, seq.num_prompt_tokens - seq.num_computed_tokens);
+    if (seq.num_computed_tokens < seq.num_prompt_tokens) {
+      const int32_t prefill = std::min(chunk.num_new_tokens, seq.num_prompt_tokens - seq.num_computed_tokens);
+      prompt_tokens_computed_ += prefill;
+      step_prefill_tokens_ += prefill;
+    }
+    if (observer_ != nullptr) {
+      RequestState& owner = *by_sequence_.at(seq.id).first;
+      if (!owner.first_scheduled_time) owner.first_scheduled_time = step_time_;
+    }
     seq.num_computed_tokens += chunk.num_new_tokens;
     (void)kv_->CommitComputedTokens(seq.id, seq.tokens, seq.num_computed_tokens);
     if (!chunk.produces_logits) continue;
@@ -256,6 +273,16 @@ void EngineCore::AppendToken(RequestState& req, SampleSlot& slot, const SampledT
   slot.pending_tokens.push_back(token.token_id);
   if (req.sampling.logprobs) slot.pending_logprobs.push_back(token);
   ++generated_tokens_;
+  if (observer_ != nullptr) {
+    if (!slot.first_token_time) {
+      slot.first_token_time = step_time_;
+      observer_->OnFirstToken(std::chrono::duration<double>(step_time_ - req.arrival_time).count(),
+                              slot.seq.num_prompt_tokens);
+    } else {
+      observer_->OnInterTokenGap(std::chrono::duration<double>(step_time_ - *slot.last_token_time).count());
+    }
+    slot.last_token_time = step_time_;
+  }
   const int64_t outputs = slot.seq.num_output_tokens();
   const auto& eos = config_.eos_token_ids;
   const auto& stops = req.sampling.stop_token_ids;
@@ -277,6 +304,32 @@ void EngineCore::FinishSlot(RequestState& req, SampleSlot& slot, FinishReason re
   slot.finished = true;
   slot.finish = reason;
   --req.num_unfinished;
+  if (observer_ != nullptr) ReportFinished(req, slot, reason, /*failed=*/false);
+}
+
+void EngineCore::ReportFinished(const RequestState& req, const SampleSlot& slot, FinishReason reason, bool failed) {
+  const Clock::time_point now = Clock::now();
+  auto seconds = [](Clock::time_point from, Clock::time_point to) {
+    return std::max(0.0, std::chrono::duration<double>(to - from).count());
+  };
+  FinishedSampleStats stats{.finish_reason = reason,
+                            .failed = failed,
+                            .prompt_tokens = slot.seq.num_prompt_tokens,
+                            .generation_tokens = slot.seq.num_output_tokens(),
+                            .scheduled = req.first_scheduled_time.has_value(),
+                            .produced_tokens = slot.first_token_time.has_value(),
+                            .e2e_s = seconds(req.arrival_time, now)};
+  if (req.first_scheduled_time) {
+    stats.queue_s = seconds(req.arrival_time, *req.first_scheduled_time);
+    stats.inference_s = seconds(*req.first_scheduled_time, now);
+    if (slot.first_token_time) {
+      stats.prefill_s = seconds(*req.first_scheduled_time, *slot.first_token_time);
+      stats.decode_s = seconds(*slot.first_token_time, *slot.last_token_time);
+    }
+  } else {
+    stats.queue_s = stats.e2e_s;  // never left the queue
+  }
+  observer_->OnSampleFinished(stats);
 }
 
 void EngineCore::Deliver(RequestState& req) {
@@ -303,6 +356,7 @@ void EngineCore::Deliver(RequestState& req) {
 void EngineCore::FailRequest(RequestState& req, const absl::Status& status) {
   for (auto& slot : req.samples) {
     if (slot->seq.status != sched::SequenceStatus::kFinished) scheduler_->Remove(&slot->seq);
+    if (observer_ != nullptr && !slot->finished) ReportFinished(req, *slot, FinishReason::kAbort, /*failed=*/true);
     slot->finished = true;
   }
   req.num_unfinished = 0;

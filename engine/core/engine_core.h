@@ -6,8 +6,10 @@
 // directly step by step.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
+#include "engine/core/engine_observer.h"
 #include "engine/core/engine_types.h"
 #include "engine/kv/kv_cache_manager.h"
 #include "engine/sample/sampler.h"
@@ -49,11 +52,16 @@ class EngineCore {
   bool HasWork() const { return scheduler_->num_running() + scheduler_->num_waiting() > 0; }
 
   EngineLoad Load() const;
+  // Reports steps, tokens and finished samples to `observer` (null: off).
+  // Set it before the first request; it must outlive the engine and is
+  // called on the engine's thread.
+  void SetObserver(EngineObserver* observer) { observer_ = observer; }
   const EngineConfig& config() const { return config_; }
   const Backend& backend() const { return *backend_; }
   const kv::KvCacheManager& kv() const { return *kv_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct RequestState;
   // One sample of a request: its scheduler sequence and its sampler state.
   struct SampleSlot {
@@ -65,6 +73,7 @@ class EngineCore {
     std::vector<SampledToken> pending_logprobs;
     FinishReason finish = FinishReason::kNone;
     std::optional<int32_t> stop_token;
+    std::optional<Clock::time_point> first_token_time, last_token_time;  // for the observer
   };
   struct RequestState {
     std::string id;
@@ -74,6 +83,8 @@ class EngineCore {
     uint64_t seed = 0;
     std::vector<std::unique_ptr<SampleSlot>> samples;  // [0] is the parent; the rest fork after prefill
     int32_t num_unfinished = 0;
+    Clock::time_point arrival_time;                      // AddRequest
+    std::optional<Clock::time_point> first_scheduled_time;  // its first chunk in a batch
   };
 
   EngineCore(Backend* backend, const EngineConfig& config, kv::KvCacheManager kv, Sampler sampler);
@@ -86,6 +97,7 @@ class EngineCore {
   void FinishSlot(RequestState& req, SampleSlot& slot, FinishReason reason);
   void FailRequest(RequestState& req, const absl::Status& status);
   void EraseIfDone(const std::string& id);
+  void ReportFinished(const RequestState& req, const SampleSlot& slot, FinishReason reason, bool failed);
 
   Backend* backend_;
   EngineConfig config_;
@@ -106,6 +118,10 @@ class EngineCore {
   int64_t steps_ = 0;
   int64_t generated_tokens_ = 0;
   int64_t prompt_tokens_computed_ = 0;
+
+  EngineObserver* observer_ = nullptr;  // not owned; null: nothing is timed
+  Clock::time_point step_time_;         // when the current step started (observer only)
+  int32_t step_prefill_tokens_ = 0;     // prompt tokens computed in the current step
 };
 
 }  // namespace ernie

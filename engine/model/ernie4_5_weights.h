@@ -1,4 +1,4 @@
-// The tensors of a dense ERNIE-4.5 model, found by name in a checkpoint and
+// The tensors of an ERNIE-4.5 model (dense, or MoE layers), found by name in a checkpoint and
 // checked against the config's shapes. Views only: the checkpoint owns bytes.
 #pragma once
 
@@ -19,6 +19,22 @@ struct LinearWeights {
   int64_t in_features() const { return weight->shape[1]; }
 };
 
+// One SiLU-gated MLP: down(silu(gate(x)) * up(x)).
+struct MlpWeights {
+  LinearWeights gate_proj;  // [width, H]
+  LinearWeights up_proj;    // [width, H]
+  LinearWeights down_proj;  // [H, width]
+};
+
+// A mixture-of-experts MLP (Ernie4_5_MoeSparseMoeBlock).
+struct MoeLayerWeights {
+  const TensorView* router = nullptr;           // [E, H] mlp.gate.weight (float32 in the release)
+  const TensorView* correction_bias = nullptr;  // [1, E] mlp.moe_statics.e_score_correction_bias
+  std::vector<MlpWeights> experts;              // E experts of width moe_intermediate_size
+  bool has_shared = false;
+  MlpWeights shared;                            // width num_shared x moe_intermediate_size
+};
+
 struct Ernie45LayerWeights {
   const TensorView* input_norm = nullptr;      // [H] input_layernorm
   const TensorView* post_attn_norm = nullptr;  // [H] post_attention_layernorm
@@ -26,9 +42,11 @@ struct Ernie45LayerWeights {
   LinearWeights k_proj;  // [kv_heads*head_dim, H]
   LinearWeights v_proj;  // [kv_heads*head_dim, H]
   LinearWeights o_proj;  // [H, heads*head_dim]
-  LinearWeights gate_proj;  // [I, H]
+  LinearWeights gate_proj;  // [I, H] (dense layers)
   LinearWeights up_proj;    // [I, H]
   LinearWeights down_proj;  // [H, I]
+  bool is_moe = false;      // this layer's MLP is `moe`, not the three above
+  MoeLayerWeights moe;
 };
 
 struct Ernie45Weights {

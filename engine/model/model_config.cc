@@ -80,7 +80,7 @@ absl::StatusOr<Architecture> ReadArchitecture(const json& j, const ConfigReader&
     return Architecture::kErnie45Dense;
   }
   if (*name == "Ernie4_5_MoeForCausalLM" || *name == "Ernie4_5MoeForCausalLM" || *name == "ernie4_5_moe") {
-    return r.Error("architectures", absl::StrCat("'", *name, "' (mixture of experts) is not supported yet"));
+    return Architecture::kErnie45Moe;
   }
   return r.Error("architectures", absl::StrCat("'", *name,
                                                "' is not supported (Ernie4_5ForCausalLM / Ernie4_5_ForCausalLM are)"));
@@ -88,16 +88,36 @@ absl::StatusOr<Architecture> ReadArchitecture(const json& j, const ConfigReader&
 
 }  // namespace
 
+namespace {
+
+// Parameters of one SiLU-gated MLP of `width` on hidden size h.
+int64_t MlpParameters(int64_t h, int64_t width, bool bias) { return 3 * h * width + (bias ? 2 * width + h : 0); }
+
+}  // namespace
+
 int64_t ModelConfig::ParameterCount() const {
   const int64_t h = hidden_size;
   int64_t attn = h * q_size() + 2 * h * kv_size() + q_size() * h;
-  int64_t mlp = 3 * h * intermediate_size;
-  if (use_bias) {
-    attn += q_size() + 2 * kv_size() + h;
-    mlp += 2 * intermediate_size + h;
+  if (use_bias) attn += q_size() + 2 * kv_size() + h;
+  int64_t layers = 0;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    layers += attn + 2 * h;
+    if (IsMoeLayer(i)) {
+      layers += moe.num_experts * h + moe.num_experts;  // router (float32) and correction bias
+      layers += moe.num_experts * MlpParameters(h, moe.intermediate_size, use_bias);
+      if (moe.num_shared_experts > 0) layers += MlpParameters(h, moe.num_shared_experts * moe.intermediate_size, use_bias);
+    } else {
+      layers += MlpParameters(h, intermediate_size, use_bias);
+    }
   }
-  const int64_t per_layer = attn + mlp + 2 * h;
-  return vocab_size * h * (tie_word_embeddings ? 1 : 2) + num_layers * per_layer + h;
+  return vocab_size * h * (tie_word_embeddings ? 1 : 2) + layers + h;
+}
+
+int64_t ModelConfig::ActiveParameterCount() const {
+  int64_t total = ParameterCount();
+  for (int64_t i = 0; i < num_layers; ++i)
+    if (IsMoeLayer(i)) total -= (moe.num_experts - moe.top_k) * MlpParameters(hidden_size, moe.intermediate_size, use_bias);
+  return total;
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::string_view file) {
@@ -152,6 +172,28 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   if (!dtype) return r.Error("torch_dtype", absl::StrCat("'", dtype_name, "' is not float32, float16 or bfloat16"));
   c.dtype = *dtype;
 
+  if (c.architecture == Architecture::kErnie45Moe) {
+    MoeConfig& m = c.moe;
+    ERNIE_ASSIGN_OR_RETURN(m.num_experts, r.PositiveInt("moe_num_experts"));
+    ERNIE_ASSIGN_OR_RETURN(m.top_k, r.PositiveInt("moe_k"));
+    if (m.top_k > m.num_experts)
+      return r.Error("moe_k", absl::StrCat(m.top_k, " is more than moe_num_experts ", m.num_experts));
+    ERNIE_ASSIGN_OR_RETURN(m.intermediate_size, r.PositiveInt("moe_intermediate_size"));
+    ERNIE_ASSIGN_OR_RETURN(m.layer_interval, r.PositiveInt("moe_layer_interval", 1));
+    auto int_or = [&](const char* key, int64_t fallback, int64_t min) -> absl::StatusOr<int64_t> {
+      auto it = j.find(key);
+      if (it == j.end() || it->is_null()) return fallback;
+      if (!it->is_number_integer() || it->get<int64_t>() < min)
+        return r.Error(key, absl::StrCat("must be an integer >= ", min));
+      return it->get<int64_t>();
+    };
+    ERNIE_ASSIGN_OR_RETURN(m.num_shared_experts, int_or("moe_num_shared_experts", 0, 0));
+    ERNIE_ASSIGN_OR_RETURN(m.layer_start, int_or("moe_layer_start_index", 0, 0));
+    ERNIE_ASSIGN_OR_RETURN(m.layer_end, int_or("moe_layer_end_index", -1, -1));
+    if (m.layer_end < 0 || m.layer_end >= c.num_layers) m.layer_end = c.num_layers - 1;  // -1: the last layer
+    ERNIE_ASSIGN_OR_RETURN(double norm_min, r.PositiveNumber(j, "moe_norm_min", 1e-12));
+    m.norm_min = static_cast<float>(norm_min);
+  }
   ERNIE_ASSIGN_OR_RETURN(c.bos_token_id, r.TokenId("bos_token_id", 1));
   ERNIE_ASSIGN_OR_RETURN(c.pad_token_id, r.TokenId("pad_token_id", 0));
   if (auto eos = j.find("eos_token_id"); eos != j.end() && !eos->is_null()) {

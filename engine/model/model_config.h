@@ -14,7 +14,19 @@
 
 namespace ernie {
 
-enum class Architecture { kErnie45Dense };
+enum class Architecture { kErnie45Dense, kErnie45Moe };
+
+// Mixture-of-experts settings (Ernie4_5_MoeForCausalLM only).
+struct MoeConfig {
+  int64_t num_experts = 0;          // moe_num_experts: routed experts per MoE layer
+  int64_t top_k = 0;                // moe_k: experts chosen per token
+  int64_t num_shared_experts = 0;   // moe_num_shared_experts: one MLP of width num_shared x intermediate
+  int64_t intermediate_size = 0;    // moe_intermediate_size: width of one expert
+  int64_t layer_start = 0;          // moe_layer_start_index
+  int64_t layer_end = 0;            // moe_layer_end_index, -1 resolved to the last layer
+  int64_t layer_interval = 1;       // moe_layer_interval
+  float norm_min = 1e-12f;          // moe_norm_min: floor of the routing-weight sum
+};
 
 struct ModelConfig {
   Architecture architecture = Architecture::kErnie45Dense;
@@ -35,11 +47,19 @@ struct ModelConfig {
   int64_t bos_token_id = 1;
   std::vector<int64_t> eos_token_ids;  // config's eos_token_id (int or list)
   int64_t pad_token_id = 0;
+  MoeConfig moe;                       // used when architecture == kErnie45Moe
 
+  // Whether layer i's MLP is a mixture of experts (ARCHITECTURE.md's rule).
+  bool IsMoeLayer(int64_t i) const {
+    return architecture == Architecture::kErnie45Moe && i >= moe.layer_start && i <= moe.layer_end &&
+           (i + 1) % moe.layer_interval == 0;
+  }
   int64_t q_size() const { return num_heads * head_dim; }
   int64_t kv_size() const { return num_kv_heads * head_dim; }
-  // Parameters of the dense model described (for reports and tests).
+  // Parameters of the model described (for reports and tests).
   int64_t ParameterCount() const;
+  // Parameters a token reads (routed experts count top_k of num_experts).
+  int64_t ActiveParameterCount() const;
 };
 
 // Parses config.json text. `file_name` labels errors, which name the key and

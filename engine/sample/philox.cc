@@ -43,12 +43,22 @@ double SamplingUniform(uint64_t seed, uint32_t sample_index, uint64_t position) 
   return static_cast<double>(mantissa) * 0x1.0p-53;
 }
 
-uint64_t DrawRequestSeed() {
+namespace {
+
+std::atomic<uint64_t>& SeedState() {
   static std::atomic<uint64_t> state{[] {
     std::random_device device;
     return (static_cast<uint64_t>(device()) << 32) ^ device();
   }()};
-  return SplitMix64(state.fetch_add(0x9E3779B97F4A7C15ull, std::memory_order_relaxed));
+  return state;
 }
+
+}  // namespace
+
+uint64_t DrawRequestSeed() {
+  return SplitMix64(SeedState().fetch_add(0x9E3779B97F4A7C15ull, std::memory_order_relaxed));
+}
+
+void SetRequestSeedBase(uint64_t base) { SeedState().store(SplitMix64(base), std::memory_order_relaxed); }
 
 }  // namespace ernie

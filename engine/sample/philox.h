@@ -26,4 +26,9 @@ double SamplingUniform(uint64_t seed, uint32_t sample_index, uint64_t position);
 // within its own lifetime (e.g. across preemption).
 uint64_t DrawRequestSeed();
 
+// Makes the sequence of DrawRequestSeed() values a function of `base` (vLLM's
+// --seed): the same server seed and the same request order give the same
+// tokens to requests that bring no seed. Call before serving.
+void SetRequestSeedBase(uint64_t base);
+
 }  // namespace ernie

@@ -85,12 +85,18 @@ void CpuBackend::AttentionBlock(const StepBatch& batch, int64_t layer, int64_t t
   AddInPlace(x_.data(), out_.data(), tokens * c.hidden_size);
 }
 
-// x += down(silu(gate(h)) * up(h)) on h = RMSNorm(x).
+// x += down(silu(gate(h)) * up(h)) on h = RMSNorm(x); a MoE layer's MLP is
+// the routed mixture of such MLPs (moe_block.h).
 void CpuBackend::MlpBlock(int64_t layer, int64_t tokens) {
   const ModelConfig& c = config_;
   const Ernie45LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const LayerVectors& lv = layer_vectors_[static_cast<size_t>(layer)];
   RmsNorm(x_.data(), tokens, c.hidden_size, lv.post_attn_norm.data(), c.rms_norm_eps, h_.data());
+  if (w.is_moe) {
+    MoeMlp(h_.data(), tokens, c, w.moe, moe_, out_.data(), pool_);
+    AddInPlace(x_.data(), out_.data(), tokens * c.hidden_size);
+    return;
+  }
   Linear(h_.data(), tokens, c.hidden_size, *w.gate_proj.weight, OrNull(lv.gate_bias), gate_.data(), pool_);
   Linear(h_.data(), tokens, c.hidden_size, *w.up_proj.weight, OrNull(lv.up_bias), up_.data(), pool_);
   SiluAndMul(gate_.data(), up_.data(), tokens, c.intermediate_size, gate_.data());

@@ -1,4 +1,5 @@
-// The CPU reference backend: the dense ERNIE-4.5 forward pass in float32,
+// The CPU reference backend: the ERNIE-4.5 forward pass (dense, and MoE
+// layers through moe_block.h) in float32,
 // written straight through layer by layer (cpu_backend.cc), reading weights
 // in place from the mapped checkpoint. Every other backend is tested against
 // it. Not thread-safe: one engine thread calls Forward.
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_kv_cache.h"
+#include "engine/backend/cpu/moe_block.h"
 #include "engine/model/ernie4_5_weights.h"
 #include "engine/util/thread_pool.h"
 
@@ -67,6 +69,7 @@ class CpuBackend final : public Backend {
   std::vector<float> gate_;   // [T, I]
   std::vector<float> up_;     // [T, I]
   std::vector<float> out_;    // [T, H] block output before the residual add
+  MoeWorkspace moe_;          // mixture-of-experts layers' scratch
 };
 
 }  // namespace ernie::cpu

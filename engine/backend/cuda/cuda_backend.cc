@@ -51,6 +51,8 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError("max_tokens_per_step must be in [1, 2^24]");
   if (o.max_logit_rows <= 0) return absl::InvalidArgumentError("max_logit_rows must be positive");
   if (o.max_blocks_per_step < 0) return absl::InvalidArgumentError("max_blocks_per_step must not be negative");
+  if (o.graph_max_tokens < 0 || o.max_graphs < 0)
+    return absl::InvalidArgumentError("graph_max_tokens and max_graphs must not be negative");
   return absl::OkStatus();
 }
 
@@ -94,6 +96,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
                               .block_size = options.block_size,
                               .num_blocks = options.num_blocks,
                               .bytes_per_element = 2};
+  b->device_ = options.device;
+  b->graph_max_tokens_ = options.graph_max_tokens;
+  b->graphs_.set_max_graphs(options.max_graphs);
   b->max_tokens_ = options.max_tokens_per_step;
   b->logit_rows_per_pass_ = std::min(options.max_logit_rows, options.max_tokens_per_step);
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -181,6 +186,7 @@ absl::Status CudaBackendImpl::CopyBlocksChunk(std::span<const BlockCopyOp> copie
 // a source of one call (forks copy shared blocks into fresh ones).
 absl::Status CudaBackendImpl::CopyBlocks(std::span<const BlockCopyOp> copies) {
   ERNIE_RETURN_IF_ERROR(ValidateBlockCopies(copies, kv_shape_));
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_), "cudaSetDevice");  // the current device is per thread
   for (size_t begin = 0; begin < copies.size(); begin += kMaxCopiesPerLaunch) {
     const size_t n = std::min<size_t>(kMaxCopiesPerLaunch, copies.size() - begin);
     ERNIE_RETURN_IF_ERROR(CopyBlocksChunk(copies.subspan(begin, n)));

@@ -25,6 +25,11 @@ struct CudaBackendOptions {
   int64_t max_tokens_per_step = 512;  // workspace size: most tokens one Forward carries
   int64_t max_logit_rows = 256;       // lm_head rows computed at once (the f32 logits workspace is [rows, vocab]); more are done in turns
   int64_t max_blocks_per_step = 0;    // block-table entries one step may carry; 0: max_tokens_per_step x min(num_blocks, blocks of max_position_embeddings)
+  // Steps of at most this many tokens (whose logit rows fit one lm_head pass)
+  // replay a CUDA graph captured the first time their (tokens, attention
+  // items, logit rows) are seen; 0 turns graphs off.
+  int64_t graph_max_tokens = 256;
+  int max_graphs = 128;               // graphs kept; steps of further keys run without one
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.
@@ -37,6 +42,8 @@ struct CudaMemoryBreakdown {
 class CudaBackend : public Backend {
  public:
   virtual CudaMemoryBreakdown memory() const = 0;
+  // Step shapes replayed from a captured CUDA graph so far.
+  virtual int captured_graphs() const = 0;
 };
 
 // Devices the CUDA runtime sees; 0 (not an error) without a device or driver.

@@ -11,6 +11,7 @@
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/graph_cache.h"
 #include "engine/backend/cuda/paged_kv_view.h"
 #include "engine/backend/cuda/step_plan.h"
 
@@ -61,6 +62,7 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t max_tokens_per_step() const override { return max_tokens_; }
   CudaMemoryBreakdown memory() const override { return memory_; }
+  int captured_graphs() const override { return graphs_.captured(); }
   absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
   absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
   ~CudaBackendImpl() override;
@@ -75,13 +77,16 @@ class CudaBackendImpl final : public CudaBackend {
 
   // Forward's steps (cuda_forward.cc); each enqueues on stream_.
   absl::Status RunStep(const StepBatch& batch, std::span<float> logits);
+  absl::Status EnqueueLayers(int32_t tokens);
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
-  absl::Status LogitRows(int32_t rows, std::span<float> logits);
+  absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
+  absl::Status CopyLogits(int32_t first_row, int32_t rows, std::span<float> logits);
   absl::Status CopyBlocksChunk(std::span<const BlockCopyOp> copies);
   PagedKvView LayerCache(int64_t layer) const;
 
   ModelConfig config_;      // a copy: the backend does not need the LoadedModel after start
+  int device_ = 0;          // made current on the calling thread by every entry point
   KvCacheShape kv_shape_;   // bytes_per_element 2 (bf16)
   int64_t max_tokens_ = 0;
   int64_t logit_rows_per_pass_ = 0;
@@ -90,6 +95,8 @@ class CudaBackendImpl final : public CudaBackend {
 
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order
   Gemm gemm_;       // cuBLAS handle bound to stream_
+  GraphCache graphs_{0};          // whole-step graphs of steps up to graph_max_tokens_ tokens
+  int64_t graph_max_tokens_ = 0;  // 0: graphs off
   DeviceWeights weights_;
   // [num_layers, 2 (k, v), num_blocks, num_kv_heads, block_size, head_dim] bf16.
   DeviceBuffer<uint16_t> kv_cache_;

@@ -7,6 +7,8 @@
 // Each residual add is fused into the RMSNorm that follows it, biases into
 // the kernel after their GEMM, and the rotary embedding into the write of K
 // and V into the paged cache. Every kernel runs on stream_, in order.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
@@ -77,7 +79,7 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
 
 // proj = down(silu(gate(h)) * up(h)); for every layer but the last, also
 // x += proj and h = the next layer's input norm of x. The last layer's add is
-// left to LogitRows, which needs it for the logit rows only.
+// left to EnqueueLogitPass, which needs it for the logit rows only.
 absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
@@ -102,42 +104,38 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
                     "residual add + RMSNorm kernel");
 }
 
-// Final norm (with the last layer's residual add) and lm_head for the logit
-// rows only, logit_rows_per_pass_ rows at a time, each pass's float32 logits
-// copied to the caller's buffer.
-absl::Status CudaBackendImpl::LogitRows(int32_t rows, std::span<float> logits) {
+// Final norm (with the last layer's residual add) and lm_head for logit rows
+// [first_row, first_row + rows) (at most logit_rows_per_pass_), into ws_.logits.
+absl::Status CudaBackendImpl::EnqueueLogitPass(int32_t first_row, int32_t rows) {
   const ModelConfig& c = config_;
-  cudaStream_t s = stream_.get();
-  const DeviceLayerWeights& last = weights_.layers.back();
-  for (int32_t begin = 0; begin < rows; begin += static_cast<int32_t>(logit_rows_per_pass_)) {
-    const int32_t n = std::min<int32_t>(static_cast<int32_t>(logit_rows_per_pass_), rows - begin);
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm({.x = ws_.x.data(),
-                                                 .delta = ws_.proj.data(),
-                                                 .delta_bias = OrNull(last.down_bias),
-                                                 .weight = weights_.final_norm.data(),
-                                                 .row_index = inputs_.logit_rows() + begin,
-                                                 .out = Bf16(ws_.h),
-                                                 .rows = n,
-                                                 .hidden = static_cast<int32_t>(c.hidden_size),
-                                                 .eps = c.rms_norm_eps,
-                                                 .write_residual = false},
-                                                s),
-                               "final RMSNorm kernel");
-    ERNIE_RETURN_IF_ERROR(
-        gemm_.Run(Raw(ws_.h), n, c.hidden_size, weights_.lm_head, c.vocab_size, ws_.logits.data(), GemmOutput::kF32));
-    const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(c.vocab_size) * sizeof(float);
-    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits.data() + static_cast<size_t>(begin) * c.vocab_size,
-                                               ws_.logits.data(), bytes, cudaMemcpyDeviceToHost, s),
-                               "cudaMemcpyAsync of logits");
-  }
-  return absl::OkStatus();
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm({.x = ws_.x.data(),
+                                               .delta = ws_.proj.data(),
+                                               .delta_bias = OrNull(weights_.layers.back().down_bias),
+                                               .weight = weights_.final_norm.data(),
+                                               .row_index = inputs_.logit_rows() + first_row,
+                                               .out = Bf16(ws_.h),
+                                               .rows = rows,
+                                               .hidden = static_cast<int32_t>(c.hidden_size),
+                                               .eps = c.rms_norm_eps,
+                                               .write_residual = false},
+                                              stream_.get()),
+                             "final RMSNorm kernel");
+  return gemm_.Run(Raw(ws_.h), rows, c.hidden_size, weights_.lm_head, c.vocab_size, ws_.logits.data(),
+                   GemmOutput::kF32);
 }
 
-absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, std::span<float> logits) {
+// ws_.logits (one pass, `rows` rows) to the caller's rows from first_row on.
+absl::Status CudaBackendImpl::CopyLogits(int32_t first_row, int32_t rows, std::span<float> logits) {
+  const auto vocab = static_cast<size_t>(config_.vocab_size);
+  return CudaStatus(cudaMemcpyAsync(logits.data() + static_cast<size_t>(first_row) * vocab, ws_.logits.data(),
+                                    static_cast<size_t>(rows) * vocab * sizeof(float), cudaMemcpyDeviceToHost,
+                                    stream_.get()),
+                    "cudaMemcpyAsync of logits");
+}
+
+// Embedding, then every layer; h holds layer 0's input norm before the loop.
+absl::Status CudaBackendImpl::EnqueueLayers(int32_t tokens) {
   const ModelConfig& c = config_;
-  const auto tokens = static_cast<int32_t>(batch.token_ids.size());
-  ERNIE_RETURN_IF_ERROR(inputs_.Upload(batch, static_cast<int32_t>(kv_shape_.block_size),
-                                       static_cast<int32_t>(c.num_heads / c.num_kv_heads), stream_.get()));
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchEmbeddingGather(Bf16(weights_.embed_tokens), inputs_.token_ids(), tokens,
                                                    static_cast<int32_t>(c.hidden_size), ws_.x.data(), stream_.get()),
                              "embedding gather kernel");
@@ -153,13 +151,37 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, std::span<float> l
     ERNIE_RETURN_IF_ERROR(AttentionBlock(layer, tokens));
     ERNIE_RETURN_IF_ERROR(MlpBlock(layer, tokens));
   }
+  return absl::OkStatus();
+}
+
+// Small steps whose logits fit one lm_head pass run as one CUDA graph (the
+// launches of a decode step cost more host time than their GPU time);
+// others are enqueued kernel by kernel, lm_head in passes.
+absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, std::span<float> logits) {
+  const ModelConfig& c = config_;
+  const auto tokens = static_cast<int32_t>(batch.token_ids.size());
   const auto rows = static_cast<int32_t>(batch.logit_token_indices.size());
-  if (rows > 0) ERNIE_RETURN_IF_ERROR(LogitRows(rows, logits));
+  ERNIE_RETURN_IF_ERROR(inputs_.Upload(batch, static_cast<int32_t>(kv_shape_.block_size),
+                                       static_cast<int32_t>(c.num_heads / c.num_kv_heads), stream_.get()));
+  if (tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_) {
+    ERNIE_RETURN_IF_ERROR(graphs_.Run(GraphCache::Key(tokens, inputs_.num_items(), rows), stream_.get(), [&] {
+      ERNIE_RETURN_IF_ERROR(EnqueueLayers(tokens));
+      return rows > 0 ? EnqueueLogitPass(0, rows) : absl::OkStatus();
+    }));
+    return rows > 0 ? CopyLogits(0, rows, logits) : absl::OkStatus();
+  }
+  ERNIE_RETURN_IF_ERROR(EnqueueLayers(tokens));
+  for (int32_t begin = 0; begin < rows; begin += static_cast<int32_t>(logit_rows_per_pass_)) {
+    const int32_t n = std::min<int32_t>(static_cast<int32_t>(logit_rows_per_pass_), rows - begin);
+    ERNIE_RETURN_IF_ERROR(EnqueueLogitPass(begin, n));
+    ERNIE_RETURN_IF_ERROR(CopyLogits(begin, n, logits));
+  }
   return absl::OkStatus();
 }
 
 absl::Status CudaBackendImpl::Forward(const StepBatch& batch, std::span<float> logits) {
   ERNIE_RETURN_IF_ERROR(ValidateStepBatch(batch, kv_shape_, max_tokens_, config_.vocab_size, logits));
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_), "cudaSetDevice");  // the current device is per thread
   const absl::Status step = RunStep(batch, logits);
   // Always wait for what was enqueued: the staging buffers are reused by the
   // next step, and a kernel fault surfaces here.

@@ -41,6 +41,7 @@ class Buffer {
     void* p = nullptr;
     const size_t bytes = count * sizeof(T);
     const cudaError_t e = kPinnedHost ? cudaMallocHost(&p, bytes) : cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) (void)cudaGetLastError();  // not sticky: clear it, or the next launch check reports it
     ERNIE_RETURN_IF_ERROR(CudaStatus(e, absl::StrCat(kPinnedHost ? "cudaMallocHost" : "cudaMalloc", " of ", bytes,
                                                      " bytes for ", absl::string_view(what.data(), what.size()))));
     b.data_ = static_cast<T*>(p);

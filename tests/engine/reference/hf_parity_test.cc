@@ -47,7 +47,7 @@ struct Layout {
 class HfParityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfParityTest, MatchesTransformersGreedy) {
-  const std::string dir = std::string(ERNIE_TEST_DATA_DIR) + "/dense_reference/" + GetParam();
+  const std::string dir = std::string(ERNIE_TEST_DATA_DIR) + "/" + GetParam();
   std::ifstream in(dir + "/expected.json");
   ASSERT_TRUE(in) << dir;
   const json expected = json::parse(in);
@@ -91,16 +91,21 @@ TEST_P(HfParityTest, MatchesTransformersGreedy) {
   }
 }
 
+// "dense_reference/<case>" and "moe_reference/<case>" (tools/reference/make_*_reference.py).
 std::vector<std::string> Cases() {
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(std::string(ERNIE_TEST_DATA_DIR) + "/dense_reference"))
-    if (fs::exists(entry.path() / "expected.json")) names.push_back(entry.path().filename().string());
+  for (const char* set : {"dense_reference", "moe_reference"})
+    for (const auto& entry : fs::directory_iterator(std::string(ERNIE_TEST_DATA_DIR) + "/" + set))
+      if (fs::exists(entry.path() / "expected.json")) names.push_back(std::string(set) + "/" + entry.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, HfParityTest, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Checkpoints, HfParityTest, ::testing::ValuesIn(Cases()), [](const auto& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name;
+});
 
 TEST(GenerateCliTest, BadInputsExitNonZeroWithAMessage) {
   const std::string bin = ERNIE_GENERATE_BIN;

@@ -200,10 +200,13 @@ TEST(WorkerServiceTest, DeadlineAbortsTheSequence) {
 
 TEST(WorkerServiceTest, FullQueueIsResourceExhausted) {
   WorkerServer server({.max_num_seqs = 1, .max_model_len = 400, .max_waiting_requests = 1});
-  std::vector<StreamResult> results(6);
+  // 16 requests at once, each long enough (300-token prompt, 90 tokens out)
+  // that the first is still running when the last arrives: one runs, one
+  // waits, the rest are refused.
+  std::vector<StreamResult> results(16);
   std::vector<std::thread> threads;
-  for (int i = 0; i < 6; ++i)
-    threads.emplace_back([&, i] { results[i] = Generate(server.stub(), Request(absl::StrCat("q", i), Prompt(200, i), 40)); });
+  for (int i = 0; i < 16; ++i)
+    threads.emplace_back([&, i] { results[i] = Generate(server.stub(), Request(absl::StrCat("q", i), Prompt(300, i), 90)); });
   for (auto& t : threads) t.join();
   int exhausted = 0, ok = 0;
   for (const auto& r : results) {

@@ -5,13 +5,15 @@
 // sequence), so the speed is quoted for a backend shown correct on that shape.
 //
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
-//                    [--decode-tokens 128] [--check-tokens 64] [--log FILE]
+//                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--log FILE]
 //
 // A decode step here is Forward for B tokens, which includes copying B rows
 // of float32 logits to the host (GPU sampling is a later step); the next
 // tokens are fixed pseudo-random ids, not sampled, so host sampling cost is
 // not in the figure. Times are host wall clock around Forward, which
 // synchronizes the stream before returning.
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -34,6 +36,7 @@ struct Args {
   std::string model, log;
   std::vector<int> batch_sizes = {1, 16, 64, 256};
   int prompt_len = 128, decode_tokens = 128, check_tokens = 64;
+  int profile_batch = 0;  // > 0: after the figures, one decode step of this batch inside cudaProfilerStart/Stop
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -54,6 +57,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->prompt_len) || a->prompt_len <= 0) return false;
     } else if (f == "--decode-tokens") {
       if (!absl::SimpleAtoi(v, &a->decode_tokens) || a->decode_tokens <= 0) return false;
+    } else if (f == "--profile-batch") {
+      if (!absl::SimpleAtoi(v, &a->profile_batch) || a->profile_batch < 0) return false;
     } else if (f == "--check-tokens") {
       if (!absl::SimpleAtoi(v, &a->check_tokens) || a->check_tokens < 0) return false;
     } else {
@@ -110,7 +115,33 @@ nlohmann::json CheckAgainstCpu(const ernie::LoadedModel& model, ernie::Backend& 
 struct BatchResult {
   int batch = 0;
   double prefill_ms = 0, decode_ms = 0, median_step_ms = 0;
+  double median_step_no_logits_ms = 0;  // the same steps asking for no logit rows (no lm_head, no copy)
 };
+
+// decode_tokens steps of one token for each of `batch` sequences from
+// position `first_pos`; returns the sorted step times (ms).
+absl::StatusOr<std::vector<double>> DecodeSteps(ernie::Backend& backend, const std::vector<std::vector<int32_t>>& tables,
+                                                int first_pos, int steps_to_run, bool with_logits,
+                                                std::vector<float>& logits) {
+  const auto batch = static_cast<int>(tables.size());
+  std::vector<int32_t> ids(static_cast<size_t>(batch)), pos(static_cast<size_t>(batch)), rows(static_cast<size_t>(batch));
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<ernie::SequenceSlice> seqs(static_cast<size_t>(batch));
+  std::vector<double> steps;
+  for (int d = 0; d < steps_to_run; ++d) {
+    const int32_t p = first_pos + d;
+    for (int s = 0; s < batch; ++s) {
+      ids[static_cast<size_t>(s)] = TokenFor(s, p, backend.vocab_size());
+      pos[static_cast<size_t>(s)] = p;
+      seqs[static_cast<size_t>(s)] = {s, 1, p, tables[static_cast<size_t>(s)]};
+    }
+    const auto t0 = Clock::now();
+    const ernie::StepBatch step{ids, pos, seqs, with_logits ? std::span<const int32_t>(rows) : std::span<const int32_t>()};
+    if (auto st = backend.Forward(step, logits); !st.ok()) return st;
+    steps.push_back(Ms(Clock::now() - t0));
+  }
+  return steps;
+}
 
 // B sequences of prompt_len tokens prefilled (as many whole prompts per step
 // as fit), then decode_tokens steps of B tokens.
@@ -144,24 +175,17 @@ absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const A
   }
   r.prefill_ms = Ms(Clock::now() - prefill_start);
 
-  std::vector<int32_t> ids(static_cast<size_t>(batch)), pos(static_cast<size_t>(batch)), rows(static_cast<size_t>(batch));
-  std::iota(rows.begin(), rows.end(), 0);
-  std::vector<ernie::SequenceSlice> seqs(static_cast<size_t>(batch));
-  std::vector<double> steps;
-  for (int d = 0; d < a.decode_tokens; ++d) {
-    const int32_t p = a.prompt_len + d;
-    for (int s = 0; s < batch; ++s) {
-      ids[static_cast<size_t>(s)] = TokenFor(s, p, vocab);
-      pos[static_cast<size_t>(s)] = p;
-      seqs[static_cast<size_t>(s)] = {s, 1, p, tables[static_cast<size_t>(s)]};
-    }
-    const auto t0 = Clock::now();
-    if (auto st = backend.Forward({ids, pos, seqs, rows}, logits); !st.ok()) return st;
-    steps.push_back(Ms(Clock::now() - t0));
-  }
-  r.decode_ms = std::accumulate(steps.begin(), steps.end(), 0.0);
-  std::sort(steps.begin(), steps.end());
-  r.median_step_ms = steps[steps.size() / 2];
+  auto steps = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, true, logits);
+  if (!steps.ok()) return steps.status();
+  // Again over the same positions (rewriting the same cache rows) with no
+  // logit rows: the difference is lm_head plus the logits' copy to the host.
+  auto bare = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, false, logits);
+  if (!bare.ok()) return bare.status();
+  std::sort(bare->begin(), bare->end());
+  r.median_step_no_logits_ms = (*bare)[bare->size() / 2];
+  r.decode_ms = std::accumulate(steps->begin(), steps->end(), 0.0);
+  std::sort(steps->begin(), steps->end());
+  r.median_step_ms = (*steps)[steps->size() / 2];
   return r;
 }
 
@@ -171,7 +195,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--log FILE]\n";
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--log FILE]\n";
     return 2;
   }
   auto model = ernie::LoadModel(args.model);
@@ -179,7 +203,7 @@ int main(int argc, char** argv) {
     std::cerr << "ernie-bench-cuda: " << model.status() << "\n";
     return 1;
   }
-  const int max_batch = *std::max_element(args.batch_sizes.begin(), args.batch_sizes.end());
+  const int max_batch = std::max(*std::max_element(args.batch_sizes.begin(), args.batch_sizes.end()), args.profile_batch);
   const int64_t block = 16;
   const int64_t blocks_per_seq = (args.prompt_len + args.decode_tokens + block - 1) / block;
   const auto start = Clock::now();
@@ -206,7 +230,7 @@ int main(int argc, char** argv) {
     std::cerr << "ernie-bench-cuda: " << w.status() << "\n";
     return 1;
   }
-  std::cout << "batch  prefill tok/s  decode step ms (median)  decode output tok/s\n";
+  std::cout << "batch  prefill tok/s  decode step ms (median)  without logits  decode output tok/s\n";
   for (int b : args.batch_sizes) {
     auto r = RunBatch(**backend, b, args);
     if (!r.ok()) {
@@ -220,8 +244,32 @@ int main(int argc, char** argv) {
                               {"prefill_tok_s", prefill_tps},
                               {"decode_ms", r->decode_ms},
                               {"median_step_ms", r->median_step_ms},
+                              {"median_step_no_logits_ms", r->median_step_no_logits_ms},
                               {"decode_tok_s", decode_tps}});
-    std::printf("%5d  %13.0f  %23.3f  %19.0f\n", b, prefill_tps, r->median_step_ms, decode_tps);
+    std::printf("%5d  %13.0f  %23.3f  %14.3f  %19.0f\n", b, prefill_tps, r->median_step_ms,
+                r->median_step_no_logits_ms, decode_tps);
+  }
+  log["captured_graphs"] = (*backend)->captured_graphs();
+  if (args.profile_batch > 0) {
+    // One decode step of profile_batch sequences between cudaProfilerStart
+    // and Stop, for `ncu --profile-from-start off` (kernel-time breakdown).
+    const int64_t profile_blocks = (args.prompt_len + 2 + block - 1) / block;
+    auto r = RunBatch(**backend, args.profile_batch, {.prompt_len = args.prompt_len, .decode_tokens = 2});
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(args.profile_batch));
+    for (int s = 0; s < args.profile_batch; ++s) {
+      // RunBatch's layout for prompt_len + 2 positions; the profiled step rewrites the last one.
+      tables[static_cast<size_t>(s)].resize(static_cast<size_t>(profile_blocks));
+      std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
+                static_cast<int32_t>(s * profile_blocks));
+    }
+    std::vector<float> logits(static_cast<size_t>(args.profile_batch * (*backend)->vocab_size()));
+    cudaProfilerStart();
+    auto st = DecodeSteps(**backend, tables, args.prompt_len + 1, 1, true, logits);
+    cudaProfilerStop();
+    if (!r.ok() || !st.ok()) {
+      std::cerr << "ernie-bench-cuda: profile step failed\n";
+      return 1;
+    }
   }
   if (!args.log.empty()) std::ofstream(args.log) << log.dump(2) << "\n";
   return 0;

@@ -1,0 +1,32 @@
+#include "engine/backend/cuda/graph_cache.h"
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/util/status_macros.h"
+
+namespace ernie::cuda {
+
+GraphCache::~GraphCache() {
+  for (auto& [key, exec] : graphs_)
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+}
+
+absl::Status GraphCache::Run(uint64_t key, cudaStream_t stream, const std::function<absl::Status()>& enqueue) {
+  auto it = graphs_.find(key);
+  if (it == graphs_.end() && static_cast<int>(graphs_.size()) < max_graphs_) {
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                               "cudaStreamBeginCapture");
+    const absl::Status captured = enqueue();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (captured.ok() && ended == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // a failed capture is not an error of the step: it runs eagerly below
+    if (exec != nullptr) ++captured_;
+    it = graphs_.emplace(key, exec).first;
+  }
+  if (it == graphs_.end() || it->second == nullptr) return enqueue();
+  return CudaStatus(cudaGraphLaunch(it->second, stream), "cudaGraphLaunch");
+}
+
+}  // namespace ernie::cuda

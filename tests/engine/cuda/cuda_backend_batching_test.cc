@@ -1,0 +1,149 @@
+// The CUDA backend's batching contract, against the CPU reference doing the
+// same steps: a mixed step (a decode, a chunked prefill over its cached
+// prefix, a sequence whose table starts with another's cached blocks) gives
+// the CPU's logits; forks through CopyBlocks continue like the CPU's; bad
+// batches and copies are refused; without a device the factory says so.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "tests/engine/cuda/backend_runner.h"
+
+namespace ernie::testing {
+namespace {
+
+constexpr double kBound = 0.027;  // per-row relative L2, as in cuda_backend_parity_test.cc
+
+class CudaBatchingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+    auto m = LoadModel(TestDataDir() + "/dense_reference/gqa4_bf16_bias_untied_v515");
+    ASSERT_TRUE(m.ok()) << m.status();
+    model_ = std::move(*m);
+    auto c = cpu::CpuBackend::Create(*model_, {.num_threads = 2, .block_size = 4, .num_blocks = 64, .max_tokens_per_step = 96});
+    ASSERT_TRUE(c.ok()) << c.status();
+    cpu_ = std::move(*c);
+    auto g = CreateCudaBackend(*model_, {.block_size = 4, .num_blocks = 64, .max_tokens_per_step = 96, .max_logit_rows = 5});
+    ASSERT_TRUE(g.ok()) << g.status();
+    gpu_ = std::move(*g);
+    vocab_ = cpu_->vocab_size();
+  }
+
+  std::vector<int32_t> Prompt(int n, int salt) const {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) p[static_cast<size_t>(i)] = 3 + (i * 37 + salt * 11) % static_cast<int>(vocab_ - 3);
+    return p;
+  }
+
+  // Runs the same step on both backends and compares every logit row.
+  void ExpectSameStep(const StepBatch& batch) {
+    const size_t n = batch.logit_token_indices.size() * static_cast<size_t>(vocab_);
+    std::vector<float> ref(n), got(n, std::nanf(""));
+    ASSERT_TRUE(cpu_->Forward(batch, ref).ok());
+    const absl::Status s = gpu_->Forward(batch, got);
+    ASSERT_TRUE(s.ok()) << s;
+    for (size_t r = 0; r < batch.logit_token_indices.size(); ++r)
+      EXPECT_LE(RelativeL2(got.data() + r * vocab_, ref.data() + r * vocab_, vocab_), kBound) << "logit row " << r;
+  }
+
+  std::unique_ptr<LoadedModel> model_;
+  std::unique_ptr<cpu::CpuBackend> cpu_;
+  std::unique_ptr<CudaBackend> gpu_;
+  int64_t vocab_ = 0;
+};
+
+TEST_F(CudaBatchingTest, MixedStepMatchesTheCpu) {
+  // Before the step: A has 10 tokens cached in blocks {5, 9, 2}; B has the
+  // first 9 of its 30-token prompt cached in {7, 1, 3}; C shares A's first
+  // two blocks (8 tokens) as a prefix hit.
+  const auto a = Prompt(11, 1), b = Prompt(30, 2);
+  std::vector<int32_t> c = Prompt(14, 3);
+  std::copy(a.begin(), a.begin() + 8, c.begin());
+  const std::vector<int32_t> table_a = {5, 9, 2}, table_b = {7, 1, 3, 11, 12, 13, 14, 15}, table_c = {5, 9, 20, 21};
+  for (Backend* be : {static_cast<Backend*>(cpu_.get()), static_cast<Backend*>(gpu_.get())}) {
+    TeacherForced(*be, std::span(a).first(10), 0, 10, table_a);
+    TeacherForced(*be, std::span(b).first(9), 0, 9, table_b);
+  }
+  // The step: A decodes its 11th token, B prefills 21 more tokens from 9, C
+  // computes its 6 tokens after the shared 8.
+  std::vector<int32_t> tokens = {a[10]}, pos = {10};
+  tokens.insert(tokens.end(), b.begin() + 9, b.end());
+  for (int i = 9; i < 30; ++i) pos.push_back(i);
+  tokens.insert(tokens.end(), c.begin() + 8, c.end());
+  for (int i = 8; i < 14; ++i) pos.push_back(i);
+  const SequenceSlice seqs[] = {{0, 1, 10, table_a}, {1, 21, 9, table_b}, {22, 6, 8, table_c}};
+  std::vector<int32_t> rows(tokens.size());  // every row: more than max_logit_rows, so lm_head runs in passes
+  std::iota(rows.begin(), rows.end(), 0);
+  ExpectSameStep({tokens, pos, seqs, rows});
+}
+
+TEST_F(CudaBatchingTest, ForkedSequencesContinueLikeTheCpu) {
+  // A 10-token prompt in blocks {0, 1, 2} (block 2 holds 2 rows); a fork
+  // copies block 2 into block 7 and both branches decode different tokens.
+  const auto p = Prompt(10, 4);
+  const std::vector<int32_t> parent = {0, 1, 2}, child = {0, 1, 7};
+  const BlockCopyOp copy{.src_block = 2, .dst_block = 7, .num_tokens = 2};
+  for (Backend* be : {static_cast<Backend*>(cpu_.get()), static_cast<Backend*>(gpu_.get())}) {
+    TeacherForced(*be, p, 0, 10, parent);
+    ASSERT_TRUE(be->CopyBlocks({&copy, 1}).ok());
+  }
+  const std::vector<int32_t> tokens = {17, 23}, pos = {10, 10};
+  const SequenceSlice seqs[] = {{0, 1, 10, parent}, {1, 1, 10, child}};
+  const int32_t rows[] = {0, 1};
+  ExpectSameStep({tokens, pos, seqs, rows});
+}
+
+TEST_F(CudaBatchingTest, MalformedStepsAndCopiesAreRefused) {
+  const auto p = Prompt(5, 5);
+  const std::vector<int32_t> pos = {0, 1, 2, 3, 4}, bad_table = {1, 64};
+  SequenceSlice seq{0, 5, 0, bad_table};
+  const int32_t last = 4;
+  std::vector<float> logits(static_cast<size_t>(vocab_));
+  absl::Status s = gpu_->Forward({p, pos, {&seq, 1}, {&last, 1}}, logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("outside the pool"), std::string::npos) << s;
+  std::vector<int32_t> many(97, 3), many_pos(97);
+  std::iota(many_pos.begin(), many_pos.end(), 0);
+  const auto big_table = ConsecutiveBlocks(97, 4);
+  const SequenceSlice big{0, 97, 0, big_table};
+  s = gpu_->Forward({many, many_pos, {&big, 1}, {}}, logits);
+  EXPECT_NE(std::string(s.message()).find("sized for 96"), std::string::npos) << s;
+  const BlockCopyOp bad_copy{.src_block = 0, .dst_block = 64, .num_tokens = 1};
+  EXPECT_EQ(gpu_->CopyBlocks({&bad_copy, 1}).code(), absl::StatusCode::kInvalidArgument);
+  // The backend still works after refusals.
+  const std::vector<int32_t> table = {1, 2};
+  seq.block_table = table;
+  EXPECT_TRUE(gpu_->Forward({p, pos, {&seq, 1}, {&last, 1}}, logits).ok());
+}
+
+TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
+  auto m = LoadModel(TestDataDir() + "/dense_reference/gqa1_f32_tied_v97");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto none = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 0});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(none.status().message()).find("num_blocks"), std::string::npos);
+  auto b = CreateCudaBackend(**m, {.device = 64, .block_size = 16, .num_blocks = 4});
+  ASSERT_FALSE(b.ok());
+  if (CudaDeviceCount() == 0) {
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(std::string(b.status().message()).find("no CUDA device"), std::string::npos) << b.status();
+  } else {
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(b.status().message()).find("device 64"), std::string::npos) << b.status();
+  }
+}
+
+TEST(CudaBackendStartTest, OutOfMemoryAtStartIsResourceExhausted) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  auto m = LoadModel(TestDataDir() + "/dense_reference/gqa1_f32_tied_v97");
+  ASSERT_TRUE(m.ok()) << m.status();
+  // 2^26 blocks x 16 tokens x (2 layers x 4 heads x 16 dims x 2 x 2 bytes) = 512 GiB of KV cache.
+  auto b = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = int64_t{1} << 26});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted) << b.status();
+  EXPECT_NE(std::string(b.status().message()).find("KV cache"), std::string::npos) << b.status();
+}
+
+}  // namespace
+}  // namespace ernie::testing

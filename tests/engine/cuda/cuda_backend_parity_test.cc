@@ -1,0 +1,193 @@
+// The CUDA backend computes the CPU float32 reference's function to bf16
+// precision, on every checkpoint in tests/data/dense_reference:
+// - teacher-forced logits (the prompt followed by Hugging Face's greedy
+//   tokens from expected.json), in one step and in chunks over a cached
+//   prefix, with two KV block sizes: per-position relative L2 error <= kBound;
+// - greedy decoding one token per step gives the CPU's tokens for as long as
+//   the CPU's top-1/top-2 logit gap exceeds kTieGap.
+//
+// kBound is 1.5x the yardstick of issue 7, Hugging Face bf16 against HF
+// float32 on the same inputs, measured on the device on the 0.3b shape
+// (teacher-forced, 64 tokens): max per-position relative L2 0.018 (median
+// 0.016; engine/backend/cuda/NOTES.md). The small checkpoints here have no
+// HF bf16 run of their own, so that one measured figure sets the bound.
+// Greedy tokens must agree while the CPU's top-1/top-2 gap exceeds both
+// kTieGap and what the bound allows an element to move (kTieGapScale x
+// kBound x the row's RMS logit): below that, bf16 may legitimately flip the
+// choice.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "tests/engine/cuda/backend_runner.h"
+
+namespace ernie::testing {
+namespace {
+
+constexpr double kBound = 0.027;    // per-position relative L2 error of the logits: 1.5 x 0.018
+constexpr float kTieGap = 1e-2f;    // CPU top-1/top-2 gap under which greedy tokens may differ
+constexpr double kTieGapScale = 4;  // ... or under this many bound-sized errors of the row
+
+// The CPU gap under which the two backends may pick different tokens.
+double TieGap(const float* cpu_row, int64_t vocab) {
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += static_cast<double>(cpu_row[i]) * cpu_row[i];
+  return std::max<double>(kTieGap, kTieGapScale * kBound * std::sqrt(sum / static_cast<double>(vocab)));
+}
+constexpr int kGreedySteps = 24;
+
+struct Prompt {
+  std::vector<int32_t> tokens;  // prompt then HF's greedy continuation
+  size_t prompt_len = 0;
+};
+
+class CudaParityTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+    dir_ = TestDataDir() + "/dense_reference/" + GetParam();
+    auto m = LoadModel(dir_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    model_ = std::move(*m);
+    std::ifstream in(dir_ + "/expected.json");
+    ASSERT_TRUE(in) << dir_;
+    const auto expected = nlohmann::json::parse(in);
+    for (const auto& p : expected["prompts"]) {
+      Prompt prompt;
+      prompt.tokens = p["prompt_ids"].get<std::vector<int32_t>>();
+      prompt.prompt_len = prompt.tokens.size();
+      for (const auto& step : p["steps"]) prompt.tokens.push_back(step["token"].get<int32_t>());
+      prompts_.push_back(std::move(prompt));
+    }
+  }
+
+  std::unique_ptr<cpu::CpuBackend> Cpu(int64_t block_size) {
+    auto b = cpu::CpuBackend::Create(
+        *model_, {.num_threads = 2, .block_size = block_size, .num_blocks = 512, .max_tokens_per_step = 512});
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? std::move(*b) : nullptr;
+  }
+  std::unique_ptr<CudaBackend> Gpu(int64_t block_size) {
+    auto b = CreateCudaBackend(*model_, {.block_size = block_size, .num_blocks = 512, .max_tokens_per_step = 512});
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? std::move(*b) : nullptr;
+  }
+
+  std::string dir_;
+  std::unique_ptr<LoadedModel> model_;
+  std::vector<Prompt> prompts_;
+};
+
+TEST_P(CudaParityTest, TeacherForcedLogitsMatchTheCpuReference) {
+  auto cpu = Cpu(16);
+  ASSERT_NE(cpu, nullptr);
+  const int64_t vocab = cpu->vocab_size();
+  struct Layout {
+    int64_t block_size;
+    int32_t chunk;
+  };
+  double worst = 0;
+  for (const Layout layout : {Layout{16, 512}, Layout{3, 7}, Layout{1, 64}}) {
+    auto gpu = Gpu(layout.block_size);
+    ASSERT_NE(gpu, nullptr);
+    for (const Prompt& p : prompts_) {
+      SCOPED_TRACE(absl::StrCat(GetParam(), " tokens=", p.tokens.size(), " block=", layout.block_size,
+                                " chunk=", layout.chunk));
+      const auto ref = TeacherForced(*cpu, p.tokens, 0, 512, ConsecutiveBlocks(p.tokens.size(), 16));
+      const auto got =
+          TeacherForced(*gpu, p.tokens, 0, layout.chunk, ConsecutiveBlocks(p.tokens.size(), layout.block_size));
+      for (size_t t = 0; t < p.tokens.size(); ++t) {
+        const double err = RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab);
+        worst = std::max(worst, err);
+        ASSERT_LE(err, kBound) << "position " << t;
+      }
+    }
+  }
+  std::cout << "[ yardstick ] " << GetParam() << " max per-position relative L2 of CUDA vs CPU f32 logits: " << worst
+            << " (bound " << kBound << ")\n";
+  RecordProperty("max_relative_l2", std::to_string(worst));
+}
+
+TEST_P(CudaParityTest, GreedyTokensMatchTheCpuWhileItsChoiceIsClear) {
+  auto cpu = Cpu(16);
+  auto gpu = Gpu(16);
+  ASSERT_NE(cpu, nullptr);
+  ASSERT_NE(gpu, nullptr);
+  const int64_t vocab = cpu->vocab_size();
+  for (const Prompt& p : prompts_) {
+    const std::vector<int32_t> prompt(p.tokens.begin(), p.tokens.begin() + static_cast<ptrdiff_t>(p.prompt_len));
+    const auto table = ConsecutiveBlocks(static_cast<int64_t>(prompt.size()) + kGreedySteps, 16);
+    const auto cpu_logits = TeacherForced(*cpu, prompt, 0, 512, table);
+    const auto gpu_logits = TeacherForced(*gpu, prompt, 0, 512, table);
+    const float* cpu_row = cpu_logits.data() + (prompt.size() - 1) * vocab;
+    Top2 c = ArgmaxWithGap(cpu_row, vocab);
+    Top2 g = ArgmaxWithGap(gpu_logits.data() + (prompt.size() - 1) * vocab, vocab);
+    double tie = TieGap(cpu_row, vocab);
+    int agreed = 0;
+    for (int step = 0; step < kGreedySteps && c.gap > tie; ++step) {
+      ASSERT_EQ(g.token, c.token) << GetParam() << " prompt_len=" << prompt.size() << " step " << step
+                                  << " (CPU gap " << c.gap << ", tie gap " << tie << ")";
+      ++agreed;
+      const int32_t cached = static_cast<int32_t>(prompt.size()) + step;
+      const std::vector<int32_t> next = {c.token};
+      const auto cl = TeacherForced(*cpu, next, cached, 1, table);
+      const auto gl = TeacherForced(*gpu, next, cached, 1, table);
+      c = ArgmaxWithGap(cl.data(), vocab);
+      g = ArgmaxWithGap(gl.data(), vocab);
+      tie = TieGap(cl.data(), vocab);
+    }
+    // Single-token steps replay a CUDA graph (the first one captured it).
+    EXPECT_GE(gpu->captured_graphs(), 1);
+    std::cout << "[ greedy ] " << GetParam() << " prompt_len=" << prompt.size() << ": " << agreed
+              << " steps agree, then "
+              << (agreed == kGreedySteps ? std::string("the end") : absl::StrCat("a CPU gap under the tie gap ", tie))
+              << "\n";
+  }
+}
+
+// Larger shapes than tests/data holds (the 0.3b model's head_dim 128 and 8
+// query heads per KV head), made on the device by tools/gpu-test and named
+// in $ERNIE_CUDA_EXTRA_MODELS (colon-separated directories): teacher-forced
+// logits of 64 pseudo-random tokens, in chunks of 17, against the CPU.
+TEST(CudaExtraModelsTest, TeacherForcedLogitsMatchTheCpuReference) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  const char* env = std::getenv("ERNIE_CUDA_EXTRA_MODELS");
+  if (env == nullptr || *env == '\0') GTEST_SKIP() << "ERNIE_CUDA_EXTRA_MODELS names no model directories";
+  for (absl::string_view dir : absl::StrSplit(env, ':', absl::SkipEmpty())) {
+    SCOPED_TRACE(dir);
+    auto m = LoadModel(std::string(dir));
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto cpu = cpu::CpuBackend::Create(**m, {.block_size = 16, .num_blocks = 4, .max_tokens_per_step = 64});
+    auto gpu = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .max_tokens_per_step = 64});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const int64_t vocab = (*cpu)->vocab_size();
+    std::vector<int32_t> tokens(64);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 7919 + 13) % (vocab - 3));
+    const auto table = ConsecutiveBlocks(64, 16);
+    const auto ref = TeacherForced(**cpu, tokens, 0, 64, table);
+    const auto got = TeacherForced(**gpu, tokens, 0, 17, table);
+    double worst = 0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      const double err = RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, kBound) << "position " << t;
+    }
+    std::cout << "[ yardstick ] " << dir << " max per-position relative L2 of CUDA vs CPU f32 logits: " << worst
+              << " (bound " << kBound << ")\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaParityTest, ::testing::ValuesIn(DenseReferenceCases()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ernie::testing
