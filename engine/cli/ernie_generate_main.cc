@@ -8,6 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#if ERNIE_HAVE_CUDA_BACKEND
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 #include "engine/cli/generate_flags.h"
 #include "engine/generate/offline_generator.h"
 #include "engine/model/ernie4_5_weights.h"
@@ -58,8 +61,14 @@ int main(int argc, char** argv) {
     std::cout << ernie::GenerateUsage();
     return 0;
   }
-  if (flags->backend == "cuda")
-    return Fail(absl::UnimplementedError("--backend cuda: this build has no CUDA backend yet; use --backend cpu"));
+  std::string backend_name = flags->backend;
+#if ERNIE_HAVE_CUDA_BACKEND
+  if (backend_name == "auto") backend_name = ernie::CudaDeviceCount() > 0 ? "cuda" : "cpu";
+#else
+  if (backend_name == "auto") backend_name = "cpu";
+  if (backend_name == "cuda")
+    return Fail(absl::UnimplementedError("--backend cuda: this build has no CUDA backend (built without nvcc); use --backend cpu"));
+#endif
 
   const auto load_start = std::chrono::steady_clock::now();
   auto model = ernie::LoadModel(flags->model_dir);
@@ -74,7 +83,16 @@ int main(int argc, char** argv) {
       .num_blocks = (needed + flags->block_size - 1) / flags->block_size,
       .max_tokens_per_step = flags->prefill_chunk > 0 ? flags->prefill_chunk
                                                       : static_cast<int64_t>(flags->prompt_ids.size())};
-  auto backend = ernie::cpu::CpuBackend::Create(**model, options);
+  absl::StatusOr<std::unique_ptr<ernie::Backend>> backend;
+  if (backend_name == "cpu") {
+    backend = ernie::cpu::CpuBackend::Create(**model, options);
+  } else {
+#if ERNIE_HAVE_CUDA_BACKEND
+    backend = ernie::CreateCudaBackend(**model, {.block_size = options.block_size,
+                                                 .num_blocks = options.num_blocks,
+                                                 .max_tokens_per_step = options.max_tokens_per_step});
+#endif
+  }
   if (!backend.ok()) return Fail(backend.status());
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
