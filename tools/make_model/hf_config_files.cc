@@ -69,6 +69,20 @@ Json ModelConfigJson(const DenseShape& shape, WeightDtype dtype) {
   config["use_bias"] = shape.use_bias;
   config["tie_word_embeddings"] = shape.tie_word_embeddings;
   config["torch_dtype"] = TorchDtypeName(dtype);
+  if (shape.is_moe()) {
+    // Baidu's Ernie4_5_MoeForCausalLM keys (ARCHITECTURE.md).
+    config["architectures"] = {"Ernie4_5_MoeForCausalLM"};
+    config["model_type"] = "ernie4_5_moe";
+    config.erase("auto_map");
+    config["moe_num_experts"] = shape.moe.num_experts;
+    config["moe_k"] = shape.moe.top_k;
+    config["moe_num_shared_experts"] = shape.moe.num_shared_experts;
+    config["moe_intermediate_size"] = shape.moe.intermediate_size;
+    config["moe_layer_start_index"] = shape.moe.layer_start;
+    config["moe_layer_end_index"] = shape.moe.layer_end;
+    config["moe_layer_interval"] = shape.moe.layer_interval;
+    config["moe_norm_min"] = 1e-12;
+  }
   return config;
 }
 

@@ -11,7 +11,20 @@
 
 namespace ernie::make_model {
 
-// The hyper-parameters of a dense ERNIE-4.5 model (Ernie4_5ForCausalLM).
+// Mixture-of-experts hyper-parameters (Ernie4_5_MoeForCausalLM); num_experts
+// 0 means a dense model.
+struct MoeShape {
+  int64_t num_experts = 0;        // moe_num_experts
+  int64_t top_k = 0;              // moe_k
+  int64_t num_shared_experts = 0; // moe_num_shared_experts
+  int64_t intermediate_size = 0;  // moe_intermediate_size
+  int64_t layer_start = 1;        // moe_layer_start_index
+  int64_t layer_end = -1;         // moe_layer_end_index (-1: the last layer)
+  int64_t layer_interval = 1;     // moe_layer_interval
+};
+
+// The hyper-parameters of an ERNIE-4.5 model (dense Ernie4_5ForCausalLM, or
+// Ernie4_5_MoeForCausalLM when moe.num_experts > 0).
 struct DenseShape {
   std::string name;  // "demo", "0.3b"
   int64_t hidden_size = 0;
@@ -26,6 +39,14 @@ struct DenseShape {
   double rope_theta = 500000.0;
   bool tie_word_embeddings = true;  // true: no lm_head.weight tensor
   bool use_bias = false;            // true: q/k/v/o and MLP projections carry .bias
+  MoeShape moe;                     // experts, for the MoE shapes
+
+  bool is_moe() const { return moe.num_experts > 0; }
+  // ARCHITECTURE.md's rule for which layers are MoE.
+  bool IsMoeLayer(int64_t i) const {
+    const int64_t end = moe.layer_end < 0 ? num_hidden_layers - 1 : moe.layer_end;
+    return is_moe() && i >= moe.layer_start && i <= end && (i + 1) % moe.layer_interval == 0;
+  }
 };
 
 // What a tensor's random values should look like (see random_weights.h).
@@ -43,9 +64,8 @@ struct TensorEntry {
   int64_t fan_in = 1;  // input features of a projection (its last dim)
 };
 
-// Looks a shape up by its command-line name. "21b-a3b" is known but refused
-// (Unimplemented) until the mixture-of-experts shape lands; anything else is
-// InvalidArgument listing the choices.
+// Looks a shape up by its command-line name: demo, 0.3b, demo-moe, 21b-a3b;
+// anything else is InvalidArgument listing the choices.
 absl::StatusOr<DenseShape> ShapeByName(const std::string& name);
 
 // Tensors of `shape` in the order Hugging Face's state dict lists them:

@@ -46,8 +46,7 @@ TEST(MakeModelOptionsTest, ErrorsNameWhatIsWrong) {
             std::string::npos);
   EXPECT_NE(message({"out", "--shape", "demo", "--seed"}).find("needs a value"), std::string::npos);
   EXPECT_NE(message({"out", "other", "--shape", "demo", "--seed", "1"}).find("'other'"), std::string::npos);
-  EXPECT_EQ(Parse({"out", "--shape", "21b-a3b", "--seed", "1"}).status().code(),
-            absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(Parse({"out", "--shape", "21b-a3b", "--seed", "1"}).ok());
 }
 
 }  // namespace

@@ -72,10 +72,36 @@ TEST(ModelShapeTest, UntiedOrBiasedShapesAddTheirTensors) {
   EXPECT_EQ(tensors[3].shape, std::vector<int64_t>{256});
 }
 
-TEST(ModelShapeTest, MoeShapeIsRefusedAndUnknownShapesNamed) {
+TEST(ModelShapeTest, The21bA3bShapeHasTheReleasedCounts) {
   const auto moe = ShapeByName("21b-a3b");
-  EXPECT_EQ(moe.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(moe.status().message().find("mixture-of-experts"), std::string::npos);
+  ASSERT_TRUE(moe.ok());
+  const auto tensors = DenseTensorList(*moe);
+  // ARCHITECTURE.md: about 21.8B parameters, 3.35B active per token. Exactly:
+  // embeddings 103424 x 2560 = 264,765,440; attention + norms 28 x 15,733,760;
+  // layer 0's MLP 3 x 2560 x 12288 = 94,371,840; 27 MoE layers of router
+  // 163,840 + bias 64 + 64 experts x 11,796,480 + shared 23,592,960; final norm 2560.
+  const int64_t total = CountParameters(tensors);
+  EXPECT_EQ(total, 264765440LL + 28LL * 15733760 + 94371840LL + 27LL * (163840 + 64 + 64LL * 11796480 + 23592960) + 2560);
+  EXPECT_EQ(total, 21825437888LL);
+  const int64_t per_expert = 3 * 2560 * 1536;
+  const int64_t active = total - 27 * (64 - 6) * per_expert;
+  EXPECT_EQ(active, 3352150208LL);
+  EXPECT_FALSE(moe->IsMoeLayer(0));
+  EXPECT_TRUE(moe->IsMoeLayer(1));
+  EXPECT_TRUE(moe->IsMoeLayer(27));
+  auto has = [&](const std::string& name) {
+    return std::any_of(tensors.begin(), tensors.end(), [&](const TensorEntry& t) { return t.name == name; });
+  };
+  EXPECT_TRUE(has("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_TRUE(has("model.layers.1.mlp.gate.weight"));
+  EXPECT_TRUE(has("model.layers.1.mlp.moe_statics.e_score_correction_bias"));
+  EXPECT_TRUE(has("model.layers.27.mlp.experts.63.down_proj.weight"));
+  EXPECT_TRUE(has("model.layers.5.mlp.shared_experts.up_proj.weight"));
+  EXPECT_FALSE(has("model.layers.1.mlp.gate_proj.weight"));
+  EXPECT_FALSE(has("lm_head.weight"));
+}
+
+TEST(ModelShapeTest, UnknownShapesNamed) {
   const auto bad = ShapeByName("7b");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("'7b'"), std::string::npos);
