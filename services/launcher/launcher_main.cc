@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
     Log(std::string(options.status().message()));
     return 2;
   }
+  // A shell starts background jobs with SIGINT ignored; an ignored signal is
+  // discarded even while blocked, so take the default back before sigwait.
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -98,8 +102,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto& note : *notes) Log(note);
+  // Another server on --port would answer our readiness probe: refuse at once.
+  if (ernie::launcher::HttpGetStatus(options->host, options->port, "/health", 500) != 0) {
+    Log(absl::StrCat("port ", options->port, " on ", options->host, " is already in use"));
+    return 1;
+  }
   const int tokenizer_port = ernie::launcher::PickFreePort(), worker_port = ernie::launcher::PickFreePort();
-  if (tokenizer_port == 0 || worker_port == 0) {
+  // Prometheus /metrics of the two gRPC servers (the gateway serves its own on --port).
+  const int tokenizer_metrics_port = ernie::launcher::PickFreePort(),
+            worker_metrics_port = ernie::launcher::PickFreePort();
+  if (tokenizer_port == 0 || worker_port == 0 || tokenizer_metrics_port == 0 || worker_metrics_port == 0) {
     Log("no free loopback port for the internal servers");
     return 1;
   }
@@ -107,13 +119,22 @@ int main(int argc, char** argv) {
     base.insert(base.end(), extra.begin(), extra.end());
     return base;
   };
+  // The worker labels its metrics with the name clients use, as the gateway does.
+  std::vector<std::string> worker_args = options->worker_args;
+  for (size_t i = 0; i + 1 < options->gateway_args.size(); ++i)
+    if (options->gateway_args[i] == "--served-model-name")
+      worker_args.insert(worker_args.end(), {"--served-model-name", options->gateway_args[i + 1]});
   std::vector<std::unique_ptr<ChildProcess>> children;
   children.push_back(std::make_unique<ChildProcess>(
       "tokenizer", (fs::path(bin) / "ernie-tokenizer").string(),
-      with({"--model", model, "--host", "127.0.0.1", "--port", std::to_string(tokenizer_port)}, options->tokenizer_args)));
+      with({"--model", model, "--host", "127.0.0.1", "--port", std::to_string(tokenizer_port), "--metrics-port",
+            std::to_string(tokenizer_metrics_port)},
+           options->tokenizer_args)));
   children.push_back(std::make_unique<ChildProcess>(
       "worker", (fs::path(bin) / "ernie-worker").string(),
-      with({"--model", model, "--host", "127.0.0.1", "--port", std::to_string(worker_port)}, options->worker_args)));
+      with({"--model", model, "--host", "127.0.0.1", "--port", std::to_string(worker_port), "--metrics-port",
+            std::to_string(worker_metrics_port)},
+           worker_args)));
   children.push_back(std::make_unique<ChildProcess>(
       "gateway", (fs::path(bin) / "ernie-gateway").string(),
       with({"--model", model, "--tokenizer", absl::StrCat("127.0.0.1:", tokenizer_port), "--worker",
@@ -158,6 +179,8 @@ int main(int argc, char** argv) {
   Log(absl::StrCat("Running on ", url, " (Press CTRL+C to quit)"));
   Log("Application startup complete.");
   Log(absl::StrCat("chat page: ", url, "/   OpenAI API: ", url, "/v1"));
+  Log(absl::StrCat("metrics: ", url, "/metrics (gateway), http://127.0.0.1:", tokenizer_metrics_port,
+                   "/metrics (tokenizer), http://127.0.0.1:", worker_metrics_port, "/metrics (worker)"));
 
   std::vector<int> restarts(children.size(), 0);
   while (!WaitForSignal(signals, 200, &sig)) {

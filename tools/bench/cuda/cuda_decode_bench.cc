@@ -7,11 +7,15 @@
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--log FILE]
 //
-// A decode step here is Forward for B tokens, which includes copying B rows
-// of float32 logits to the host (GPU sampling is a later step); the next
-// tokens are fixed pseudo-random ids, not sampled, so host sampling cost is
-// not in the figure. Times are host wall clock around Forward, which
-// synchronizes the stream before returning.
+// A decode step is timed three ways over the same positions: Forward for B
+// tokens, copying B rows of float32 logits to the host ("host logits", the
+// v2 path; host sampling cost not included); ForwardAndSample with every row
+// sampled on the GPU, greedy ("device greedy") and seeded temperature 0.8 /
+// top_p 0.8, the released models' defaults ("device top-p"), so only token
+// ids cross to the host; and with no logit rows at all. The next tokens are
+// fixed pseudo-random ids either way, so every run writes the same cache.
+// Times are host wall clock around the call, which synchronizes the stream
+// before returning.
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
@@ -116,13 +120,22 @@ struct BatchResult {
   int batch = 0;
   double prefill_ms = 0, decode_ms = 0, median_step_ms = 0;
   double median_step_no_logits_ms = 0;  // the same steps asking for no logit rows (no lm_head, no copy)
+  double greedy_ms = 0, median_step_greedy_ms = 0;  // ForwardAndSample, greedy rows
+  double top_p_ms = 0, median_step_top_p_ms = 0;    // ForwardAndSample, temperature 0.8 / top_p 0.8, seeded
 };
+
+enum class StepKind { kHostLogits, kNoLogits, kDeviceGreedy, kDeviceTopP };
 
 // decode_tokens steps of one token for each of `batch` sequences from
 // position `first_pos`; returns the sorted step times (ms).
 absl::StatusOr<std::vector<double>> DecodeSteps(ernie::Backend& backend, const std::vector<std::vector<int32_t>>& tables,
-                                                int first_pos, int steps_to_run, bool with_logits,
+                                                int first_pos, int steps_to_run, StepKind kind,
                                                 std::vector<float>& logits) {
+  const bool with_logits = kind != StepKind::kNoLogits;
+  static const ernie::SamplingParams kGreedy{.temperature = 0.0f};
+  static const ernie::SamplingParams kTopP{.temperature = 0.8f, .top_p = 0.8f, .seed = 1};
+  std::vector<ernie::DeviceSampleRow> sample_rows(tables.size());
+  std::vector<ernie::SampledToken> sampled(tables.size());
   const auto batch = static_cast<int>(tables.size());
   std::vector<int32_t> ids(static_cast<size_t>(batch)), pos(static_cast<size_t>(batch)), rows(static_cast<size_t>(batch));
   std::iota(rows.begin(), rows.end(), 0);
@@ -135,9 +148,20 @@ absl::StatusOr<std::vector<double>> DecodeSteps(ernie::Backend& backend, const s
       pos[static_cast<size_t>(s)] = p;
       seqs[static_cast<size_t>(s)] = {s, 1, p, tables[static_cast<size_t>(s)]};
     }
+    for (int s = 0; s < batch; ++s)
+      sample_rows[static_cast<size_t>(s)] = {.logit_row = s,
+                                             .params = kind == StepKind::kDeviceTopP ? &kTopP : &kGreedy,
+                                             .seed = 1,
+                                             .sample_index = 0,
+                                             .position = static_cast<uint64_t>(d)};
     const auto t0 = Clock::now();
     const ernie::StepBatch step{ids, pos, seqs, with_logits ? std::span<const int32_t>(rows) : std::span<const int32_t>()};
-    if (auto st = backend.Forward(step, logits); !st.ok()) return st;
+    if (kind == StepKind::kDeviceGreedy || kind == StepKind::kDeviceTopP) {
+      if (auto st = backend.ForwardAndSample(step, {.rows = sample_rows, .host_logit_rows = {}}, sampled, {}); !st.ok())
+        return st;
+    } else if (auto st = backend.Forward(step, logits); !st.ok()) {
+      return st;
+    }
     steps.push_back(Ms(Clock::now() - t0));
   }
   return steps;
@@ -175,11 +199,21 @@ absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const A
   }
   r.prefill_ms = Ms(Clock::now() - prefill_start);
 
-  auto steps = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, true, logits);
+  auto steps = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, StepKind::kHostLogits, logits);
   if (!steps.ok()) return steps.status();
-  // Again over the same positions (rewriting the same cache rows) with no
-  // logit rows: the difference is lm_head plus the logits' copy to the host.
-  auto bare = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, false, logits);
+  // Again over the same positions (rewriting the same cache rows), sampling
+  // on the device: the difference is the logits' copy to the host.
+  for (const StepKind kind : {StepKind::kDeviceGreedy, StepKind::kDeviceTopP}) {
+    auto sampled = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, kind, logits);
+    if (!sampled.ok()) return sampled.status();
+    double& total = kind == StepKind::kDeviceGreedy ? r.greedy_ms : r.top_p_ms;
+    double& median = kind == StepKind::kDeviceGreedy ? r.median_step_greedy_ms : r.median_step_top_p_ms;
+    total = std::accumulate(sampled->begin(), sampled->end(), 0.0);
+    std::sort(sampled->begin(), sampled->end());
+    median = (*sampled)[sampled->size() / 2];
+  }
+  // And with no logit rows: the difference is lm_head plus the copy (or the sampling).
+  auto bare = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, StepKind::kNoLogits, logits);
   if (!bare.ok()) return bare.status();
   std::sort(bare->begin(), bare->end());
   r.median_step_no_logits_ms = (*bare)[bare->size() / 2];
@@ -230,7 +264,8 @@ int main(int argc, char** argv) {
     std::cerr << "ernie-bench-cuda: " << w.status() << "\n";
     return 1;
   }
-  std::cout << "batch  prefill tok/s  decode step ms (median)  without logits  decode output tok/s\n";
+  std::cout << "batch  prefill tok/s  step ms: host logits  device greedy  device top-p  no logits"
+               "  tok/s: host logits  device greedy  device top-p\n";
   for (int b : args.batch_sizes) {
     auto r = RunBatch(**backend, b, args);
     if (!r.ok()) {
@@ -245,9 +280,14 @@ int main(int argc, char** argv) {
                               {"decode_ms", r->decode_ms},
                               {"median_step_ms", r->median_step_ms},
                               {"median_step_no_logits_ms", r->median_step_no_logits_ms},
-                              {"decode_tok_s", decode_tps}});
-    std::printf("%5d  %13.0f  %23.3f  %14.3f  %19.0f\n", b, prefill_tps, r->median_step_ms,
-                r->median_step_no_logits_ms, decode_tps);
+                              {"decode_tok_s", decode_tps},
+                              {"median_step_greedy_ms", r->median_step_greedy_ms},
+                              {"decode_greedy_tok_s", b * args.decode_tokens / (r->greedy_ms / 1e3)},
+                              {"median_step_top_p_ms", r->median_step_top_p_ms},
+                              {"decode_top_p_tok_s", b * args.decode_tokens / (r->top_p_ms / 1e3)}});
+    std::printf("%5d  %13.0f  %20.3f  %13.3f  %12.3f  %9.3f  %18.0f  %13.0f  %12.0f\n", b, prefill_tps,
+                r->median_step_ms, r->median_step_greedy_ms, r->median_step_top_p_ms, r->median_step_no_logits_ms,
+                decode_tps, b * args.decode_tokens / (r->greedy_ms / 1e3), b * args.decode_tokens / (r->top_p_ms / 1e3));
   }
   log["captured_graphs"] = (*backend)->captured_graphs();
   if (args.profile_batch > 0) {
@@ -264,7 +304,7 @@ int main(int argc, char** argv) {
     }
     std::vector<float> logits(static_cast<size_t>(args.profile_batch * (*backend)->vocab_size()));
     cudaProfilerStart();
-    auto st = DecodeSteps(**backend, tables, args.prompt_len + 1, 1, true, logits);
+    auto st = DecodeSteps(**backend, tables, args.prompt_len + 1, 1, StepKind::kHostLogits, logits);
     cudaProfilerStop();
     if (!r.ok() || !st.ok()) {
       std::cerr << "ernie-bench-cuda: profile step failed\n";
