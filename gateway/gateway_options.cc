@@ -57,7 +57,9 @@ absl::StatusOr<GatewayOptions> ParseGatewayOptions(int argc, char** argv) {
      "seconds to read a request (and to wait idle on a keep-alive connection)")
     ("write-timeout-s", po::value<int>(&write_timeout_s)->default_value(30),
      "seconds one socket write may take before a slow reader is cut off")
-    ("poll-interval-ms", po::value<int>(&poll_interval_ms)->default_value(200), "worker GetLoad poll interval");
+    ("poll-interval-ms", po::value<int>(&poll_interval_ms)->default_value(200), "worker GetLoad poll interval")
+    ("drain-timeout-s", po::value<int>(&options.drain_timeout_s)->default_value(30),
+     "on SIGTERM: /ready turns 503, new generations get 503, and requests in flight get this long to finish");
   // clang-format on
   po::variables_map values;
   try {
@@ -73,6 +75,7 @@ absl::StatusOr<GatewayOptions> ParseGatewayOptions(int argc, char** argv) {
   }
   if (port > 65535) return absl::InvalidArgumentError(absl::StrCat("--port ", port, " is not a TCP port"));
   options.http.port = static_cast<uint16_t>(port);
+  if (options.drain_timeout_s < 0) return absl::InvalidArgumentError("--drain-timeout-s must not be negative");
   if (read_timeout_s <= 0 || write_timeout_s <= 0) {
     return absl::InvalidArgumentError("--read-timeout-s and --write-timeout-s must be positive");
   }

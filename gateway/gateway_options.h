@@ -16,6 +16,7 @@ struct GatewayOptions {
   GatewayConfig app;
   WorkerPoolOptions workers;
   std::string tokenizer_address;
+  int drain_timeout_s = 30;  // SIGTERM: how long requests in flight may take before the process exits
 };
 
 // Parses argv (and ERNIE_API_KEY). InvalidArgument naming the bad flag;

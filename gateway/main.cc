@@ -3,6 +3,7 @@
 // SIGINT/SIGTERM and stops in order (listener, upstream calls, threads).
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -49,7 +50,18 @@ int main(int argc, char** argv) {
 
   int received = 0;
   sigwait(&signals, &received);
-  std::fprintf(stderr, "ernie-gateway: signal %d, stopping\n", received);
+  // Drain: readiness turns false (Kubernetes stops routing here), new
+  // generations get 503, requests in flight finish until the timeout. A
+  // second signal stops at once.
+  std::fprintf(stderr, "ernie-gateway: signal %d, draining (up to %d s)\n", received, options->drain_timeout_s);
+  app.StartDraining();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options->drain_timeout_s);
+  const timespec poll{.tv_sec = 0, .tv_nsec = 50'000'000};
+  while (app.metrics().requests_in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (sigtimedwait(&signals, nullptr, &poll) > 0) break;
+  }
+  std::fprintf(stderr, "ernie-gateway: stopping (%lld requests still in flight)\n",
+               static_cast<long long>(app.metrics().requests_in_flight()));
   (*server)->Stop();
   workers.Stop();
   tokenizer.Stop();

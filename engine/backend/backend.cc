@@ -1,11 +1,54 @@
 #include "engine/backend/backend.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/util/status_macros.h"
 
 namespace ernie {
 
+bool CanSampleOnDevice(const SamplingParams& p, int64_t num_output_tokens) {
+  return p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && num_output_tokens >= p.min_tokens && p.top_logprobs <= kMaxTopLogprobs;
+}
+
+absl::Status Backend::ForwardAndSample(const StepBatch&, const DeviceSamplingRequest&, std::span<SampledToken>,
+                                       std::span<float>) {
+  return absl::UnimplementedError(absl::StrCat("the ", std::string(name()), " backend does not sample on its device"));
+}
+
 absl::Status ValidateStepBatch(const StepBatch& b, const KvCacheShape& kv, int64_t max_tokens, int64_t vocab,
                                std::span<const float> logits) {
+  ERNIE_RETURN_IF_ERROR(ValidateStepBatchShape(b, kv, max_tokens, vocab));
+  if (static_cast<int64_t>(logits.size()) < static_cast<int64_t>(b.logit_token_indices.size()) * vocab)
+    return absl::InvalidArgumentError("logits buffer is too small");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDeviceSamplingRequest(const StepBatch& b, const DeviceSamplingRequest& r, int64_t vocab,
+                                           std::span<const SampledToken> sampled, std::span<const float> host_logits) {
+  const auto logit_rows = static_cast<int64_t>(b.logit_token_indices.size());
+  if (sampled.size() != r.rows.size())
+    return absl::InvalidArgumentError(absl::StrCat("device sampling: ", r.rows.size(), " rows but room for ",
+                                                   sampled.size(), " results"));
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const DeviceSampleRow& row = r.rows[i];
+    if (row.params == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i, " has no sampling params"));
+    if (row.logit_row < 0 || row.logit_row >= logit_rows)
+      return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i, " reads logits row ", row.logit_row,
+                                                     " of ", logit_rows));
+    if (!CanSampleOnDevice(*row.params, static_cast<int64_t>(row.position)))
+      return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i,
+                                                     " needs a logits processor only the host sampler has"));
+  }
+  for (int32_t h : r.host_logit_rows)
+    if (h < 0 || h >= logit_rows)
+      return absl::InvalidArgumentError(absl::StrCat("device sampling: host logits row ", h, " of ", logit_rows));
+  if (static_cast<int64_t>(host_logits.size()) < static_cast<int64_t>(r.host_logit_rows.size()) * vocab)
+    return absl::InvalidArgumentError("device sampling: host logits buffer is too small");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateStepBatchShape(const StepBatch& b, const KvCacheShape& kv, int64_t max_tokens, int64_t vocab) {
   const int64_t n = static_cast<int64_t>(b.token_ids.size());
   if (n == 0) return absl::InvalidArgumentError("step batch has no tokens");
   if (n > max_tokens)
@@ -38,8 +81,6 @@ absl::Status ValidateStepBatch(const StepBatch& b, const KvCacheShape& kv, int64
       return absl::InvalidArgumentError(absl::StrCat("token id ", id, " outside the vocabulary of ", vocab));
   for (int32_t idx : b.logit_token_indices)
     if (idx < 0 || idx >= n) return absl::InvalidArgumentError(absl::StrCat("logit row ", idx, " is not a token of the batch"));
-  if (static_cast<int64_t>(logits.size()) < static_cast<int64_t>(b.logit_token_indices.size()) * vocab)
-    return absl::InvalidArgumentError("logits buffer is too small");
   return absl::OkStatus();
 }
 

@@ -39,7 +39,8 @@ EngineCore::EngineCore(Backend* backend, const EngineConfig& config, kv::KvCache
       config_(config),
       kv_(std::make_unique<kv::KvCacheManager>(std::move(kv))),
       scheduler_(std::make_unique<sched::Scheduler>(config.scheduler, kv_.get())),
-      sampler_(std::move(sampler)) {}
+      sampler_(std::move(sampler)),
+      device_sampling_(backend->SupportsDeviceSampling()) {}
 
 absl::Status EngineCore::AddRequest(EngineRequest request) {
   if (request.request_id.empty()) return absl::InvalidArgumentError("request_id is empty");
@@ -158,10 +159,20 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
     slices_.push_back(slice);
   }
   const auto vocab = static_cast<size_t>(backend_->vocab_size());
-  logits_.resize(logit_rows_.size() * vocab);
   const StepBatch batch{.token_ids = tokens_, .positions = positions_, .sequences = slices_,
                         .logit_token_indices = logit_rows_};
-  if (absl::Status s = backend_->Forward(batch, logits_); !s.ok()) {
+  absl::Status forward;
+  if (device_sampling_) {
+    PlanDeviceSampling(plan);
+    logits_.resize(host_logit_rows_.size() * vocab);
+    device_sampled_.assign(device_rows_.size(), SampledToken{});
+    forward = backend_->ForwardAndSample(batch, {.rows = device_rows_, .host_logit_rows = host_logit_rows_},
+                                         device_sampled_, logits_);
+  } else {
+    logits_.resize(logit_rows_.size() * vocab);
+    forward = backend_->Forward(batch, logits_);
+  }
+  if (absl::Status s = forward; !s.ok()) {
     std::vector<std::string> ids;
     for (const auto& chunk : plan.chunks) ids.push_back(by_sequence_.at(chunk.seq->id).first->id);
     for (const auto& id : ids)
@@ -198,20 +209,7 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
   }
   if (rows.empty()) return;
 
-  // Siblings share their parent's logits row: lay rows out one per sample.
-  std::span<float> sample_logits(logits_);
-  std::vector<float> expanded;
-  if (rows.size() != logit_rows_.size()) {
-    expanded.resize(rows.size() * vocab);
-    for (size_t i = 0; i < rows.size(); ++i)
-      std::copy_n(logits_.begin() + static_cast<ptrdiff_t>(row_logits[i] * vocab), vocab,
-                  expanded.begin() + static_cast<ptrdiff_t>(i * vocab));
-    sample_logits = expanded;
-  }
-  std::vector<const SamplerRow*> sampler_rows;
-  sampler_rows.reserve(rows.size());
-  for (SampleSlot* slot : rows) sampler_rows.push_back(&slot->row);
-  auto sampled = sampler_.Sample(sample_logits, sampler_rows);
+  auto sampled = SampleRows(rows, row_logits);
   if (!sampled.ok()) {
     for (RequestState* req : touched)
       if (requests_.contains(req->id)) FailRequest(*req, sampled.status());
@@ -229,6 +227,76 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
     ids.push_back(req->id);
   }
   for (const auto& id : ids) EraseIfDone(id);
+}
+
+void EngineCore::PlanDeviceSampling(const sched::StepPlan& plan) {
+  device_rows_.clear();
+  host_logit_rows_.clear();
+  routes_.clear();
+  for (const sched::ScheduledChunk& chunk : plan.chunks) {
+    if (!chunk.produces_logits) continue;
+    const auto logit_row = static_cast<int32_t>(routes_.size());
+    const auto [req, slot] = by_sequence_.at(chunk.seq->id);
+    const auto position = static_cast<uint64_t>(slot->row.output.num_tokens());
+    LogitRowRoute route;
+    if (CanSampleOnDevice(req->sampling, slot->row.output.num_tokens())) {
+      route.device_first = static_cast<int32_t>(device_rows_.size());
+      device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
+                              .sample_index = slot->row.sample_index, .position = position});
+      // The same condition as the update's fork: siblings sample from this
+      // row now. A sibling whose fork then fails recomputes its prompt and
+      // samples later; its draw here is dropped.
+      route.forks = slot->row.sample_index == 0 && req->sampling.n > 1 && req->samples.size() == 1;
+      if (route.forks)
+        for (int32_t i = 1; i < req->sampling.n; ++i)
+          device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
+                                  .sample_index = static_cast<uint32_t>(i), .position = position});
+    } else {
+      route.host_row = static_cast<int32_t>(host_logit_rows_.size());
+      host_logit_rows_.push_back(logit_row);
+    }
+    routes_.push_back(route);
+  }
+}
+
+absl::StatusOr<std::vector<SampledToken>> EngineCore::SampleRows(const std::vector<SampleSlot*>& rows,
+                                                                 const std::vector<int32_t>& row_logits) {
+  const auto vocab = static_cast<size_t>(backend_->vocab_size());
+  std::vector<SampledToken> out(rows.size());
+  std::vector<size_t> host_rows;     // indices into rows sampled by the host Sampler
+  std::vector<int32_t> host_source;  // the row of logits_ each reads
+  for (size_t i = 0; i < rows.size(); ++i) {
+    int32_t source = row_logits[i];
+    if (device_sampling_) {
+      const LogitRowRoute& route = routes_[static_cast<size_t>(row_logits[i])];
+      if (route.device_first >= 0) {
+        const uint32_t offset = route.forks ? rows[i]->row.sample_index : 0;
+        out[i] = std::move(device_sampled_[static_cast<size_t>(route.device_first) + offset]);
+        continue;
+      }
+      source = route.host_row;
+    }
+    host_rows.push_back(i);
+    host_source.push_back(source);
+  }
+  if (host_rows.empty()) return out;
+
+  // Siblings share their parent's logits row: lay rows out one per sample.
+  std::span<float> sample_logits(logits_);
+  std::vector<float> expanded;
+  if (host_rows.size() * vocab != logits_.size()) {
+    expanded.resize(host_rows.size() * vocab);
+    for (size_t k = 0; k < host_rows.size(); ++k)
+      std::copy_n(logits_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(host_source[k]) * vocab), vocab,
+                  expanded.begin() + static_cast<ptrdiff_t>(k * vocab));
+    sample_logits = expanded;
+  }
+  std::vector<const SamplerRow*> sampler_rows;
+  sampler_rows.reserve(host_rows.size());
+  for (size_t i : host_rows) sampler_rows.push_back(&rows[i]->row);
+  ERNIE_ASSIGN_OR_RETURN(std::vector<SampledToken> sampled, sampler_.Sample(sample_logits, sampler_rows));
+  for (size_t k = 0; k < host_rows.size(); ++k) out[host_rows[k]] = std::move(sampled[k]);
+  return out;
 }
 
 void EngineCore::ForkSiblings(RequestState& req, std::vector<SampleSlot*>& rows, std::vector<int32_t>& row_logits) {

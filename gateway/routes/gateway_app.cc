@@ -60,9 +60,18 @@ HttpResponse ErrorResponse(const ApiError& error) {
 }
 
 GatewayApp::GatewayApp(GatewayConfig config, TokenizerClient* tokenizer, WorkerPool* workers)
-    : config_(std::move(config)), api_keys_(config_.api_keys), tokenizer_(tokenizer), workers_(workers) {}
+    : config_(std::move(config)),
+      api_keys_(config_.api_keys),
+      tokenizer_(tokenizer),
+      workers_(workers),
+      metrics_(config_.served_model_name) {}
 
-bool GatewayApp::ready() const { return tokenizer_->ready() && workers_->AnyHealthy(); }
+bool GatewayApp::ready() const { return !draining_ && tokenizer_->ready() && workers_->AnyHealthy(); }
+
+void GatewayApp::StartDraining() {
+  draining_ = true;
+  metrics_.SetDraining(true);
+}
 
 int32_t GatewayApp::max_model_len() const {
   if (auto info = workers_->model_info(); info && info->max_model_len() > 0) return info->max_model_len();
@@ -104,6 +113,9 @@ void GatewayApp::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> ra
   }
 
   const std::string_view path = route->path;
+  if (draining_ && (path == "/v1/chat/completions" || path == "/v1/completions")) {
+    return channel->Respond(ErrorResponse(ServiceUnavailable("The server is shutting down")));
+  }
   if (path == "/v1/chat/completions") return HandleChat(request, request_id, channel);
   if (path == "/v1/completions") return HandleCompletions(request, request_id, channel);
   if (path == "/tokenize") return HandleTokenize(request, request_id, channel);

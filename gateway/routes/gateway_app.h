@@ -3,6 +3,7 @@
 // HttpServer's RequestHandler; it never throws and never blocks.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,7 +38,10 @@ class GatewayApp {
 
   GatewayMetrics& metrics() { return metrics_; }
   const GatewayConfig& config() const { return config_; }
-  bool ready() const;
+  bool ready() const;  // false while draining
+  // SIGTERM: /ready turns 503 and new generations get 503; streams in flight continue.
+  void StartDraining();
+  bool draining() const { return draining_; }
   int32_t max_model_len() const;  // from the workers' ModelInfo
 
   // Route handlers (one file each group); `channel` is already decorated.
@@ -61,6 +65,7 @@ class GatewayApp {
   TokenizerClient* tokenizer_;  // not owned
   WorkerPool* workers_;         // not owned
   GatewayMetrics metrics_;
+  std::atomic<bool> draining_{false};
 };
 
 // The JSON error response for `error` (with Retry-After when it has one).

@@ -1,36 +1,65 @@
-// The gateway's own counters, written as a Prometheus text exposition:
-// requests by route and status, and requests / streams in flight.
-// Thread-safe.
+// The gateway's Prometheus metrics, on the in-tree library: HTTP requests by
+// route and status, requests and streams in flight, client disconnects,
+// upstream errors and retries, time to first token / inter-token latency /
+// end-to-end latency as the client sees them, drain state, and the process
+// metrics. Thread-safe; updates are atomics (a request's route/status series
+// is looked up once per request, never per token).
 #pragma once
 
-#include <atomic>
-#include <map>
-#include <mutex>
+#include <cstdint>
 #include <string>
-#include <utility>
+
+#include "services/common/metrics/registry.h"
 
 namespace ernie::gateway {
 
 class GatewayMetrics {
  public:
-  void CountRequest(const std::string& route, int status);
-  void StreamStarted() { streams_in_flight_.fetch_add(1); }
-  void StreamEnded() { streams_in_flight_.fetch_sub(1); }
-  void RequestStarted() { requests_in_flight_.fetch_add(1); }
-  void RequestEnded() { requests_in_flight_.fetch_sub(1); }
+  GatewayMetrics();  // no model_name label (unit tests)
+  // Every series carries model_name="<served model name>".
+  explicit GatewayMetrics(const std::string& model_name);
 
-  int64_t streams_in_flight() const { return streams_in_flight_.load(); }
-  int64_t requests_in_flight() const { return requests_in_flight_.load(); }
+  void CountRequest(const std::string& route, int status);
+  void StreamStarted() { streams_in_flight_->Add(1); }
+  void StreamEnded() { streams_in_flight_->Add(-1); }
+  void RequestStarted() { requests_in_flight_->Add(1); }
+  void RequestEnded() { requests_in_flight_->Add(-1); }
+
+  // A client closed its connection before its generation ended.
+  void ClientDisconnected() { client_disconnects_->Increment(); }
+  // An upstream call failed: `service` is "worker" or "tokenizer", `code` the gRPC code name.
+  void UpstreamError(const std::string& service, const std::string& code);
+  // A generation was retried on another worker.
+  void UpstreamRetry() { retries_->Increment(); }
+  // Streaming latencies, measured from the request's arrival at the gateway.
+  void ObserveFirstToken(double seconds) { ttft_->Observe(seconds); }
+  // `tokens` tokens arrived `seconds` after the previous ones: each gets seconds / tokens.
+  void ObserveTokenGap(double seconds, int64_t tokens);
+  void ObserveRequestLatency(double seconds) { e2e_->Observe(seconds); }
+  void SetDraining(bool draining) { draining_->Set(draining ? 1 : 0); }
+
+  int64_t streams_in_flight() const { return static_cast<int64_t>(streams_in_flight_->value()); }
+  int64_t requests_in_flight() const { return static_cast<int64_t>(requests_in_flight_->value()); }
   int64_t requests(const std::string& route, int status) const;
 
-  // "# HELP"/"# TYPE" lines and one sample per series.
-  std::string Exposition() const;
+  // Text format 0.0.4 with HELP and TYPE lines.
+  std::string Exposition() const { return registry_.Exposition(); }
 
  private:
-  mutable std::mutex mutex_;                                  // guards requests_
-  std::map<std::pair<std::string, int>, int64_t> requests_;  // (route, status) -> count
-  std::atomic<int64_t> streams_in_flight_{0};
-  std::atomic<int64_t> requests_in_flight_{0};
+  void Register(const std::string& model_name);
+
+  metrics::Registry registry_;
+  // All owned by registry_ (stable for its life).
+  metrics::Family<metrics::Counter, 2>* requests_ = nullptr;
+  metrics::Family<metrics::Counter, 2>* upstream_errors_ = nullptr;
+  metrics::Gauge* streams_in_flight_ = nullptr;
+  metrics::Gauge* requests_in_flight_ = nullptr;
+  metrics::Counter* client_disconnects_ = nullptr;
+  metrics::Counter* retries_ = nullptr;
+  metrics::Histogram* ttft_ = nullptr;
+  metrics::Histogram* itl_ = nullptr;
+  metrics::Histogram* e2e_ = nullptr;
+  metrics::Gauge* draining_ = nullptr;
 };
 
 }  // namespace ernie::gateway

@@ -55,11 +55,14 @@ void GatewayApp::HandleChat(const HttpRequest& request, const std::string& reque
   spec.params = std::move(chat.params);
   spec.defaults = config_.defaults;
   const int32_t model_len = max_model_len();
-  GenerationServices services{.workers = workers_, .table = tokenizer_->table()};
+  GenerationServices services{.workers = workers_, .table = tokenizer_->table(), .metrics = &metrics_};
   tokenizer_->ApplyChatTemplate(
       input, request_id,
       [spec = std::move(spec), services, model_len, channel](absl::StatusOr<std::vector<int32_t>> ids) mutable {
-        if (!ids.ok()) return channel->Respond(ErrorResponse(ApiErrorFromStatus(ids.status(), "tokenizer")));
+        if (!ids.ok()) {
+          if (services.metrics) services.metrics->UpstreamError("tokenizer", absl::StatusCodeToString(ids.status().code()));
+          return channel->Respond(ErrorResponse(ApiErrorFromStatus(ids.status(), "tokenizer")));
+        }
         auto budget = ResolveMaxTokens(static_cast<int64_t>(ids->size()), spec.params.max_tokens, model_len,
                                        spec.defaults.max_new_tokens, "messages");
         if (auto* error = std::get_if<ApiError>(&budget)) return channel->Respond(ErrorResponse(*error));
@@ -87,6 +90,7 @@ struct PromptGathering {
     if (failed) return;
     if (!ids.ok()) {
       failed = true;
+      if (services.metrics) services.metrics->UpstreamError("tokenizer", absl::StatusCodeToString(ids.status().code()));
       return channel->Respond(ErrorResponse(ApiErrorFromStatus(ids.status(), "tokenizer")));
     }
     const std::string field = spec.prompts.size() > 1 ? absl::StrCat("prompt[", index, "]") : "prompt";
@@ -124,7 +128,7 @@ void GatewayApp::HandleCompletions(const HttpRequest& request, const std::string
   gathering->spec.request_id = request_id;
   gathering->spec.params = std::move(completion.params);
   gathering->spec.defaults = config_.defaults;
-  gathering->services = GenerationServices{.workers = workers_, .table = tokenizer_->table()};
+  gathering->services = GenerationServices{.workers = workers_, .table = tokenizer_->table(), .metrics = &metrics_};
   gathering->channel = channel;
   gathering->model_len = max_model_len();
   gathering->pending = completion.prompts.size();

@@ -26,11 +26,13 @@ HttpResponse GatewayApp::ReadyResponse() const {
   int healthy = 0;
   const std::vector<WorkerStatus> statuses = workers_->Statuses();
   for (const WorkerStatus& status : statuses) healthy += status.healthy ? 1 : 0;
-  nlohmann::ordered_json body{{"ready", tokenizer_ready && healthy > 0},
+  const bool is_ready = !draining() && tokenizer_ready && healthy > 0;
+  nlohmann::ordered_json body{{"ready", is_ready},
                               {"tokenizer", tokenizer_ready},
                               {"workers_healthy", healthy},
-                              {"workers_total", statuses.size()}};
-  return HttpResponse{.status = tokenizer_ready && healthy > 0 ? 200 : 503, .body = body.dump()};
+                              {"workers_total", statuses.size()},
+                              {"draining", draining()}};
+  return HttpResponse{.status = is_ready ? 200 : 503, .body = body.dump()};
 }
 
 HttpResponse GatewayApp::VersionResponse() const {

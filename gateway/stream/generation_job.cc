@@ -1,5 +1,6 @@
 #include "gateway/stream/generation_job.h"
 
+#include <chrono>
 #include <mutex>
 #include <optional>
 
@@ -20,7 +21,7 @@ bool Retryable(const grpc::Status& status) {
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
   GenerationJob(GenerationJobSpec spec, const GenerationServices& services, std::shared_ptr<ResponseChannel> channel)
-      : spec_(std::move(spec)), services_(services), channel_(std::move(channel)) {
+      : spec_(std::move(spec)), services_(services), channel_(std::move(channel)), start_(spec_.arrival) {
     const int n = spec_.params.n;
     for (size_t p = 0; p < spec_.prompts.size(); ++p) {
       Group group;
@@ -106,6 +107,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     Group& group = groups_[g];
     if (ended_ || group.cancelled) return;
     group.received = true;
+    RecordTokensLocked(message.token_ids_size());
     group.prompt_tokens = message.prompt_tokens();
     group.cached_tokens = message.cached_prompt_tokens();
     if (message.index() < 0 || message.index() >= n()) {
@@ -136,6 +138,24 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     } else {
       call->ReadNext();
     }
+  }
+
+  // Time to first token, then the gap per token, as the client would see them.
+  void RecordTokensLocked(int tokens) {
+    if (services_.metrics == nullptr || tokens == 0) return;
+    const Clock::time_point now = Clock::now();
+    if (!last_tokens_) {
+      services_.metrics->ObserveFirstToken(std::chrono::duration<double>(now - start_).count());
+      if (tokens > 1) services_.metrics->ObserveTokenGap(0, tokens - 1);  // arrived together
+    } else {
+      services_.metrics->ObserveTokenGap(std::chrono::duration<double>(now - *last_tokens_).count(), tokens);
+    }
+    last_tokens_ = now;
+  }
+
+  void RecordEndLocked() {
+    if (services_.metrics != nullptr)
+      services_.metrics->ObserveRequestLatency(std::chrono::duration<double>(Clock::now() - start_).count());
   }
 
   // Turns one message of choice `c` into text (and a chunk when streaming).
@@ -224,6 +244,11 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
       }
       last_error_ = ApiErrorFromGrpc(status, "worker");
       retry = !group.received && Retryable(status);
+      if (services_.metrics != nullptr) {
+        services_.metrics->UpstreamError("worker", absl::StatusCodeToString(
+                                                       static_cast<absl::StatusCode>(status.error_code())));
+        if (retry) services_.metrics->UpstreamRetry();
+      }
       if (!retry) return FailLocked(*last_error_);
     }
     StartGroup(g);  // another worker; fails with last_error_ when none is left
@@ -234,6 +259,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
       if (!group.done) return;
     }
     ended_ = true;
+    RecordEndLocked();
     UsageCounts usage;
     for (const Group& group : groups_) {
       usage.prompt_tokens += group.prompt_tokens;
@@ -263,6 +289,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void FailLocked(const ApiError& error) {
     if (ended_) return;
     ended_ = true;
+    RecordEndLocked();
     CancelAllLocked();
     if (stream_started_) {
       channel_->Send(SseEvent(error.ToJsonString()));
@@ -276,6 +303,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   void OnClientClosed() {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!ended_ && services_.metrics != nullptr) services_.metrics->ClientDisconnected();
     ended_ = true;
     CancelAllLocked();
   }
@@ -287,6 +315,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     }
   }
 
+  using Clock = std::chrono::steady_clock;
   const GenerationJobSpec spec_;
   const GenerationServices services_;
   const std::shared_ptr<ResponseChannel> channel_;
@@ -296,6 +325,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   bool stream_started_ = false;
   bool ended_ = false;           // answered (or the client left): later events are dropped
   std::optional<ApiError> last_error_;  // the latest worker failure, for when no retry is left
+  const Clock::time_point start_;       // the request's arrival: TTFT and e2e are measured from here
+  std::optional<Clock::time_point> last_tokens_;  // when tokens last arrived (any choice)
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 // while writing to the channel so chunks keep their order.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "gateway/http/response_channel.h"
 #include "gateway/openai/generation_params.h"
 #include "gateway/openai/response_json.h"
+#include "gateway/routes/gateway_metrics.h"
 #include "gateway/upstream/worker_pool.h"
 #include "services/tokenizer/detokenizer/detokenizer_table.h"
 
@@ -33,11 +35,14 @@ struct GenerationJobSpec {
   GenerationParams params;
   GenerationDefaults defaults;
   std::vector<GenerationPrompt> prompts;  // choices are numbered prompt * n + sample
+  // When the HTTP request arrived (before tokenization): latency metrics start here.
+  std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
 
 struct GenerationServices {
   WorkerPool* workers = nullptr;
   std::shared_ptr<const tokenizer::DetokenizerTable> table;
+  GatewayMetrics* metrics = nullptr;  // not owned; null: nothing is recorded
 };
 
 // Starts the job; it answers on `channel` by itself.

@@ -1,5 +1,6 @@
 #include "services/tokenizer/tokenizer_service.h"
 
+#include <chrono>
 #include <functional>
 #include <limits>
 
@@ -14,8 +15,10 @@ namespace {
 
 // Runs `handler` and turns anything it throws into INTERNAL, so no
 // exception reaches gRPC.
-grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
-                                     const std::function<absl::Status()>& handler) {
+// Records the call on `metrics` (null: none) by `method`.
+grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context, TokenizerMetrics* metrics,
+                                     TokenizerMethod method, const std::function<absl::Status()>& handler) {
+  const auto start = std::chrono::steady_clock::now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   grpc::Status status;
   try {
@@ -23,6 +26,9 @@ grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* context,
   } catch (const std::exception& error) {
     status = grpc::Status(grpc::StatusCode::INTERNAL, error.what());
   }
+  if (metrics != nullptr)
+    metrics->Record(method, status.error_code(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   reactor->Finish(status);
   return reactor;
 }
@@ -65,7 +71,7 @@ TokenizerService::TokenizerService(std::shared_ptr<const Tokenizer> tokenizer, T
 grpc::ServerUnaryReactor* TokenizerService::Encode(grpc::CallbackServerContext* context,
                                                    const ernie::v1::EncodeRequest* request,
                                                    ernie::v1::EncodeResponse* response) {
-  return FinishWith(context, [&]() -> absl::Status {
+  return FinishWith(context, options_.metrics, TokenizerMethod::kEncode, [&]() -> absl::Status {
     EncodeOptions options{.add_special_tokens = request->add_special_tokens(),
                           .parse_special_tokens = request->parse_special_tokens(),
                           .return_offsets = request->return_offsets()};
@@ -100,7 +106,7 @@ grpc::ServerUnaryReactor* TokenizerService::Encode(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* TokenizerService::Decode(grpc::CallbackServerContext* context,
                                                    const ernie::v1::DecodeRequest* request,
                                                    ernie::v1::DecodeResponse* response) {
-  return FinishWith(context, [&]() -> absl::Status {
+  return FinishWith(context, options_.metrics, TokenizerMethod::kDecode, [&]() -> absl::Status {
     ERNIE_RETURN_IF_ERROR(CheckSize(4 * static_cast<int64_t>(request->ids_size()), options_.max_input_bytes,
                                     "ids (4 bytes per id)"));
     absl::StatusOr<std::string> text = tokenizer_->Decode(request->ids(), request->skip_special_tokens());
@@ -113,7 +119,7 @@ grpc::ServerUnaryReactor* TokenizerService::Decode(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* TokenizerService::ApplyChatTemplate(grpc::CallbackServerContext* context,
                                                               const ernie::v1::ApplyChatTemplateRequest* request,
                                                               ernie::v1::ApplyChatTemplateResponse* response) {
-  return FinishWith(context, [&]() -> absl::Status {
+  return FinishWith(context, options_.metrics, TokenizerMethod::kApplyChatTemplate, [&]() -> absl::Status {
     ERNIE_RETURN_IF_ERROR(CheckChatSize(request->chat(), options_.max_input_bytes));
     absl::StatusOr<ChatRequest> chat = ParseChatInput(request->chat());
     if (!chat.ok()) return chat.status();
@@ -137,7 +143,7 @@ TokenizerService::DecodeStream(grpc::CallbackServerContext* /*context*/) {
 grpc::ServerUnaryReactor* TokenizerService::Info(grpc::CallbackServerContext* context,
                                                  const ernie::v1::InfoRequest* /*request*/,
                                                  ernie::v1::TokenizerInfo* response) {
-  return FinishWith(context, [&]() -> absl::Status {
+  return FinishWith(context, options_.metrics, TokenizerMethod::kInfo, [&]() -> absl::Status {
     response->set_vocab_size(tokenizer_->vocab_size());
     for (const SpecialTokenInfo& token : tokenizer_->special_tokens()) {
       ernie::v1::SpecialToken* out = response->add_special_tokens();
@@ -160,7 +166,7 @@ grpc::ServerUnaryReactor* TokenizerService::Info(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* TokenizerService::GetVocabulary(grpc::CallbackServerContext* context,
                                                           const ernie::v1::VocabularyRequest* /*request*/,
                                                           ernie::v1::Vocabulary* response) {
-  return FinishWith(context, [&]() -> absl::Status {
+  return FinishWith(context, options_.metrics, TokenizerMethod::kGetVocabulary, [&]() -> absl::Status {
     *response = vocabulary_message_;
     return absl::OkStatus();
   });

@@ -10,6 +10,7 @@
 
 #include "ernie/v1/tokenizer.grpc.pb.h"
 #include "services/tokenizer/tokenizer.h"
+#include "services/tokenizer/tokenizer_metrics.h"
 
 namespace ernie::tokenizer {
 
@@ -17,6 +18,8 @@ struct TokenizerServiceOptions {
   // Largest accepted input: text or chat JSON bytes, or 4 bytes per id.
   // Beyond it: RESOURCE_EXHAUSTED.
   int64_t max_input_bytes = 1 << 20;
+  // Calls and latencies are recorded here when set (not owned; outlives the service).
+  TokenizerMetrics* metrics = nullptr;
 };
 
 class TokenizerService final : public ernie::v1::Tokenizer::CallbackService {

@@ -5,6 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#if ERNIE_HAVE_CUDA_BACKEND
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 #include "engine/backend/instant/instant_backend.h"
 #include "engine/model/generation_config.h"
 #include "engine/util/status_macros.h"
@@ -21,6 +24,59 @@ std::string KvReport(int64_t blocks, int64_t block_size, int64_t bytes_per_token
   return absl::StrFormat("KV cache: %d blocks x %d tokens = %d tokens, %.1f MiB", blocks, block_size,
                          blocks * block_size, static_cast<double>(blocks * block_size * bytes_per_token) / (1 << 20));
 }
+
+#if ERNIE_HAVE_CUDA_BACKEND
+// Without --kv-cache-bytes or --gpu-memory-utilization the pool is sized to
+// what max_num_seqs x max_model_len needs, but at most this fraction of the
+// memory left after weights and workspaces (the rest stays for cuBLAS and
+// anything else on the device).
+constexpr double kDefaultCudaKvCap = 0.9;
+
+double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// The CUDA backend with its KV pool sized by the worker's flags; fills
+// out.backend and out.kv_report and returns the tokens the pool holds.
+absl::StatusOr<int64_t> CreateCudaServing(const WorkerConfig& c, const LoadedModel& model, int64_t max_len,
+                                          ServingModel& out) {
+  const ModelConfig& mc = model.config;
+  const int64_t per_block = mc.num_layers * mc.num_kv_heads * mc.head_dim * 2 * 2 * c.block_size;  // bf16 K and V
+  CudaBackendOptions options{.block_size = c.block_size,
+                             .max_tokens_per_step = c.max_num_batched_tokens,
+                             .max_logit_rows = std::max(1, c.max_num_seqs)};
+  std::string sized_by;
+  if (c.kv_cache_bytes > 0) {
+    options.num_blocks = c.kv_cache_bytes / per_block;
+    if (options.num_blocks < 1)
+      return absl::InvalidArgumentError(absl::StrCat("--kv-cache-bytes ", c.kv_cache_bytes, " holds no block of ",
+                                                     c.block_size, " tokens (", per_block, " bytes in bf16)"));
+    sized_by = "--kv-cache-bytes";
+  } else if (c.gpu_memory_utilization > 0) {
+    options.kv_free_memory_fraction = c.gpu_memory_utilization;
+    sized_by = absl::StrCat("--gpu-memory-utilization ", c.gpu_memory_utilization, " of free memory");
+  } else {
+    options.num_blocks = (int64_t{c.max_num_seqs} * max_len + c.block_size - 1) / c.block_size;
+    options.kv_free_memory_fraction = kDefaultCudaKvCap;
+    sized_by = absl::StrCat("max_num_seqs x max_model_len, capped at ", kDefaultCudaKvCap, " of free memory");
+  }
+  auto backend = CreateCudaBackend(model, options);
+  if (!backend.ok())
+    return absl::Status(backend.status().code(),
+                        absl::StrCat("--backend cuda: ", backend.status().message(),
+                                     backend.status().code() == absl::StatusCode::kResourceExhausted
+                                         ? " (lower --kv-cache-bytes, --gpu-memory-utilization, --max-num-seqs, "
+                                           "--max-model-len or --max-num-batched-tokens)"
+                                         : ""));
+  const KvCacheShape& kv = (*backend)->kv_shape();
+  const CudaMemoryBreakdown mem = (*backend)->memory();
+  out.kv_report = absl::StrFormat(
+      "CUDA device memory: weights %.1f MiB, KV %.1f MiB (%d blocks x %d tokens = %d tokens, sized by %s), "
+      "workspace %.1f MiB",
+      MiB(mem.weights), MiB(mem.kv_cache), kv.num_blocks, kv.block_size, kv.num_blocks * kv.block_size, sized_by,
+      MiB(mem.workspace));
+  out.backend = std::move(*backend);
+  return kv.num_blocks * kv.block_size;
+}
+#endif
 
 }  // namespace
 
@@ -61,8 +117,20 @@ absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat("--max-model-len ", max_len, " is beyond the model's max_position_embeddings ",
                                                    mc.max_position_embeddings));
   std::string backend = c.backend;
+#if ERNIE_HAVE_CUDA_BACKEND
+  // auto: the GPU when there is one and the model is one the CUDA backend runs.
+  if (backend == "auto")
+    backend = CudaDeviceCount() > 0 && mc.architecture == Architecture::kErnie45Dense ? "cuda" : "cpu";
+  if (backend == "cuda") {
+    ERNIE_ASSIGN_OR_RETURN(const int64_t pool_tokens, CreateCudaServing(c, *out.model, max_len, out));
+    out.engine.max_model_len = std::min(max_len, pool_tokens);
+    return out;
+  }
+#else
   if (backend == "auto") backend = "cpu";
-  if (backend == "cuda") return absl::UnimplementedError("--backend cuda: the CUDA backend is not available to the worker in this build");
+  if (backend == "cuda")
+    return absl::UnimplementedError("--backend cuda: this worker was built without the CUDA backend (no nvcc); use --backend cpu");
+#endif
   {
     const int64_t per_token = mc.num_layers * mc.num_kv_heads * mc.head_dim * 2 * 4;  // float32 K and V
     int64_t bytes = c.kv_cache_bytes;

@@ -82,6 +82,9 @@ const std::map<std::string, Setter>& Fields() {
       {"enable_prefix_caching", Bool(&WorkerConfig::enable_prefix_caching)},
       {"threads", Int(&WorkerConfig::threads, 0, 1024)},
       {"drain_timeout_s", Int(&WorkerConfig::drain_timeout_s, 0, 86400)},
+      {"metrics_port", Int(&WorkerConfig::metrics_port, 0, 65535)},
+      {"metrics_host", String(&WorkerConfig::metrics_host)},
+      {"served_model_name", String(&WorkerConfig::served_model_name)},
       {"instant_vocab", Int(&WorkerConfig::instant_vocab, 4, 1 << 20)},
   };
   return *fields;
@@ -159,6 +162,7 @@ std::string WorkerUsage() {
          "         [--block-size 16] [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--max-model-len N]\n"
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
          "         [--threads N] [--drain-timeout-s 30] [--instant-vocab 512]\n"
+         "         [--metrics-port 0] [--metrics-host HOST] [--served-model-name NAME]\n"
          "Every flag is also a key of the YAML file (dashes become underscores); flags win.\n";
 }
 

@@ -10,14 +10,34 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
+#include "services/common/metrics/gpu_metrics.h"
+#include "services/common/metrics/metrics_http_server.h"
+#include "services/common/metrics/process_metrics.h"
 #include "services/worker/backend_factory.h"
 #include "services/worker/worker_config.h"
+#include "services/worker/worker_metrics.h"
 #include "services/worker/worker_service.h"
 
 namespace {
 
 void Log(const std::string& line) { std::cerr << "ernie-worker: " << line << std::endl; }
+
+std::string ModelNameLabel(const ernie::worker::WorkerConfig& config) {
+  if (!config.served_model_name.empty()) return config.served_model_name;
+  if (config.model.empty()) return "instant";
+  std::filesystem::path path = std::filesystem::path(config.model).lexically_normal();
+  if (!path.has_filename()) path = path.parent_path();  // "dir/" names "dir", as the gateway's default does
+  return path.filename().string();
+}
+
+std::string KvDtypeName(int64_t bytes_per_element, const std::string& model_dtype) {
+  if (bytes_per_element == 4) return "float32";
+  if (bytes_per_element == 2) return model_dtype;  // the KV cache keeps the weights' 16-bit type
+  return absl::StrCat(bytes_per_element * 8, "-bit");
+}
 
 }  // namespace
 
@@ -55,6 +75,33 @@ int main(int argc, char** argv) {
   auto* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
 
+  // Metrics are served from the start, so a scrape sees the process while the model loads.
+  ernie::metrics::Registry registry;
+  std::unique_ptr<ernie::worker::WorkerMetrics> metrics;
+  std::unique_ptr<ernie::metrics::MetricsHttpServer> metrics_server;
+  if (config->metrics_port > 0) {
+    absl::Status registered = registry.AddConstantLabel("model_name", ModelNameLabel(*config));
+    if (registered.ok()) registered = ernie::metrics::RegisterProcessMetrics(registry);
+    if (registered.ok()) {
+      auto created = ernie::worker::WorkerMetrics::Create(registry, config->max_model_len > 0 ? config->max_model_len : 32768,
+                                                          config->max_num_seqs);
+      if (created.ok()) metrics = std::move(*created);
+      registered = created.status();
+    }
+    auto started = registered.ok() ? ernie::metrics::MetricsHttpServer::Start(
+                                         config->metrics_host.empty() ? config->host : config->metrics_host,
+                                         config->metrics_port, &registry)
+                                   : absl::StatusOr<std::unique_ptr<ernie::metrics::MetricsHttpServer>>(registered);
+    if (!started.ok()) {
+      Log(std::string(started.status().message()));
+      server->Shutdown();
+      return 1;
+    }
+    metrics_server = std::move(*started);
+    Log(absl::StrCat("metrics on http://", config->metrics_host.empty() ? config->host : config->metrics_host, ":",
+                     metrics_server->port(), "/metrics"));
+  }
+
   const auto load_start = std::chrono::steady_clock::now();
   auto serving = ernie::worker::BuildServingModel(*config);
   if (!serving.ok()) {
@@ -79,7 +126,29 @@ int main(int argc, char** argv) {
                                       .block_size = static_cast<int32_t>(kv.block_size),
                                       .num_kv_blocks = static_cast<int32_t>(kv.num_blocks),
                                       .eos_token_ids = serving->engine.eos_token_ids};
+  if (metrics != nullptr) (*core)->SetObserver(metrics.get());
   auto engine = std::make_unique<ernie::EngineLoop>(std::move(*core));
+  if (metrics != nullptr) {
+    const ernie::worker::WorkerMetricsInfo metrics_info{
+        .backend = info.backend,
+        .dtype = info.dtype,
+        .kv_dtype = KvDtypeName(kv.bytes_per_element, info.dtype),
+        .block_size = kv.block_size,
+        .num_blocks = kv.num_blocks,
+        .max_model_len = serving->engine.max_model_len,
+        .max_num_seqs = serving->engine.scheduler.max_num_seqs,
+        .max_num_batched_tokens = engine->core().config().scheduler.max_num_batched_tokens,
+        .enable_prefix_caching = serving->engine.enable_prefix_caching,
+        .weight_bytes = serving->model != nullptr ? serving->model->checkpoint->total_bytes() : 0,
+        .kv_cache_bytes = kv.total_bytes()};
+    absl::Status attached = metrics->AttachEngine(engine.get(), metrics_info, &service.draining_flag());
+    if (attached.ok() && info.backend == "cuda") {
+      auto gpus = ernie::metrics::RegisterGpuMetrics(registry);
+      attached = gpus.status();
+      if (gpus.ok()) Log(absl::StrCat("GPU metrics from NVML: ", *gpus, " device(s)"));
+    }
+    if (!attached.ok()) Log(absl::StrCat("metrics: ", attached.message()));
+  }
   service.Attach(engine.get(), info);
   health->SetServingStatus(true);
   Log(absl::StrCat("model ", config->model.empty() ? "(instant)" : config->model, " loaded in ", load_s, " s on backend ",
@@ -99,6 +168,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  metrics_server.reset();  // its callbacks read the engine: stop scrapes first
   engine.reset();  // aborts anything left
   Log("stopped");
   return 0;

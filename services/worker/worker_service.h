@@ -27,6 +27,7 @@ class WorkerService final : public v1::Worker::CallbackService {
   // Refuse new requests from now on (running ones continue).
   void StartDraining() { draining_ = true; }
   bool draining() const { return draining_; }
+  const std::atomic<bool>& draining_flag() const { return draining_; }  // for metrics, read at scrape time
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;

@@ -446,7 +446,7 @@ TEST(GatewayServerTest, TokenizeDetokenizeReadyVersionMetrics) {
   h.Post("/v1/chat/completions", ChatBody());
   r = h.Get("/metrics");
   EXPECT_EQ(r.status, 200);
-  EXPECT_NE(r.body.find("ernie_gateway_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 1"),
+  EXPECT_NE(r.body.find("route=\"/v1/chat/completions\",status=\"200\"} 1"),
             std::string::npos)
       << r.body;
 }

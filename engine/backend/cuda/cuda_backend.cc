@@ -44,7 +44,12 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
                                                    c.num_kv_heads, " KV heads (at most ", kAttentionRowsPerCta,
                                                    " query heads per KV head)"));
   if (o.block_size <= 0) return absl::InvalidArgumentError("block_size must be positive");
-  if (o.num_blocks <= 0) return absl::InvalidArgumentError("num_blocks must be positive");
+  if (!(o.kv_free_memory_fraction >= 0.0 && o.kv_free_memory_fraction <= 1.0))
+    return absl::InvalidArgumentError(absl::StrCat("kv_free_memory_fraction must be in [0, 1], got ",
+                                                   o.kv_free_memory_fraction));
+  if (o.num_blocks < 0 || (o.num_blocks == 0 && o.kv_free_memory_fraction == 0.0))
+    return absl::InvalidArgumentError("num_blocks must be positive (or sized by kv_free_memory_fraction)");
+  if (o.max_sample_rows <= 0) return absl::InvalidArgumentError("max_sample_rows must be positive");
   if (o.num_blocks * o.block_size > (int64_t{1} << 31) - 1)
     return absl::InvalidArgumentError("num_blocks * block_size must fit in 31 bits (cache slots are int32)");
   if (o.max_tokens_per_step <= 0 || o.max_tokens_per_step > (1 << 24))
@@ -104,7 +109,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   ERNIE_ASSIGN_OR_RETURN(b->weights_, UploadWeights(model.weights));
-  ERNIE_ASSIGN_OR_RETURN(b->kv_cache_, Alloc<uint16_t>(b->kv_shape_.total_bytes() / 2, "KV cache"));
 
   const int64_t t = options.max_tokens_per_step;
   Workspace& ws = b->ws_;
@@ -126,18 +130,42 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
                                         cudaMemcpyHostToDevice),
                              "cudaMemcpy of rotary frequencies");
 
+  ERNIE_ASSIGN_OR_RETURN(b->sampler_, DeviceSampler::Create(c.vocab_size, options.max_sample_rows));
+
+  // Block tables: a sequence spans at most the pool, and at most the model's context.
+  const int64_t context_blocks = c.max_position_embeddings > 0
+                                     ? (c.max_position_embeddings + options.block_size - 1) / options.block_size
+                                     : options.num_blocks;
   int64_t table_entries = options.max_blocks_per_step;
   if (table_entries == 0) {
-    const int64_t per_seq = c.max_position_embeddings > 0
-                                ? std::min(options.num_blocks, (c.max_position_embeddings + options.block_size - 1) /
-                                                                   options.block_size)
-                                : options.num_blocks;
+    int64_t per_seq = options.num_blocks > 0 ? std::min(options.num_blocks, context_blocks) : context_blocks;
+    if (per_seq <= 0)
+      return absl::InvalidArgumentError("max_blocks_per_step must be set when the model has no max_position_embeddings");
     table_entries = t * per_seq;
   }
   ERNIE_ASSIGN_OR_RETURN(b->inputs_, StepInputs::Create(t, table_entries));
+
+  // The KV pool last, so that a fraction of free memory means what is left.
+  if (options.kv_free_memory_fraction > 0.0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    // cuBLAS takes its scratch lazily (counted as 32 MiB of workspace below).
+    const int64_t usable = std::max<int64_t>(0, static_cast<int64_t>(free_bytes) - (int64_t{32} << 20));
+    const auto fraction_blocks = static_cast<int64_t>(static_cast<double>(usable) * options.kv_free_memory_fraction) /
+                                 b->kv_shape_.bytes_per_block();
+    const int64_t blocks = options.num_blocks > 0 ? std::min(options.num_blocks, fraction_blocks) : fraction_blocks;
+    if (blocks < 1)
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "CUDA device ", options.device, ": ", free_bytes >> 20, " MiB free after weights (",
+          b->weights_.bytes() >> 20, " MiB) and workspaces; ", options.kv_free_memory_fraction,
+          " of it holds no KV block of ", b->kv_shape_.bytes_per_block(), " bytes"));
+    b->kv_shape_.num_blocks = std::min<int64_t>(blocks, ((int64_t{1} << 31) - 1) / options.block_size);
+  }
+  ERNIE_ASSIGN_OR_RETURN(b->kv_cache_, Alloc<uint16_t>(b->kv_shape_.total_bytes() / 2, "KV cache"));
   b->memory_ = CudaMemoryBreakdown{.weights = b->weights_.bytes(),
                                    .kv_cache = static_cast<int64_t>(b->kv_cache_.bytes()),
-                                   .workspace = ws.bytes() + (8 * t + table_entries) * 4 + (int64_t{32} << 20)};
+                                   .workspace = ws.bytes() + (8 * t + table_entries) * 4 + b->sampler_.bytes() +
+                                                (int64_t{32} << 20)};
   return std::unique_ptr<CudaBackend>(std::move(b));
 }
 

@@ -22,6 +22,12 @@ struct CudaBackendOptions {
   int device = 0;                     // CUDA device ordinal
   int64_t block_size = 16;            // tokens per KV block
   int64_t num_blocks = 0;             // KV blocks in the pool (each layer: [num_blocks, kv_heads, block_size, head_dim] x 2)
+  // When > 0 (at most 1), the KV pool takes at most this fraction of the
+  // device memory still free once the weights and workspaces are in place
+  // (the KV pool is allocated last): num_blocks 0 means exactly that much,
+  // num_blocks > 0 the smaller of the two. kv_shape() reports the result.
+  double kv_free_memory_fraction = 0.0;
+  int64_t max_sample_rows = 1024;     // sample rows one device-sampling launch carries (more go in turns)
   int64_t max_tokens_per_step = 512;  // workspace size: most tokens one Forward carries
   int64_t max_logit_rows = 256;       // lm_head rows computed at once (the f32 logits workspace is [rows, vocab]); more are done in turns
   int64_t max_blocks_per_step = 0;    // block-table entries one step may carry; 0: max_tokens_per_step x min(num_blocks, blocks of max_position_embeddings)

@@ -7,8 +7,10 @@
 
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/device_sampler.h"
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/graph_cache.h"
@@ -64,6 +66,10 @@ class CudaBackendImpl final : public CudaBackend {
   CudaMemoryBreakdown memory() const override { return memory_; }
   int captured_graphs() const override { return graphs_.captured(); }
   absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
+  bool SupportsDeviceSampling() const override { return true; }
+  // cuda_sample_step.cc
+  absl::Status ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
+                                std::span<SampledToken> sampled, std::span<float> host_logits) override;
   absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
   ~CudaBackendImpl() override;
 
@@ -75,8 +81,15 @@ class CudaBackendImpl final : public CudaBackend {
   CudaBackendImpl(const ModelConfig& config, Stream stream, Gemm gemm)
       : config_(config), stream_(std::move(stream)), gemm_(std::move(gemm)) {}
 
+  // Called once per lm_head pass with the pass's logits rows
+  // [first_row, first_row + rows) in ws_.logits (enqueued, not yet run).
+  using LogitPassConsumer = absl::FunctionRef<absl::Status(int32_t first_row, int32_t rows)>;
+
   // Forward's steps (cuda_forward.cc); each enqueues on stream_.
-  absl::Status RunStep(const StepBatch& batch, std::span<float> logits);
+  absl::Status RunStep(const StepBatch& batch, LogitPassConsumer consume_pass);
+  // ForwardAndSample's use of one pass (cuda_sample_step.cc).
+  absl::Status SamplePass(int32_t first_row, int32_t rows, const DeviceSamplingRequest& request,
+                          std::span<SampledToken> sampled, std::span<float> host_logits);
   absl::Status EnqueueLayers(int32_t tokens);
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
@@ -102,6 +115,8 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer<uint16_t> kv_cache_;
   Workspace ws_;
   StepInputs inputs_;  // the step's integer inputs, host staging + device copy
+  DeviceSampler sampler_;  // samples rows of ws_.logits for ForwardAndSample
+  int64_t inputs_logit_rows_ = 0;  // logits rows of the step ForwardAndSample is running
 };
 
 }  // namespace ernie::cuda

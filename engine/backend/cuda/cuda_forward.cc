@@ -157,7 +157,7 @@ absl::Status CudaBackendImpl::EnqueueLayers(int32_t tokens) {
 // Small steps whose logits fit one lm_head pass run as one CUDA graph (the
 // launches of a decode step cost more host time than their GPU time);
 // others are enqueued kernel by kernel, lm_head in passes.
-absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, std::span<float> logits) {
+absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer consume_pass) {
   const ModelConfig& c = config_;
   const auto tokens = static_cast<int32_t>(batch.token_ids.size());
   const auto rows = static_cast<int32_t>(batch.logit_token_indices.size());
@@ -168,13 +168,13 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, std::span<float> l
       ERNIE_RETURN_IF_ERROR(EnqueueLayers(tokens));
       return rows > 0 ? EnqueueLogitPass(0, rows) : absl::OkStatus();
     }));
-    return rows > 0 ? CopyLogits(0, rows, logits) : absl::OkStatus();
+    return rows > 0 ? consume_pass(0, rows) : absl::OkStatus();
   }
   ERNIE_RETURN_IF_ERROR(EnqueueLayers(tokens));
   for (int32_t begin = 0; begin < rows; begin += static_cast<int32_t>(logit_rows_per_pass_)) {
     const int32_t n = std::min<int32_t>(static_cast<int32_t>(logit_rows_per_pass_), rows - begin);
     ERNIE_RETURN_IF_ERROR(EnqueueLogitPass(begin, n));
-    ERNIE_RETURN_IF_ERROR(CopyLogits(begin, n, logits));
+    ERNIE_RETURN_IF_ERROR(consume_pass(begin, n));
   }
   return absl::OkStatus();
 }
@@ -182,7 +182,8 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, std::span<float> l
 absl::Status CudaBackendImpl::Forward(const StepBatch& batch, std::span<float> logits) {
   ERNIE_RETURN_IF_ERROR(ValidateStepBatch(batch, kv_shape_, max_tokens_, config_.vocab_size, logits));
   ERNIE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_), "cudaSetDevice");  // the current device is per thread
-  const absl::Status step = RunStep(batch, logits);
+  const absl::Status step =
+      RunStep(batch, [&](int32_t first_row, int32_t rows) { return CopyLogits(first_row, rows, logits); });
   // Always wait for what was enqueued: the staging buffers are reused by the
   // next step, and a kernel fault surfaces here.
   const absl::Status done = CudaStatus(cudaStreamSynchronize(stream_.get()), "forward step");

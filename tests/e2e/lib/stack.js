@@ -105,11 +105,19 @@ export async function startStack({ args = [], readyTimeoutMs = 120_000 } = {}) {
     // Gauges and counters of the gateway's Prometheus text, by series name.
     async metrics() {
       const text = await (await fetch(`${url}/metrics`)).text();
+      // Keyed by the full series ("name{labels}") and, summed over its label
+      // sets, by the bare metric name (every series carries model_name).
       const values = {};
       for (const line of text.split('\n')) {
         if (!line || line.startsWith('#')) continue;
         const space = line.lastIndexOf(' ');
-        values[line.slice(0, space)] = Number(line.slice(space + 1));
+        const series = line.slice(0, space), value = Number(line.slice(space + 1));
+        values[series] = value;
+        const brace = series.indexOf('{');
+        if (brace > 0) {
+          const name = series.slice(0, brace);
+          values[name] = (values[name] ?? 0) + value;
+        }
       }
       return values;
     },

@@ -201,8 +201,10 @@ TEST(WorkerServiceTest, DeadlineAbortsTheSequence) {
 TEST(WorkerServiceTest, FullQueueIsResourceExhausted) {
   WorkerServer server({.max_num_seqs = 1, .max_model_len = 400, .max_waiting_requests = 1});
   // 16 requests at once, each long enough (300-token prompt, 90 tokens out)
-  // that the first is still running when the last arrives: one runs, one
-  // waits, the rest are refused.
+  // that the first is still running when the last arrives. The queue holds
+  // one waiting request: requests that arrive while it is taken are refused.
+  // (Arrivals within one engine step all meet the same queue, so as few as
+  // one request may be accepted; at least one always is.)
   std::vector<StreamResult> results(16);
   std::vector<std::thread> threads;
   for (int i = 0; i < 16; ++i)
@@ -217,7 +219,8 @@ TEST(WorkerServiceTest, FullQueueIsResourceExhausted) {
     ok += r.status.ok();
   }
   EXPECT_GT(exhausted, 0);
-  EXPECT_GE(ok, 2);
+  EXPECT_GE(ok, 1);
+  EXPECT_EQ(ok + exhausted, 16);
 }
 
 TEST(WorkerServiceTest, PythonClientWithGeneratedStubs) {

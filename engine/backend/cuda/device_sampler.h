@@ -1,0 +1,53 @@
+// Samples rows of device-resident logits on the GPU (kernels/sample_rows.cu)
+// and returns SampledTokens, so only token ids and log-probabilities cross
+// to the host. The draw's uniform is computed here on the host with the host
+// sampler's own SamplingUniform(seed, sample_index, position), so both
+// samplers draw from exactly the same Philox counters.
+//
+// Owns its parameter and result buffers (allocated once for
+// max_rows_per_launch rows; more rows go in several launches). Not
+// thread-safe: the backend's engine thread uses it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/kernels/sample_rows.h"
+
+namespace ernie::cuda {
+
+class DeviceSampler {
+ public:
+  static absl::StatusOr<DeviceSampler> Create(int64_t vocab_size, int64_t max_rows_per_launch);
+
+  // Samples `rows` (checked by ValidateDeviceSamplingRequest) from `logits`
+  // ([*, vocab] float32 on the device; rows[i] reads its row
+  // rows[i].logit_row - first_logit_row) into out[i], on `stream`, and waits
+  // for the results. InvalidArgument naming the row when it has no finite logit.
+  absl::Status Sample(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
+                      std::span<SampledToken> out, cudaStream_t stream);
+
+  int64_t bytes() const { return static_cast<int64_t>(params_.bytes() + results_.bytes()); }
+
+ private:
+  absl::Status SampleChunk(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
+                           std::span<SampledToken> out, cudaStream_t stream);
+
+  int32_t vocab_ = 0;
+  int64_t max_rows_ = 0;
+  PinnedBuffer<SampleRowParams> params_staging_;   // [max_rows] host side of params_
+  DeviceBuffer<SampleRowParams> params_;           // [max_rows]
+  DeviceBuffer<SampleRowResult> results_;          // [max_rows]
+  PinnedBuffer<SampleRowResult> results_staging_;  // [max_rows] host side of results_
+};
+
+// What a SamplingParams asks of the kernel, for one row (the uniform from
+// SamplingUniform; inverse temperature 1.0f / temperature as the host computes it).
+SampleRowParams MakeSampleRowParams(const DeviceSampleRow& row, int32_t first_logit_row);
+
+}  // namespace ernie::cuda

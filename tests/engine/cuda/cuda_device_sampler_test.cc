@@ -1,0 +1,214 @@
+// The device sampler against the host Sampler on the same logits: greedy and
+// seeded temperature / top_k / top_p / min_p rows give the same token (the
+// inputs are fixed, so the comparison is exact, ties included), logprobs and
+// top_logprobs agree within 1e-3. Then the CUDA backend's ForwardAndSample
+// end to end: device rows equal the host Sampler on Forward's logits, and
+// fallback rows bring exactly Forward's logits to the host, in one lm_head
+// pass and in several.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/device_sampler.h"
+#include "tests/engine/cuda/backend_runner.h"
+
+namespace ernie::testing {
+namespace {
+
+// Rows of logits with the shapes that matter: smooth normal rows, a peaked
+// one, and one of coarse values with many exact ties.
+std::vector<float> MakeLogits(int rows, int vocab, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 2.5f);
+  std::vector<float> out(static_cast<size_t>(rows) * static_cast<size_t>(vocab));
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < vocab; ++i) {
+      float v = normal(gen);
+      if (r % 4 == 1) v = std::round(v * 2.0f) / 2.0f;  // ties
+      if (r % 4 == 2 && i % 97 == 5) v += 9.0f;         // a few strong tokens
+      out[static_cast<size_t>(r) * vocab + i] = v;
+    }
+  }
+  return out;
+}
+
+std::vector<SamplingParams> ParamVariants() {
+  return {
+      {.temperature = 0.0f},
+      {.temperature = 0.0f, .logprobs = true, .top_logprobs = 20},
+      {.temperature = 1.0f},
+      {.temperature = 0.8f, .top_p = 0.8f},
+      {.temperature = 1.0f, .top_k = 40},
+      {.temperature = 0.7f, .min_p = 0.05f},
+      {.temperature = 1.3f, .top_p = 0.95f, .top_k = 50, .min_p = 0.01f},
+      {.temperature = 1.0f, .top_k = 1},
+      {.temperature = 0.6f, .top_p = 0.5f, .logprobs = true, .top_logprobs = 5},
+      {.temperature = 2.0f, .top_p = 0.999f},
+  };
+}
+
+struct Compared {
+  int rows = 0, token_mismatches = 0;
+  double max_logprob_error = 0;
+};
+
+Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed) {
+  Compared c;
+  const auto logits = MakeLogits(logit_rows, vocab, seed);
+  auto device_logits = cuda::DeviceBuffer<float>::Allocate(logits.size(), "test logits");
+  EXPECT_TRUE(device_logits.ok());
+  EXPECT_EQ(cudaMemcpy(device_logits->data(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  const auto params = ParamVariants();
+  std::vector<DeviceSampleRow> rows;
+  for (int rep = 0; rep < repeats; ++rep)
+    for (int r = 0; r < logit_rows; ++r)
+      for (size_t p = 0; p < params.size(); ++p)
+        rows.push_back({.logit_row = r, .params = &params[p], .seed = 1000u + seed * 31u + static_cast<uint64_t>(rep),
+                        .sample_index = static_cast<uint32_t>(p % 3), .position = static_cast<uint64_t>(rep * 7 + r)});
+  auto sampler = cuda::DeviceSampler::Create(vocab, 64);  // several launches
+  EXPECT_TRUE(sampler.ok()) << sampler.status();
+  std::vector<SampledToken> got(rows.size());
+  cudaStream_t stream = nullptr;
+  EXPECT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const absl::Status s = sampler->Sample(device_logits->data(), 0, rows, got, stream);
+  EXPECT_TRUE(s.ok()) << s;
+  cudaStreamDestroy(stream);
+
+  auto host = Sampler::Create({.vocab_size = vocab});
+  EXPECT_TRUE(host.ok());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SamplerRow host_row{.params = rows[i].params, .seed = rows[i].seed, .sample_index = rows[i].sample_index};
+    for (uint64_t k = 0; k < rows[i].position; ++k) host_row.output.Add(0);
+    std::vector<float> one(logits.begin() + static_cast<ptrdiff_t>(rows[i].logit_row) * vocab,
+                           logits.begin() + static_cast<ptrdiff_t>(rows[i].logit_row + 1) * vocab);
+    const SamplerRow* ptr[] = {&host_row};
+    auto want = host->Sample(one, ptr);
+    EXPECT_TRUE(want.ok()) << want.status();
+    ++c.rows;
+    const SampledToken& w = (*want)[0];
+    if (w.token_id != got[i].token_id) {
+      ++c.token_mismatches;
+      ADD_FAILURE() << "row " << i << " (logits row " << rows[i].logit_row << ", params "
+                    << (&*rows[i].params - params.data()) << "): host " << w.token_id << ", device "
+                    << got[i].token_id;
+    }
+    EXPECT_EQ(w.logprob.has_value(), got[i].logprob.has_value());
+    if (w.logprob && got[i].logprob) c.max_logprob_error = std::max<double>(c.max_logprob_error, std::fabs(*w.logprob - *got[i].logprob));
+    EXPECT_EQ(w.top_logprobs.size(), got[i].top_logprobs.size()) << "row " << i;
+    for (size_t k = 0; k < std::min(w.top_logprobs.size(), got[i].top_logprobs.size()); ++k) {
+      EXPECT_EQ(w.top_logprobs[k].token_id, got[i].top_logprobs[k].token_id) << "row " << i << " top " << k;
+      c.max_logprob_error =
+          std::max<double>(c.max_logprob_error, std::fabs(w.top_logprobs[k].logprob - got[i].top_logprobs[k].logprob));
+    }
+  }
+  return c;
+}
+
+TEST(CudaDeviceSamplerTest, MatchesTheHostSamplerOnTheSameLogits) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const auto& [vocab, rows, repeats] : {std::tuple{1002, 8, 6}, std::tuple{97, 4, 8}, std::tuple{103424, 4, 2}}) {
+    const Compared c = CompareOnLogits(vocab, rows, repeats, static_cast<uint32_t>(vocab));
+    EXPECT_EQ(c.token_mismatches, 0) << "vocab " << vocab;
+    EXPECT_LE(c.max_logprob_error, 1e-3) << "vocab " << vocab;
+    std::cout << "device sampler vs host, vocab " << vocab << ": " << c.rows << " rows, " << c.token_mismatches
+              << " token mismatches, max logprob error " << c.max_logprob_error << "\n";
+  }
+}
+
+TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::vector<float> logits(50, -INFINITY);
+  auto device_logits = cuda::DeviceBuffer<float>::Allocate(logits.size(), "test logits");
+  ASSERT_TRUE(device_logits.ok());
+  ASSERT_EQ(cudaMemcpy(device_logits->data(), logits.data(), 200, cudaMemcpyHostToDevice), cudaSuccess);
+  auto sampler = cuda::DeviceSampler::Create(50, 4);
+  ASSERT_TRUE(sampler.ok());
+  const SamplingParams greedy{.temperature = 0.0f};
+  const DeviceSampleRow row{.logit_row = 0, .params = &greedy};
+  SampledToken out[1];
+  const absl::Status s = sampler->Sample(device_logits->data(), 0, {&row, 1}, out, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+// ForwardAndSample on a real step: 3 sequences decoding, one of them with
+// two samples, one fallback row with logit_bias.
+class CudaForwardAndSampleTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaForwardAndSampleTest, DeviceRowsMatchTheHostSamplerAndFallbackRowsMatchForward) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  auto model = LoadModel(TestDataDir() + "/dense_reference/gqa4_bf16_bias_untied_v515");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto gpu = CreateCudaBackend(**model, {.block_size = 4, .num_blocks = 64, .max_tokens_per_step = 64,
+                                         .max_logit_rows = GetParam()});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE((*gpu)->SupportsDeviceSampling());
+  const int64_t vocab = (*gpu)->vocab_size();
+  // Four prompts of 6 tokens, each a sequence of its own blocks; all rows want logits.
+  std::vector<int32_t> tokens, pos, rows;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<SequenceSlice> seqs;
+  for (int s = 0; s < 4; ++s) tables.push_back({2 * s, 2 * s + 1});
+  for (int s = 0; s < 4; ++s) {
+    seqs.push_back({static_cast<int32_t>(tokens.size()), 6, 0, tables[static_cast<size_t>(s)]});
+    for (int i = 0; i < 6; ++i) {
+      tokens.push_back(static_cast<int32_t>(3 + (i * 41 + s * 13) % (vocab - 3)));
+      pos.push_back(i);
+    }
+    rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+  }
+  const StepBatch batch{tokens, pos, seqs, rows};
+  std::vector<float> logits(rows.size() * static_cast<size_t>(vocab));
+  ASSERT_TRUE((*gpu)->Forward(batch, logits).ok());
+
+  SamplingParams greedy{.temperature = 0.0f, .logprobs = true, .top_logprobs = 3};
+  SamplingParams nucleus{.temperature = 0.8f, .top_p = 0.8f, .seed = 42};
+  SamplingParams topk{.temperature = 1.0f, .top_k = 20, .seed = 43, .n = 2};
+  SamplingParams biased{.temperature = 0.9f};
+  biased.logit_bias[7] = 3.0f;
+  const std::vector<DeviceSampleRow> device_rows = {
+      {.logit_row = 0, .params = &greedy, .seed = 1},
+      {.logit_row = 1, .params = &nucleus, .seed = 42, .position = 5},
+      {.logit_row = 3, .params = &topk, .seed = 43, .sample_index = 0},
+      {.logit_row = 3, .params = &topk, .seed = 43, .sample_index = 1}};
+  const std::vector<int32_t> host_rows = {2};
+  std::vector<SampledToken> sampled(device_rows.size());
+  std::vector<float> host_logits(static_cast<size_t>(vocab), std::nanf(""));
+  const absl::Status s = (*gpu)->ForwardAndSample(batch, {device_rows, host_rows}, sampled, host_logits);
+  ASSERT_TRUE(s.ok()) << s;
+  for (int64_t i = 0; i < vocab; ++i)
+    ASSERT_EQ(host_logits[static_cast<size_t>(i)], logits[static_cast<size_t>(2 * vocab + i)]) << "fallback logit " << i;
+
+  auto host = Sampler::Create({.vocab_size = static_cast<int32_t>(vocab)});
+  ASSERT_TRUE(host.ok());
+  for (size_t i = 0; i < device_rows.size(); ++i) {
+    SamplerRow row{.params = device_rows[i].params, .seed = device_rows[i].seed,
+                   .sample_index = device_rows[i].sample_index};
+    for (uint64_t k = 0; k < device_rows[i].position; ++k) row.output.Add(0);
+    std::vector<float> one(logits.begin() + device_rows[i].logit_row * vocab,
+                           logits.begin() + (device_rows[i].logit_row + 1) * vocab);
+    const SamplerRow* ptr[] = {&row};
+    auto want = host->Sample(one, ptr);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ((*want)[0].token_id, sampled[i].token_id) << "device row " << i;
+    if ((*want)[0].logprob) {
+      ASSERT_TRUE(sampled[i].logprob.has_value());
+      EXPECT_NEAR(*(*want)[0].logprob, *sampled[i].logprob, 1e-3);
+      ASSERT_EQ(sampled[i].top_logprobs.size(), 3u);
+      for (size_t k = 0; k < 3; ++k)
+        EXPECT_EQ((*want)[0].top_logprobs[k].token_id, sampled[i].top_logprobs[k].token_id);
+    }
+  }
+  // A row CanSampleOnDevice refuses is refused, naming the problem.
+  const DeviceSampleRow bad[] = {{.logit_row = 2, .params = &biased}};
+  SampledToken one_out[1];
+  EXPECT_EQ((*gpu)->ForwardAndSample(batch, {bad, {}}, one_out, {}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// 8 logit rows per pass (one pass: the graph path) and 3 (passes of 3, 1).
+INSTANTIATE_TEST_SUITE_P(LogitPasses, CudaForwardAndSampleTest, ::testing::Values(8, 3));
+
+}  // namespace
+}  // namespace ernie::testing
