@@ -174,7 +174,12 @@ void Bf16RowsPermuted(const float* xp, int64_t m, int64_t k, const void* weight,
                       int64_t y_stride, int64_t n_begin, int64_t n_end) {
   const auto* w = static_cast<const uint16_t*>(weight);
   int64_t n0 = n_begin;
-  for (; n0 + 4 <= n_end; n0 += 4) Bf16Column16<4>(xp, m, k, w, n0, bias, y, y_stride);
+  // Decode-sized m: one weight row at a time, so the weights stream through
+  // memory strictly in order (four interleaved row streams measured at ~60% of
+  // the sequential read rate on this machine; one stream at ~100%). Larger m
+  // is compute-bound and gains more from reusing each x load across 4 rows.
+  if (m > 4)
+    for (; n0 + 4 <= n_end; n0 += 4) Bf16Column16<4>(xp, m, k, w, n0, bias, y, y_stride);
   for (; n0 < n_end; ++n0) Bf16Column16<1>(xp, m, k, w, n0, bias, y, y_stride);
 }
 #endif
