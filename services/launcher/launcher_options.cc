@@ -61,7 +61,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"tensor-parallel-size", {kLauncher, true, "GPUs per model; only 1 is supported"}},
       {"trust-remote-code", {kLauncher, false, "accepted for vLLM compatibility; no remote code is ever run"}},
       {"disable-log-requests", {kLauncher, false, "accepted for vLLM compatibility; requests are not logged"}},
-      {"seed", {kLauncher, true, "accepted for vLLM compatibility (requests without a seed draw their own)"}},
+      {"seed", {kWorker, true, "seeds of requests that bring none follow it (vLLM's --seed)"}},
       {"tokenizer-arg", {kLauncher, true, "pass one raw argument to ernie-tokenizer (repeatable)"}},
       {"worker-arg", {kLauncher, true, "pass one raw argument to ernie-worker (repeatable)"}},
       {"gateway-arg", {kLauncher, true, "pass one raw argument to ernie-gateway (repeatable)"}},

@@ -86,6 +86,13 @@ const std::map<std::string, Setter>& Fields() {
       {"metrics_host", String(&WorkerConfig::metrics_host)},
       {"served_model_name", String(&WorkerConfig::served_model_name)},
       {"instant_vocab", Int(&WorkerConfig::instant_vocab, 4, 1 << 20)},
+      {"seed",
+       [](const std::string& v, WorkerConfig* c) -> absl::Status {
+         int64_t x;
+         if (!absl::SimpleAtoi(v, &x) || x < -1) return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not an integer >= -1"));
+         c->seed = x;
+         return absl::OkStatus();
+       }},
   };
   return *fields;
 }
@@ -161,7 +168,7 @@ std::string WorkerUsage() {
          "         [--backend auto|cpu|cuda|instant] [--kv-cache-bytes N] [--gpu-memory-utilization F]\n"
          "         [--block-size 16] [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--max-model-len N]\n"
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
-         "         [--threads N] [--drain-timeout-s 30] [--instant-vocab 512]\n"
+         "         [--threads N] [--drain-timeout-s 30] [--instant-vocab 512] [--seed S]\n"
          "         [--metrics-port 0] [--metrics-host HOST] [--served-model-name NAME]\n"
          "Every flag is also a key of the YAML file (dashes become underscores); flags win.\n";
 }

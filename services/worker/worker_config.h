@@ -27,6 +27,7 @@ struct WorkerConfig {
   int threads = 0;                      // CPU backend threads; 0: all cores
   int drain_timeout_s = 30;             // on SIGTERM: wait this long for running requests
   int instant_vocab = 512;              // vocabulary of the instant (measurement) backend
+  int64_t seed = -1;                    // vLLM's --seed: seeds of requests without one follow it; -1: random
   int metrics_port = 0;                 // Prometheus /metrics over HTTP; 0: off
   std::string metrics_host;             // empty: the same as host
   std::string served_model_name;        // the model_name label on metrics; empty: the model folder's name

@@ -16,6 +16,7 @@
 #include "services/common/metrics/gpu_metrics.h"
 #include "services/common/metrics/metrics_http_server.h"
 #include "services/common/metrics/process_metrics.h"
+#include "engine/sample/philox.h"
 #include "services/worker/backend_factory.h"
 #include "services/worker/worker_config.h"
 #include "services/worker/worker_metrics.h"
@@ -103,6 +104,8 @@ int main(int argc, char** argv) {
   }
 
   const auto load_start = std::chrono::steady_clock::now();
+  // vLLM's --seed: the seeds drawn for requests that bring none follow it.
+  if (config->seed >= 0) ernie::SetRequestSeedBase(static_cast<uint64_t>(config->seed));
   auto serving = ernie::worker::BuildServingModel(*config);
   if (!serving.ok()) {
     Log(std::string(serving.status().message()));

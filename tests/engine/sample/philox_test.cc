@@ -48,3 +48,22 @@ TEST(PhiloxTest, RequestSeedsDiffer) {
 
 }  // namespace
 }  // namespace ernie
+
+namespace ernie {
+namespace {
+
+// vLLM's --seed: after SetRequestSeedBase(s) the seeds drawn for requests
+// without one are a fixed sequence of s.
+TEST(RequestSeedBaseTest, TheServerSeedFixesTheDrawnSequence) {
+  SetRequestSeedBase(42);
+  const uint64_t a = DrawRequestSeed(), b = DrawRequestSeed();
+  SetRequestSeedBase(42);
+  EXPECT_EQ(DrawRequestSeed(), a);
+  EXPECT_EQ(DrawRequestSeed(), b);
+  EXPECT_NE(a, b);
+  SetRequestSeedBase(43);
+  EXPECT_NE(DrawRequestSeed(), a);
+}
+
+}  // namespace
+}  // namespace ernie
