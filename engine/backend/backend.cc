@@ -5,9 +5,10 @@
 
 namespace ernie {
 
-bool CanSampleOnDevice(const SamplingParams& p, int64_t num_output_tokens) {
+bool CanSampleOnDevice(const SamplingParams& p, int64_t num_output_tokens, size_t num_banned_ids) {
   return p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && num_output_tokens >= p.min_tokens && p.top_logprobs <= kMaxTopLogprobs;
+         p.frequency_penalty == 0.0f && p.top_logprobs <= kMaxTopLogprobs &&
+         (num_output_tokens >= p.min_tokens || num_banned_ids <= kMaxDeviceBannedIds);
 }
 
 absl::Status Backend::ForwardAndSample(const StepBatch&, const DeviceSamplingRequest&, std::span<SampledToken>,
@@ -36,7 +37,8 @@ absl::Status ValidateDeviceSamplingRequest(const StepBatch& b, const DeviceSampl
     if (row.logit_row < 0 || row.logit_row >= logit_rows)
       return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i, " reads logits row ", row.logit_row,
                                                      " of ", logit_rows));
-    if (!CanSampleOnDevice(*row.params, static_cast<int64_t>(row.position)))
+    if (!CanSampleOnDevice(*row.params, static_cast<int64_t>(row.position),
+                           row.banned_ids ? row.banned_ids->size() : SIZE_MAX))
       return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i,
                                                      " needs a logits processor only the host sampler has"));
   }

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "engine/backend/step_batch.h"
@@ -53,7 +54,13 @@ struct DeviceSampleRow {
   uint64_t seed = 0;                       // the request's seed (SamplerRow::seed)
   uint32_t sample_index = 0;               // SamplerRow::sample_index
   uint64_t position = 0;                   // output tokens so far (SamplerRow::output.num_tokens())
+  // While a min_tokens ban is in force: the eos and stop ids it bans (at most
+  // kMaxDeviceBannedIds); null otherwise. Owned by the caller for the step.
+  const std::vector<int32_t>* banned_ids = nullptr;
 };
+
+// Most ids one device row can ban (eos ids + stop_token_ids under min_tokens).
+inline constexpr size_t kMaxDeviceBannedIds = 8;
 
 struct DeviceSamplingRequest {
   // Sampled on the device; the result of rows[i] goes to sampled[i].
@@ -66,9 +73,11 @@ struct DeviceSamplingRequest {
 // True when a row with these parameters, `num_output_tokens` tokens into its
 // output, samples the same on the device as the host Sampler would: greedy,
 // or temperature with top_k / top_p / min_p, logprobs and top_logprobs; no
-// logit_bias, no repetition / presence / frequency penalty and no min_tokens
-// ban still in force.
-bool CanSampleOnDevice(const SamplingParams& params, int64_t num_output_tokens);
+// logit_bias and no repetition / presence / frequency penalty. A min_tokens
+// ban still in force is done on the device when it bans at most
+// kMaxDeviceBannedIds ids (`num_banned_ids`: the model's eos ids plus the
+// request's stop_token_ids).
+bool CanSampleOnDevice(const SamplingParams& params, int64_t num_output_tokens, size_t num_banned_ids = SIZE_MAX);
 
 class Backend {
  public:

@@ -65,6 +65,10 @@ absl::Status EngineCore::AddRequest(EngineRequest request) {
   req->sampling = std::move(request.sampling);
   req->sink = std::move(request.sink);
   req->seed = RequestSeed(req->sampling);
+  // What a min_tokens ban bans (the host sampler's order: eos ids, then stop ids).
+  req->min_tokens_bans = config_.eos_token_ids;
+  req->min_tokens_bans.insert(req->min_tokens_bans.end(), req->sampling.stop_token_ids.begin(),
+                              req->sampling.stop_token_ids.end());
   if (observer_ != nullptr) req->arrival_time = Clock::now();
   if (req->sampling.repetition_penalty != 1.0f) req->prompt_set = std::make_shared<PromptTokenSet>(prompt);
   auto slot = std::make_unique<SampleSlot>();
@@ -239,10 +243,12 @@ void EngineCore::PlanDeviceSampling(const sched::StepPlan& plan) {
     const auto [req, slot] = by_sequence_.at(chunk.seq->id);
     const auto position = static_cast<uint64_t>(slot->row.output.num_tokens());
     LogitRowRoute route;
-    if (CanSampleOnDevice(req->sampling, slot->row.output.num_tokens())) {
+    const bool banning = slot->row.output.num_tokens() < req->sampling.min_tokens;
+    const std::vector<int32_t>* bans = banning ? &req->min_tokens_bans : nullptr;
+    if (CanSampleOnDevice(req->sampling, slot->row.output.num_tokens(), req->min_tokens_bans.size())) {
       route.device_first = static_cast<int32_t>(device_rows_.size());
       device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
-                              .sample_index = slot->row.sample_index, .position = position});
+                              .sample_index = slot->row.sample_index, .position = position, .banned_ids = bans});
       // The same condition as the update's fork: siblings sample from this
       // row now. A sibling whose fork then fails recomputes its prompt and
       // samples later; its draw here is dropped.
@@ -250,7 +256,7 @@ void EngineCore::PlanDeviceSampling(const sched::StepPlan& plan) {
       if (route.forks)
         for (int32_t i = 1; i < req->sampling.n; ++i)
           device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
-                                  .sample_index = static_cast<uint32_t>(i), .position = position});
+                                  .sample_index = static_cast<uint32_t>(i), .position = position, .banned_ids = bans});
     } else {
       route.host_row = static_cast<int32_t>(host_logit_rows_.size());
       host_logit_rows_.push_back(logit_row);

@@ -81,6 +81,7 @@ class EngineCore {
     std::shared_ptr<RequestSink> sink;
     std::shared_ptr<const PromptTokenSet> prompt_set;
     uint64_t seed = 0;
+    std::vector<int32_t> min_tokens_bans;  // eos + stop ids, banned while outputs < min_tokens
     std::vector<std::unique_ptr<SampleSlot>> samples;  // [0] is the parent; the rest fork after prefill
     int32_t num_unfinished = 0;
     Clock::time_point arrival_time;                      // AddRequest

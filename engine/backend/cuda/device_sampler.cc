@@ -13,6 +13,10 @@ SampleRowParams MakeSampleRowParams(const DeviceSampleRow& row, int32_t first_lo
   const SamplingParams& p = *row.params;
   SampleRowParams out;
   out.logit_row = row.logit_row - first_logit_row;
+  if (row.banned_ids != nullptr && row.position < static_cast<uint64_t>(p.min_tokens)) {
+    for (int32_t id : *row.banned_ids)
+      if (out.num_banned < 8) out.banned[out.num_banned++] = id;
+  }
   out.greedy = IsGreedy(p) ? 1 : 0;
   out.logprobs = p.logprobs ? 1 : 0;
   out.top_logprobs = p.logprobs ? std::min(p.top_logprobs, kMaxDeviceTopLogprobs) : 0;

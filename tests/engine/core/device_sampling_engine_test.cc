@@ -23,7 +23,9 @@ namespace {
 class HostSamplingBackend : public Backend {
  public:
   explicit HostSamplingBackend(Backend* inner)
-      : inner_(inner), sampler_(*Sampler::Create({.vocab_size = static_cast<int32_t>(inner->vocab_size())})) {}
+      // The engine's eos ids, so min_tokens bans on "device" rows ban what the host would.
+      : inner_(inner),
+        sampler_(*Sampler::Create({.vocab_size = static_cast<int32_t>(inner->vocab_size()), .eos_token_ids = {2}})) {}
 
   std::string_view name() const override { return "host-sampling"; }
   const KvCacheShape& kv_shape() const override { return inner_->kv_shape(); }
@@ -44,6 +46,10 @@ class HostSamplingBackend : public Backend {
     if (absl::Status s = inner_->Forward(batch, logits); !s.ok()) return s;
     for (size_t i = 0; i < request.rows.size(); ++i) {
       const DeviceSampleRow& row = request.rows[i];
+      // A ban in force must come with its ids (eos + stop ids), as a device needs them.
+      if (row.position < static_cast<uint64_t>(row.params->min_tokens) &&
+          (row.banned_ids == nullptr || row.banned_ids->empty() || row.banned_ids->front() != 2))
+        return absl::InvalidArgumentError("a min_tokens row reached the device without its banned ids");
       SamplerRow host_row{.params = row.params, .seed = row.seed, .sample_index = row.sample_index};
       for (uint64_t p = 0; p < row.position; ++p) host_row.output.Add(0);  // only the count is read
       std::vector<float> one(logits.begin() + static_cast<ptrdiff_t>(row.logit_row * vocab),
@@ -161,9 +167,9 @@ TEST_F(DeviceSamplingEngineTest, DeviceAndHostRoutesGiveThePlainPathsTokens) {
     }
   }
   // Both routes were taken: up to 9 rows of each device sample, and the bias,
-  // penalty and early min_tokens rows on the host.
+  // penalty rows on the host (min_tokens bans now run on the device too).
   EXPECT_GT(routed_backend.device_rows, 20);
-  EXPECT_GE(routed_backend.host_rows, 10);
+  EXPECT_GE(routed_backend.host_rows, 5);
   // The three samples of the forked request differ (each its own draw).
   const auto& forked = plain.at("r102").samples;
   EXPECT_TRUE(forked.at(0).tokens != forked.at(1).tokens || forked.at(1).tokens != forked.at(2).tokens);
@@ -180,7 +186,9 @@ TEST(CanSampleOnDeviceTest, RefusesWhatOnlyTheHostSamplerHas) {
   EXPECT_FALSE(CanSampleOnDevice({.repetition_penalty = 1.1f}, 0));
   EXPECT_FALSE(CanSampleOnDevice({.presence_penalty = 0.5f}, 0));
   EXPECT_FALSE(CanSampleOnDevice({.frequency_penalty = -0.5f}, 0));
-  EXPECT_FALSE(CanSampleOnDevice({.min_tokens = 4}, 3));  // eos still banned
+  EXPECT_FALSE(CanSampleOnDevice({.min_tokens = 4}, 3));  // a ban in force, ids unknown
+  EXPECT_TRUE(CanSampleOnDevice({.min_tokens = 4}, 3, 2));  // ... or known and few: the device bans them
+  EXPECT_FALSE(CanSampleOnDevice({.min_tokens = 4}, 3, kMaxDeviceBannedIds + 1));
   EXPECT_TRUE(CanSampleOnDevice({.min_tokens = 4}, 4));
 }
 

@@ -46,8 +46,13 @@ std::vector<SamplingParams> ParamVariants() {
       {.temperature = 1.0f, .top_k = 1},
       {.temperature = 0.6f, .top_p = 0.5f, .logprobs = true, .top_logprobs = 5},
       {.temperature = 2.0f, .top_p = 0.999f},
+      // min_tokens bans in force (eos 2 and the stop ids; id 5 is a strong token of some rows).
+      {.temperature = 0.0f, .stop_token_ids = {5, 102}, .min_tokens = 1000},
+      {.temperature = 0.8f, .top_p = 0.8f, .stop_token_ids = {5}, .min_tokens = 1000, .logprobs = true},
   };
 }
+
+constexpr int32_t kTestEos = 2;
 
 struct Compared {
   int rows = 0, token_mismatches = 0;
@@ -62,12 +67,20 @@ Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed) 
   EXPECT_EQ(cudaMemcpy(device_logits->data(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice),
             cudaSuccess);
   const auto params = ParamVariants();
+  std::vector<std::vector<int32_t>> bans(params.size());
+  for (size_t p = 0; p < params.size(); ++p) {
+    bans[p] = {kTestEos};
+    bans[p].insert(bans[p].end(), params[p].stop_token_ids.begin(), params[p].stop_token_ids.end());
+  }
   std::vector<DeviceSampleRow> rows;
   for (int rep = 0; rep < repeats; ++rep)
     for (int r = 0; r < logit_rows; ++r)
-      for (size_t p = 0; p < params.size(); ++p)
+      for (size_t p = 0; p < params.size(); ++p) {
+        const auto position = static_cast<uint64_t>(rep * 7 + r);
         rows.push_back({.logit_row = r, .params = &params[p], .seed = 1000u + seed * 31u + static_cast<uint64_t>(rep),
-                        .sample_index = static_cast<uint32_t>(p % 3), .position = static_cast<uint64_t>(rep * 7 + r)});
+                        .sample_index = static_cast<uint32_t>(p % 3), .position = position,
+                        .banned_ids = position < static_cast<uint64_t>(params[p].min_tokens) ? &bans[p] : nullptr});
+      }
   auto sampler = cuda::DeviceSampler::Create(vocab, 64);  // several launches
   EXPECT_TRUE(sampler.ok()) << sampler.status();
   std::vector<SampledToken> got(rows.size());
@@ -77,7 +90,7 @@ Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed) 
   EXPECT_TRUE(s.ok()) << s;
   cudaStreamDestroy(stream);
 
-  auto host = Sampler::Create({.vocab_size = vocab});
+  auto host = Sampler::Create({.vocab_size = vocab, .eos_token_ids = {kTestEos}});
   EXPECT_TRUE(host.ok());
   for (size_t i = 0; i < rows.size(); ++i) {
     SamplerRow host_row{.params = rows[i].params, .seed = rows[i].seed, .sample_index = rows[i].sample_index};

@@ -125,12 +125,20 @@ __device__ __forceinline__ bool IsKept(const KeptSet& k, uint32_t key, int32_t i
   return key > k.min_key || (key == k.min_key && id <= k.last_tied_id);
 }
 
+__device__ __forceinline__ bool IsBanned(const SampleRowParams& row, int32_t id) {
+  for (int j = 0; j < row.num_banned; ++j)
+    if (row.banned[j] == id) return true;
+  return false;
+}
+
 struct RowWeights {
   const float* logits;
   float max_logit;
   float inverse_temperature;
   float min_p;
+  const SampleRowParams* row;  // banned ids weigh 0 (their logit is -inf on the host)
   __device__ __forceinline__ float operator()(int32_t i) const {
+    if (row->num_banned > 0 && IsBanned(*row, i)) return 0.0f;
     const float w = FastExpNonPositive(__fmul_rn(__fsub_rn(logits[i], max_logit), inverse_temperature));
     return w >= min_p ? w : 0.0f;
   }
@@ -302,9 +310,24 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
     }
   }
 
-  int32_t token = best.id;
+  // A min_tokens ban: the best of the logits that stay. Banning only lowers
+  // values, so the raw best stands unless it is banned itself.
+  Ranked chosen = best;
+  if (row.num_banned > 0 && IsBanned(row, best.id)) {
+    Ranked kept{-INFINITY, INT_MAX};
+    for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
+      const Ranked r{IsBanned(row, i) ? -INFINITY : Clean(logits[i]), i};
+      if (Before(r, kept)) kept = r;
+    }
+    chosen = BlockFirst(kept, s.ranked);
+    if (!isfinite(chosen.value)) {
+      if (threadIdx.x == 0) out->token = -1;
+      return;
+    }
+  }
+  int32_t token = chosen.id;
   if (!row.greedy) {
-    const RowWeights weight{logits, best.value, row.inverse_temperature, row.min_p};
+    const RowWeights weight{logits, chosen.value, row.inverse_temperature, row.min_p, &row};
     double mass = 0.0;
     long long count = 0;
     for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {

@@ -28,6 +28,8 @@ struct SampleRowParams {
   float min_p = 0.0f;               // 0: off
   int32_t logprobs = 0;             // 1: the sampled token's raw log-probability
   int32_t top_logprobs = 0;         // 0 .. kMaxDeviceTopLogprobs best raw log-probabilities
+  int32_t num_banned = 0;           // min_tokens: ids sampled as if their logit were -inf
+  int32_t banned[8] = {};           // (logprobs stay those of the raw logits, as on the host)
 };
 
 struct SampleRowResult {
