@@ -80,7 +80,7 @@ void CpuBackend::AttentionBlock(const StepBatch& batch, int64_t layer, int64_t t
   ApplyRotaryInterleaved(q_.data(), tokens, c.num_heads, c.head_dim, batch.positions, inv_freq_.data());
   ApplyRotaryInterleaved(k_.data(), tokens, c.num_kv_heads, c.head_dim, batch.positions, inv_freq_.data());
   WriteKv(batch, k_.data(), v_.data(), layer, kv_);
-  PagedAttention(batch, q_.data(), c.num_heads, layer, kv_, attn_scale_, attn_.data(), pool_);
+  PagedAttention(batch, seq_of_token_, q_.data(), c.num_heads, layer, kv_, attn_scale_, attn_.data(), pool_);
   Linear(attn_.data(), tokens, c.q_size(), *w.o_proj.weight, OrNull(lv.o_bias), out_.data(), pool_);
   AddInPlace(x_.data(), out_.data(), tokens * c.hidden_size);
 }
@@ -109,6 +109,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, std::span<float> logits
   const ModelConfig& c = config_;
   const auto tokens = static_cast<int64_t>(batch.token_ids.size());
 
+  SequenceOfEachToken(batch, &seq_of_token_);
   EmbeddingGather(*weights_.embed_tokens, batch.token_ids, x_.data());
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     AttentionBlock(batch, layer, tokens);

@@ -70,6 +70,7 @@ class CpuBackend final : public Backend {
   std::vector<float> up_;     // [T, I]
   std::vector<float> out_;    // [T, H] block output before the residual add
   MoeWorkspace moe_;          // mixture-of-experts layers' scratch
+  std::vector<int32_t> seq_of_token_;  // [T] each token's sequence in the step, built once per Forward
 };
 
 }  // namespace ernie::cpu

@@ -59,16 +59,20 @@ void AttendOne(const float* q, const SequenceSlice& seq, int64_t context, int64_
 
 }  // namespace
 
-void PagedAttention(const StepBatch& batch, const float* q, int64_t num_heads, int64_t layer,
-                    const CpuKvCache& cache, float scale, float* out, ThreadPool& pool) {
+void SequenceOfEachToken(const StepBatch& batch, std::vector<int32_t>* seq_of_token) {
+  seq_of_token->resize(batch.token_ids.size());
+  for (size_t i = 0; i < batch.sequences.size(); ++i)
+    for (int32_t j = 0; j < batch.sequences[i].num_new_tokens; ++j)
+      (*seq_of_token)[static_cast<size_t>(batch.sequences[i].first_token + j)] = static_cast<int32_t>(i);
+}
+
+void PagedAttention(const StepBatch& batch, std::span<const int32_t> seq_of_token, const float* q,
+                    int64_t num_heads, int64_t layer, const CpuKvCache& cache, float scale, float* out,
+                    ThreadPool& pool) {
   const KvCacheShape& s = cache.shape();
   const int64_t group = num_heads / s.num_kv_heads;
   const int64_t row_floats = num_heads * s.head_dim;
   // Work items are (token, head) pairs; each knows its sequence.
-  std::vector<int32_t> seq_of_token(batch.token_ids.size());
-  for (size_t i = 0; i < batch.sequences.size(); ++i)
-    for (int32_t j = 0; j < batch.sequences[i].num_new_tokens; ++j)
-      seq_of_token[static_cast<size_t>(batch.sequences[i].first_token + j)] = static_cast<int32_t>(i);
   const int64_t items = static_cast<int64_t>(batch.token_ids.size()) * num_heads;
   pool.ParallelFor(items, 4, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
