@@ -8,6 +8,7 @@
 #include "engine/backend/cpu/elementwise.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/copy_blocks.h"
+#include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/util/status_macros.h"
 
@@ -56,6 +57,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError("max_tokens_per_step must be in [1, 2^24]");
   if (o.max_logit_rows <= 0) return absl::InvalidArgumentError("max_logit_rows must be positive");
   if (o.max_blocks_per_step < 0) return absl::InvalidArgumentError("max_blocks_per_step must not be negative");
+  if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
   if (o.graph_max_tokens < 0 || o.max_graphs < 0)
     return absl::InvalidArgumentError("graph_max_tokens and max_graphs must not be negative");
   return absl::OkStatus();
@@ -107,6 +111,13 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->max_tokens_ = options.max_tokens_per_step;
   b->logit_rows_per_pass_ = std::min(options.max_logit_rows, options.max_tokens_per_step);
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  b->max_attention_splits_ = options.max_attention_splits;
+  b->fused_decode_ = options.fused_decode;
+  ERNIE_CUDA_RETURN_IF_ERROR(
+      PrepareDecodeLinear(static_cast<int32_t>(std::max({c.hidden_size, c.q_size(), c.intermediate_size}))),
+      "decode kernels' shared memory");
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&b->num_sms_, cudaDevAttrMultiProcessorCount, options.device),
+                             "cudaDeviceGetAttribute(multiprocessor count)");
 
   ERNIE_ASSIGN_OR_RETURN(b->weights_, UploadWeights(model.weights));
 
@@ -119,6 +130,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
   ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(t * 2 * c.intermediate_size, "gate/up activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * c.intermediate_size, "MLP activations"));
+  const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * kAttentionRowsPerCta;
+  ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_out, Alloc<float>(partial_rows * c.head_dim, "split-KV partial outputs"));
+  ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_ml, Alloc<float>(partial_rows * 2, "split-KV partial max/sum"));
   ERNIE_ASSIGN_OR_RETURN(ws.logits, Alloc<float>(b->logit_rows_per_pass_ * c.vocab_size, "logits"));
   ERNIE_ASSIGN_OR_RETURN(ws.inv_freq, Alloc<float>(c.head_dim / 2, "rotary frequencies"));
   ERNIE_ASSIGN_OR_RETURN(ws.copies, Alloc<int32_t>(3 * kMaxCopiesPerLaunch, "block copies"));

@@ -36,6 +36,13 @@ struct CudaBackendOptions {
   // items, logit rows) are seen; 0 turns graphs off.
   int64_t graph_max_tokens = 256;
   int max_graphs = 128;               // graphs kept; steps of further keys run without one
+  // Most CTAs one (attention item, KV head) pair's context is split over when
+  // a step has too few pairs to fill the device (split-KV); 1 turns it off.
+  int max_attention_splits = 32;
+  // Steps of at most kDecodeLinearMaxRows (8) tokens run the fused decode
+  // kernels (kernels/decode_linear.h: GEMV with the norms, SiLU and residual
+  // adds folded in) instead of cuBLAS; false: cuBLAS for every step.
+  bool fused_decode = true;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

@@ -44,6 +44,8 @@ struct Workspace {
   DeviceBuffer<float> proj;       // [T, H] o_proj or down_proj output, before the residual add
   DeviceBuffer<float> gate_up;    // [T, 2 I] gate|up GEMM output
   DeviceBuffer<uint16_t> act;     // bf16 [T, I] silu(gate) * up
+  DeviceBuffer<float> attn_partial_out;  // split-KV partial outputs [PagedAttentionPartialCtas, kAttentionRowsPerCta, head_dim]
+  DeviceBuffer<float> attn_partial_ml;   // their (max, sum) [PagedAttentionPartialCtas, kAttentionRowsPerCta, 2]
   DeviceBuffer<float> logits;     // [logit_rows_per_pass, V]
   DeviceBuffer<float> inv_freq;   // [head_dim / 2] rotary inverse frequencies
   DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
@@ -51,7 +53,7 @@ struct Workspace {
 
   int64_t bytes() const {
     return static_cast<int64_t>(x.bytes() + h.bytes() + qkv.bytes() + attn.bytes() + proj.bytes() + gate_up.bytes() +
-                                act.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes());
+                                act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes());
   }
 };
 
@@ -92,8 +94,13 @@ class CudaBackendImpl final : public CudaBackend {
                           std::span<SampledToken> sampled, std::span<float> host_logits);
   absl::Status EnqueueLayers(int32_t tokens);
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
+  // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
+  absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
+  // The same two for steps of at most kDecodeLinearMaxRows tokens (cuda_decode_forward.cc).
+  absl::Status EnqueueDecodeLayers(int32_t tokens);
+  absl::Status EnqueueDecodeLogitPass(int32_t first_row, int32_t rows);
   absl::Status CopyLogits(int32_t first_row, int32_t rows, std::span<float> logits);
   absl::Status CopyBlocksChunk(std::span<const BlockCopyOp> copies);
   PagedKvView LayerCache(int64_t layer) const;
@@ -104,6 +111,9 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t max_tokens_ = 0;
   int64_t logit_rows_per_pass_ = 0;
   float attn_scale_ = 1.0f;  // head_dim ^ -0.5
+  int32_t num_sms_ = 1;      // the device's SMs: how many attention CTAs fill it
+  int32_t max_attention_splits_ = 1;  // CudaBackendOptions::max_attention_splits
+  bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
   CudaMemoryBreakdown memory_;
 
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/backend/cuda/kernels/rotary_kv_write.h"
@@ -27,16 +28,15 @@ const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullp
 
 }  // namespace
 
-// x += o_proj(attention(rope(q), rope(k), v)); then h = RMSNorm(x) for the MLP.
-// On entry h holds this layer's input norm of x.
-absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
+absl::Status CudaBackendImpl::RotaryAndAttention(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
-  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.h), tokens, c.hidden_size, Raw(w.qkv), qkv_width, ws_.qkv.data(),
-                                  GemmOutput::kF32));
   const PagedKvView cache = LayerCache(layer);
+  // A function of the item count alone, so a captured graph fits every context length.
+  const int32_t splits = std::min(max_attention_splits_,
+                                  PagedAttentionSplits(inputs_.num_items(), static_cast<int32_t>(c.num_kv_heads), num_sms_));
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchRotaryKvWrite({.qkv = ws_.qkv.data(),
                                                   .bias = OrNull(w.qkv_bias),
                                                   .positions = inputs_.positions(),
@@ -60,9 +60,25 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
                                                    .num_items = inputs_.num_items(),
                                                    .num_heads = static_cast<int32_t>(c.num_heads),
                                                    .num_kv_heads = static_cast<int32_t>(c.num_kv_heads),
-                                                   .head_dim = static_cast<int32_t>(c.head_dim)},
+                                                   .head_dim = static_cast<int32_t>(c.head_dim),
+                                                   .num_splits = splits,
+                                                   .partial_out = ws_.attn_partial_out.data(),
+                                                   .partial_ml = ws_.attn_partial_ml.data()},
                                                   s),
                              "paged attention kernel");
+  return absl::OkStatus();
+}
+
+// x += o_proj(attention(rope(q), rope(k), v)); then h = RMSNorm(x) for the MLP.
+// On entry h holds this layer's input norm of x.
+absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
+  const ModelConfig& c = config_;
+  const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  cudaStream_t s = stream_.get();
+  const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
+  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.h), tokens, c.hidden_size, Raw(w.qkv), qkv_width, ws_.qkv.data(),
+                                  GemmOutput::kF32));
+  ERNIE_RETURN_IF_ERROR(RotaryAndAttention(layer, tokens));
   ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.attn), tokens, c.q_size(), Raw(w.o_proj), c.hidden_size, ws_.proj.data(),
                                   GemmOutput::kF32));
   return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
@@ -163,17 +179,24 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   const auto rows = static_cast<int32_t>(batch.logit_token_indices.size());
   ERNIE_RETURN_IF_ERROR(inputs_.Upload(batch, static_cast<int32_t>(kv_shape_.block_size),
                                        static_cast<int32_t>(c.num_heads / c.num_kv_heads), stream_.get()));
+  // Decode-sized steps take the fused GEMV kernels; rows <= tokens, so their
+  // logit passes do too.
+  const bool decode = fused_decode_ && tokens <= kDecodeLinearMaxRows;
+  auto layers = [&] { return decode ? EnqueueDecodeLayers(tokens) : EnqueueLayers(tokens); };
+  auto logit_pass = [&](int32_t first, int32_t n) {
+    return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);
+  };
   if (tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_) {
     ERNIE_RETURN_IF_ERROR(graphs_.Run(GraphCache::Key(tokens, inputs_.num_items(), rows), stream_.get(), [&] {
-      ERNIE_RETURN_IF_ERROR(EnqueueLayers(tokens));
-      return rows > 0 ? EnqueueLogitPass(0, rows) : absl::OkStatus();
+      ERNIE_RETURN_IF_ERROR(layers());
+      return rows > 0 ? logit_pass(0, rows) : absl::OkStatus();
     }));
     return rows > 0 ? consume_pass(0, rows) : absl::OkStatus();
   }
-  ERNIE_RETURN_IF_ERROR(EnqueueLayers(tokens));
+  ERNIE_RETURN_IF_ERROR(layers());
   for (int32_t begin = 0; begin < rows; begin += static_cast<int32_t>(logit_rows_per_pass_)) {
     const int32_t n = std::min<int32_t>(static_cast<int32_t>(logit_rows_per_pass_), rows - begin);
-    ERNIE_RETURN_IF_ERROR(EnqueueLogitPass(begin, n));
+    ERNIE_RETURN_IF_ERROR(logit_pass(begin, n));
     ERNIE_RETURN_IF_ERROR(consume_pass(begin, n));
   }
   return absl::OkStatus();

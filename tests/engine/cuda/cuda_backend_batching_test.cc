@@ -94,6 +94,51 @@ TEST_F(CudaBatchingTest, ForkedSequencesContinueLikeTheCpu) {
   ExpectSameStep({tokens, pos, seqs, rows});
 }
 
+// A decode step of three sequences at different positions (three tokens: the
+// fused decode kernels), one of them sharing another's cached prefix blocks.
+TEST_F(CudaBatchingTest, DecodeStepOfSeveralSequencesMatchesTheCpu) {
+  const auto a = Prompt(40, 5), b = Prompt(7, 6);
+  std::vector<int32_t> c = Prompt(21, 7);
+  std::copy(a.begin(), a.begin() + 16, c.begin());
+  const auto table_a = ConsecutiveBlocks(40, 4, 0);                        // blocks 0..9
+  const std::vector<int32_t> table_b = {30, 31};
+  std::vector<int32_t> table_c(table_a.begin(), table_a.begin() + 4);      // a's first 16 tokens
+  for (int32_t blk : {40, 41}) table_c.push_back(blk);
+  for (Backend* be : {static_cast<Backend*>(cpu_.get()), static_cast<Backend*>(gpu_.get())}) {
+    TeacherForced(*be, std::span(a).first(39), 0, 39, table_a);
+    TeacherForced(*be, std::span(b).first(6), 0, 6, table_b);
+    TeacherForced(*be, std::span(c).subspan(16, 4), 16, 4, table_c);
+  }
+  const std::vector<int32_t> tokens = {a[39], b[6], c[20]}, pos = {39, 6, 20}, rows = {2, 0, 1};
+  const SequenceSlice seqs[] = {{0, 1, 39, table_a}, {1, 1, 6, table_b}, {2, 1, 20, table_c}};
+  ExpectSameStep({tokens, pos, seqs, rows});
+}
+
+// Split-KV attention (a lone sequence's context cut over many CTAs, then
+// merged) against the same backend with splitting off and against the CPU:
+// chunks of 1 (decodes: 2 attention items' worth of heads, so 32 splits, most
+// of them empty while the context is short) and of 3 (multi-token items).
+TEST_F(CudaBatchingTest, SplitKvAttentionMatchesUnsplitAndTheCpu) {
+  auto u = CreateCudaBackend(*model_, {.block_size = 4, .num_blocks = 64, .max_tokens_per_step = 96,
+                                       .max_logit_rows = 5, .max_attention_splits = 1});
+  ASSERT_TRUE(u.ok()) << u.status();
+  const auto prompt = Prompt(150, 4);
+  const auto table = ConsecutiveBlocks(150, 4, 3);
+  for (int32_t chunk : {1, 3}) {
+    const auto split = TeacherForced(*gpu_, prompt, 0, chunk, table);
+    const auto unsplit = TeacherForced(**u, prompt, 0, chunk, table);
+    const auto ref = TeacherForced(*cpu_, prompt, 0, chunk, table);
+    for (size_t t = 0; t < prompt.size(); ++t) {
+      const size_t at = t * static_cast<size_t>(vocab_);
+      // Same bf16 inputs, float32 sums in another order: far below bf16's own error.
+      EXPECT_LE(RelativeL2(split.data() + at, unsplit.data() + at, vocab_), 2e-3) << "chunk " << chunk << " position " << t;
+      EXPECT_LE(RelativeL2(split.data() + at, ref.data() + at, vocab_), kBound) << "chunk " << chunk << " position " << t;
+    }
+  }
+  EXPECT_FALSE(CreateCudaBackend(*model_, {.block_size = 4, .num_blocks = 64, .max_attention_splits = 0}).ok());
+  EXPECT_FALSE(CreateCudaBackend(*model_, {.block_size = 4, .num_blocks = 64, .max_attention_splits = 33}).ok());
+}
+
 TEST_F(CudaBatchingTest, MalformedStepsAndCopiesAreRefused) {
   const auto p = Prompt(5, 5);
   const std::vector<int32_t> pos = {0, 1, 2, 3, 4}, bad_table = {1, 64};

@@ -5,7 +5,12 @@
 // sequence), so the speed is quoted for a backend shown correct on that shape.
 //
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
-//                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--log FILE]
+//                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B]
+//                    [--max-attention-splits 32] [--fused-decode 1] [--log FILE]
+//
+// --max-attention-splits 1 and --fused-decode 0 run the backend as it was
+// before split-KV attention and the fused decode kernels (the "before" of a
+// same-run comparison).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -41,6 +46,8 @@ struct Args {
   std::vector<int> batch_sizes = {1, 16, 64, 256};
   int prompt_len = 128, decode_tokens = 128, check_tokens = 64;
   int profile_batch = 0;  // > 0: after the figures, one decode step of this batch inside cudaProfilerStart/Stop
+  int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
+  int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -63,6 +70,10 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->decode_tokens) || a->decode_tokens <= 0) return false;
     } else if (f == "--profile-batch") {
       if (!absl::SimpleAtoi(v, &a->profile_batch) || a->profile_batch < 0) return false;
+    } else if (f == "--max-attention-splits") {
+      if (!absl::SimpleAtoi(v, &a->max_attention_splits) || a->max_attention_splits <= 0) return false;
+    } else if (f == "--fused-decode") {
+      if (!absl::SimpleAtoi(v, &a->fused_decode) || a->fused_decode < 0 || a->fused_decode > 1) return false;
     } else if (f == "--check-tokens") {
       if (!absl::SimpleAtoi(v, &a->check_tokens) || a->check_tokens < 0) return false;
     } else {
@@ -229,7 +240,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--log FILE]\n";
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] [--log FILE]\n";
     return 2;
   }
   auto model = ernie::LoadModel(args.model);
@@ -245,7 +256,9 @@ int main(int argc, char** argv) {
       **model, {.block_size = block,
                 .num_blocks = std::max<int64_t>(max_batch * blocks_per_seq, (args.check_tokens + block - 1) / block),
                 .max_tokens_per_step = std::max<int64_t>({2048, max_batch, args.check_tokens}),
-                .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1})});
+                .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
+                .max_attention_splits = args.max_attention_splits,
+                .fused_decode = args.fused_decode == 1});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
     return 1;
@@ -255,6 +268,8 @@ int main(int argc, char** argv) {
                         {"start_ms", Ms(Clock::now() - start)},
                         {"memory_bytes", {{"weights", mem.weights}, {"kv_cache", mem.kv_cache}, {"workspace", mem.workspace}}},
                         {"prompt_len", args.prompt_len},
+                        {"max_attention_splits", args.max_attention_splits},
+                        {"fused_decode", args.fused_decode == 1},
                         {"decode_tokens", args.decode_tokens}};
   if (args.check_tokens > 0) log["check_vs_cpu"] = CheckAgainstCpu(**model, **backend, args.check_tokens);
   std::cout << "ernie-bench-cuda: " << log.dump() << "\n";

@@ -16,9 +16,10 @@ UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "mse
 
 def family(name):
     # Our kernels by their own name; cuBLAS's by a short prefix of theirs.
-    m = re.search(r"(\w+Kernel)\b", name)
-    if m and "ernie" in name:
-        return m.group(1)
+    # ncu may print names without their namespace: our kernels all end in "Kernel".
+    m = re.search(r"\b([A-Z]\w*Kernel)\b", name)
+    if m:
+        return m.group(1) + (re.search(r"<(\w+)>", name).group(0) if re.search(r"<(\w+)>", name) else "")
     name = name.removeprefix("void ")
     inner = name.split("<", 1)[1] if "<" in name else name  # cutlass::Kernel2<the_gemm_kernel_name>
     return "cuBLAS " + re.split(r"[<(>]", inner)[0][:60]

@@ -34,6 +34,16 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return WarpSum(v);
 }
 
+// Programmatic dependent launch (sm_90): a kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may start while the
+// kernel before it still runs, once every CTA of that one has called
+// AllowDependentLaunch; it must call WaitForPrerequisiteGrids before reading
+// anything the earlier kernels wrote (or writing what they read), and that
+// wait returns only when they have completed and their writes are visible.
+// Both are no-ops for kernels launched without the attribute.
+__device__ __forceinline__ void AllowDependentLaunch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void WaitForPrerequisiteGrids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 // Eight bf16 values (16 bytes, 16-byte aligned) widened to float.
 __device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst) {
   const uint4 raw = *reinterpret_cast<const uint4*>(src);

@@ -4,6 +4,13 @@
 // work item and one KV head, and the query rows of every head of that group
 // (num_tokens * group rows) share each K/V load from device memory.
 // Float32 scores, online softmax and accumulation; output in bf16.
+//
+// Split-KV: when a step has too few (item, KV head) pairs to fill the GPU (a
+// decode batch of one has two), each pair's context is cut into num_splits
+// ranges, one CTA each, writing unnormalised partial outputs with their
+// running max and sum; a merge kernel then rescales and adds them. The number
+// of splits depends only on the number of items (PagedAttentionSplits), so a
+// captured CUDA graph stays valid for every context length.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -33,7 +40,20 @@ struct PagedAttentionParams {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+  // Split-KV (num_splits > 1 needs both buffers; see PagedAttentionPartialCtas).
+  int32_t num_splits = 1;
+  float* partial_out = nullptr;  // [num_items * num_kv_heads * num_splits, kAttentionRowsPerCta, head_dim]
+  float* partial_ml = nullptr;   // [num_items * num_kv_heads * num_splits, kAttentionRowsPerCta, 2]: max, sum
 };
+
+// Splits per (item, KV head) for a step of `num_items` items on a device of
+// `num_sms` SMs: enough CTAs to cover the SMs twice, at most kMaxAttentionSplits.
+inline constexpr int32_t kMaxAttentionSplits = 32;
+int32_t PagedAttentionSplits(int32_t num_items, int32_t num_kv_heads, int32_t num_sms);
+
+// Most partial CTAs (num_items * num_kv_heads * num_splits over every step
+// with num_splits > 1) on a device of `num_sms` SMs: sizes partial_out/_ml.
+int64_t PagedAttentionPartialCtas(int32_t num_sms);
 
 // Head dims with an instantiation (others: cudaErrorInvalidValue).
 bool PagedAttentionSupportsHeadDim(int32_t head_dim);

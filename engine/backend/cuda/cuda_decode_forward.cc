@@ -1,0 +1,103 @@
+// The dense forward pass for decode-sized steps (at most kDecodeLinearMaxRows
+// tokens), the same function as cuda_forward.cc's, in six kernels a layer:
+//   qkv   = RMSNorm(x) W_qkv^T                  decode GEMV, norm in its prologue
+//   rotary + KV write, paged attention           as cuda_forward.cc
+//   x    += attn W_o^T + b_o                     decode GEMV, residual add in its epilogue
+//   act   = silu(g) * u, [g|u] = RMSNorm(x) W_gu^T   norm prologue, SiLU epilogue
+//   x    += act W_down^T + b_down                 residual add epilogue
+// and the logit pass: logits = RMSNorm(x[row]) lm_head^T for the logit rows.
+// Differences from the cuBLAS path: the normalised input and the SiLU
+// output stay float32 (cuBLAS reads them as bf16), so this path is, if
+// anything, closer to the CPU reference.
+#include "absl/strings/str_cat.h"
+#include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/cuda/kernels/decode_linear.h"
+#include "engine/backend/cuda/kernels/elementwise.h"
+#include "engine/util/status_macros.h"
+
+namespace ernie::cuda {
+
+namespace {
+
+const __nv_bfloat16* Bf16(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<const __nv_bfloat16*>(b.data()); }
+const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullptr : b.data(); }
+
+}  // namespace
+
+absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
+  const ModelConfig& c = config_;
+  cudaStream_t s = stream_.get();
+  const auto hidden = static_cast<int32_t>(c.hidden_size);
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchEmbeddingGather(Bf16(weights_.embed_tokens), inputs_.token_ids(), tokens, hidden,
+                                                   ws_.x.data(), s),
+                             "embedding gather kernel");
+  // ws_.gate_up holds the SiLU output here: float32 [tokens, I].
+  float* act = ws_.gate_up.data();
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+    ERNIE_CUDA_RETURN_IF_ERROR(
+        LaunchDecodeLinear({.x_f32 = ws_.x.data(),
+                            .norm_weight = w.input_norm.data(),
+                            .eps = c.rms_norm_eps,
+                            .w = Bf16(w.qkv),
+                            .y = ws_.qkv.data(),  // the bias is added by the rotary kernel, as on the cuBLAS path
+                            .m = tokens,
+                            .n = static_cast<int32_t>(c.q_size() + 2 * c.kv_size()),
+                            .k = hidden},
+                           s),
+        absl::StrCat("decode qkv kernel, layer ", layer));
+    ERNIE_RETURN_IF_ERROR(RotaryAndAttention(layer, tokens));
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_bf16 = Bf16(ws_.attn),
+                                                   .w = Bf16(w.o_proj),
+                                                   .bias = OrNull(w.o_bias),
+                                                   .y = ws_.x.data(),
+                                                   .m = tokens,
+                                                   .n = hidden,
+                                                   .k = static_cast<int32_t>(c.q_size()),
+                                                   .epilogue = DecodeEpilogue::kAddResidual},
+                                                  s),
+                               absl::StrCat("decode o_proj kernel, layer ", layer));
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_f32 = ws_.x.data(),
+                                                   .norm_weight = w.post_attn_norm.data(),
+                                                   .eps = c.rms_norm_eps,
+                                                   .w = Bf16(w.gate_up),
+                                                   .bias = OrNull(w.gate_up_bias),
+                                                   .y = act,
+                                                   .m = tokens,
+                                                   .n = static_cast<int32_t>(2 * c.intermediate_size),
+                                                   .k = hidden,
+                                                   .epilogue = DecodeEpilogue::kSiluMul},
+                                                  s),
+                               absl::StrCat("decode gate/up kernel, layer ", layer));
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_f32 = act,
+                                                   .w = Bf16(w.down_proj),
+                                                   .bias = OrNull(w.down_bias),
+                                                   .y = ws_.x.data(),
+                                                   .m = tokens,
+                                                   .n = hidden,
+                                                   .k = static_cast<int32_t>(c.intermediate_size),
+                                                   .epilogue = DecodeEpilogue::kAddResidual},
+                                                  s),
+                               absl::StrCat("decode down_proj kernel, layer ", layer));
+  }
+  return absl::OkStatus();
+}
+
+// The residual stream already holds the last layer's output (the decode
+// layers add it for every row), so only the final norm and lm_head remain.
+absl::Status CudaBackendImpl::EnqueueDecodeLogitPass(int32_t first_row, int32_t rows) {
+  const ModelConfig& c = config_;
+  return CudaStatus(LaunchDecodeLinear({.x_f32 = ws_.x.data(),
+                                        .row_index = inputs_.logit_rows() + first_row,
+                                        .norm_weight = weights_.final_norm.data(),
+                                        .eps = c.rms_norm_eps,
+                                        .w = reinterpret_cast<const __nv_bfloat16*>(weights_.lm_head),
+                                        .y = ws_.logits.data(),
+                                        .m = rows,
+                                        .n = static_cast<int32_t>(c.vocab_size),
+                                        .k = static_cast<int32_t>(c.hidden_size)},
+                                       stream_.get()),
+                    "decode lm_head kernel");
+}
+
+}  // namespace ernie::cuda

@@ -1,0 +1,205 @@
+#include <algorithm>
+
+#include "engine/backend/cuda/kernels/common.cuh"
+#include "engine/backend/cuda/kernels/decode_linear.h"
+
+namespace ernie::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;           // per CTA: small CTAs, so even n = 1024 spreads over the SMs
+constexpr int kChunksInFlight = 4;  // 16-byte loads per weight row issued before the first FMA
+constexpr int kMaxCtas = 4096;      // beyond this, warps loop over further row pairs (lm_head)
+
+// Eight bf16 (one 16-byte load) widened to float.
+__device__ __forceinline__ void Widen(const uint4& raw, float* out) {
+  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(pairs[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
+// Input row r into xs[r][0..k) as float32, RMS-normalised when asked. One
+// warp per row; a lane touches only its own elements, so no barrier sits
+// between the load and the scaling.
+template <int M>
+__device__ void LoadInputRows(const DecodeLinearParams& p, float* xs) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < M; r += kWarps) {
+    const int64_t src = p.row_index != nullptr ? p.row_index[r] : r;
+    float* row = xs + r * p.k;
+    float sum_sq = 0.0f;
+    for (int i = lane * 8; i < p.k; i += 32 * 8) {
+      float v[8];
+      if (p.x_f32 != nullptr) {
+        const float4 a = *reinterpret_cast<const float4*>(p.x_f32 + src * p.k + i);
+        const float4 b = *reinterpret_cast<const float4*>(p.x_f32 + src * p.k + i + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+      } else {
+        Widen(*reinterpret_cast<const uint4*>(p.x_bf16 + src * p.k + i), v);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        row[i + e] = v[e];
+        sum_sq += v[e] * v[e];
+      }
+    }
+    if (p.norm_weight == nullptr) continue;
+    // The same expression as AddRmsNormKernel: weight * (x * rsqrt(mean(x^2) + eps)).
+    const float scale = rsqrtf(kernels::WarpSum(sum_sq) / static_cast<float>(p.k) + p.eps);
+    for (int i = lane * 8; i < p.k; i += 32 * 8)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) row[i + e] = p.norm_weight[i + e] * (row[i + e] * scale);
+  }
+}
+
+// Each warp owns a pair of weight rows (a, b): (2j, 2j + 1), or (j, width + j)
+// for kSiluMul, and computes both dots for all M input rows.
+template <int M>
+__global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearParams p) {
+  extern __shared__ float xs[];  // [M, k]
+  // Launched as a programmatic dependent (LaunchDecodeLinear): the weights do
+  // not depend on earlier kernels, so the first chunks of this warp's rows
+  // load while the kernel before still runs; the input waits for it.
+  kernels::AllowDependentLaunch();
+  const int lane = threadIdx.x % 32;
+  const bool silu = p.epilogue == DecodeEpilogue::kSiluMul;
+  const int pairs = silu ? p.n / 2 : (p.n + 1) / 2;
+  const int total_warps = gridDim.x * kWarps;
+  const int first_pair = blockIdx.x * kWarps + threadIdx.x / 32;
+  auto row_a = [&](int j) -> int64_t { return silu ? j : 2 * j; };
+  auto row_b = [&](int j) -> int64_t {  // a stands in for a missing b; its dots are dropped
+    const int64_t b = silu ? j + p.n / 2 : 2 * j + 1;
+    return b < p.n ? b : row_a(j);
+  };
+  uint4 ra[kChunksInFlight], rb[kChunksInFlight];
+  auto load_chunks = [&](int j, int base) {
+    const __nv_bfloat16* wa = p.w + row_a(j) * p.k;
+    const __nv_bfloat16* wb = p.w + row_b(j) * p.k;
+#pragma unroll
+    for (int u = 0; u < kChunksInFlight; ++u) {
+      const int i = base + u * 32 * 8;
+      if (i < p.k) {
+        ra[u] = __ldg(reinterpret_cast<const uint4*>(wa + i));
+        rb[u] = __ldg(reinterpret_cast<const uint4*>(wb + i));
+      }
+    }
+  };
+  if (first_pair < pairs) load_chunks(first_pair, lane * 8);
+
+  kernels::WaitForPrerequisiteGrids();
+  LoadInputRows<M>(p, xs);
+  __syncthreads();
+
+  for (int j = first_pair; j < pairs; j += total_warps) {
+    const int64_t a = row_a(j), b = silu ? j + p.n / 2 : 2 * j + 1;
+    const bool has_b = b < p.n;
+    float acc[M][2];
+#pragma unroll
+    for (int r = 0; r < M; ++r) acc[r][0] = acc[r][1] = 0.0f;
+
+    for (int base = lane * 8; base < p.k; base += 32 * 8 * kChunksInFlight) {
+      if (j != first_pair || base != lane * 8) load_chunks(j, base);  // the first ones are in already
+#pragma unroll
+      for (int u = 0; u < kChunksInFlight; ++u) {
+        const int i = base + u * 32 * 8;
+        if (i >= p.k) break;
+        float fa[8], fb[8];
+        Widen(ra[u], fa);
+        Widen(rb[u], fb);
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          const float4 x0 = *reinterpret_cast<const float4*>(xs + r * p.k + i);
+          const float4 x1 = *reinterpret_cast<const float4*>(xs + r * p.k + i + 4);
+          const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            acc[r][0] = fmaf(fa[e], xv[e], acc[r][0]);
+            acc[r][1] = fmaf(fb[e], xv[e], acc[r][1]);
+          }
+        }
+      }
+    }
+
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      const float da = kernels::WarpSum(acc[r][0]);
+      const float db = kernels::WarpSum(acc[r][1]);
+      if (lane != r % 32) continue;  // one lane writes each input row's outputs
+      const float va = da + (p.bias != nullptr ? p.bias[a] : 0.0f);
+      const float vb = db + (p.bias != nullptr && has_b ? p.bias[b] : 0.0f);
+      switch (p.epilogue) {
+        case DecodeEpilogue::kStore:
+          p.y[int64_t{r} * p.n + a] = va;
+          if (has_b) p.y[int64_t{r} * p.n + b] = vb;
+          break;
+        case DecodeEpilogue::kAddResidual:
+          p.y[int64_t{r} * p.n + a] += va;
+          if (has_b) p.y[int64_t{r} * p.n + b] += vb;
+          break;
+        case DecodeEpilogue::kSiluMul:
+          // The same expression as SiluAndMulKernel.
+          p.y[int64_t{r} * (p.n / 2) + j] = va / (1.0f + expf(-va)) * vb;
+          break;
+      }
+    }
+  }
+}
+
+template <int M>
+cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
+  const int pairs = p.epilogue == DecodeEpilogue::kSiluMul ? p.n / 2 : (p.n + 1) / 2;
+  const int ctas = std::min(kMaxCtas, (pairs + kWarps - 1) / kWarps);
+  // A programmatic dependent launch: see the kernel.
+  cudaLaunchAttribute dependent;
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(kWarps * 32);
+  config.dynamicSmemBytes = sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k);
+  config.stream = stream;
+  config.attrs = &dependent;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, DecodeLinearKernel<M>, p);
+}
+
+template <int M>
+cudaError_t AllowSharedMemory(int32_t max_k) {
+  const int bytes = static_cast<int>(sizeof(float)) * M * max_k;
+  return cudaFuncSetAttribute(DecodeLinearKernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, std::max(bytes, 0));
+}
+
+}  // namespace
+
+cudaError_t PrepareDecodeLinear(int32_t max_k) {
+  if (max_k <= 0) return cudaErrorInvalidValue;
+  for (cudaError_t e : {AllowSharedMemory<1>(max_k), AllowSharedMemory<2>(max_k), AllowSharedMemory<3>(max_k),
+                        AllowSharedMemory<4>(max_k), AllowSharedMemory<5>(max_k), AllowSharedMemory<6>(max_k),
+                        AllowSharedMemory<7>(max_k), AllowSharedMemory<8>(max_k)})
+    if (e != cudaSuccess) return e;
+  return cudaSuccess;
+}
+
+cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream) {
+  const bool one_input = (p.x_f32 != nullptr) != (p.x_bf16 != nullptr);
+  if (!one_input || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kDecodeLinearMaxRows || p.n <= 0 ||
+      p.k <= 0 || p.k % 8 != 0 || (p.norm_weight != nullptr && p.x_f32 == nullptr) ||
+      (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 2 != 0))
+    return cudaErrorInvalidValue;
+  switch (p.m) {
+    case 1: return Launch<1>(p, stream);
+    case 2: return Launch<2>(p, stream);
+    case 3: return Launch<3>(p, stream);
+    case 4: return Launch<4>(p, stream);
+    case 5: return Launch<5>(p, stream);
+    case 6: return Launch<6>(p, stream);
+    case 7: return Launch<7>(p, stream);
+    default: return Launch<8>(p, stream);
+  }
+}
+
+}  // namespace ernie::cuda

@@ -1,0 +1,58 @@
+// y = x W^T for decode-sized steps (1 to kDecodeLinearMaxRows rows), with the
+// work around the matrix product fused in, so a decode step of the dense
+// model is six kernels a layer instead of cuBLAS's split-K GEMMs plus
+// separate norm, SiLU and residual kernels:
+//
+//   prologue  x comes from the float32 residual stream, optionally
+//             RMS-normalised per row (the layer's input or post-attention
+//             norm, or the final norm on gathered logit rows), or from bf16
+//             activations (the attention output);
+//   epilogue  kStore         y[r, n] = dot + bias[n]                  (float32)
+//             kSiluMul       y[r, j] = silu(g) * u, g and u the dots of rows j
+//                            and width + j of W (gate|up), plus their biases
+//             kAddResidual   y[r, n] += dot + bias[n]   (y the residual stream)
+//
+// Every weight row is read once per call with 16-byte loads by one warp,
+// which keeps the row's dot products for every input row in registers (no
+// split-K workspace); the input rows sit in shared memory as float32.
+// GEMV-bound by HBM bandwidth at these sizes, so the fusions save launches
+// and activation passes, not FLOPs.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ernie::cuda {
+
+inline constexpr int32_t kDecodeLinearMaxRows = 8;
+
+enum class DecodeEpilogue : int32_t { kStore, kSiluMul, kAddResidual };
+
+struct DecodeLinearParams {
+  // Input: exactly one of x_f32 / x_bf16. Row r of the input is
+  // x[row_index[r]] when row_index is set, else x[r].
+  const float* x_f32 = nullptr;           // [*, k] float32 (the residual stream)
+  const __nv_bfloat16* x_bf16 = nullptr;  // [*, k] bf16 activations
+  const int32_t* row_index = nullptr;     // [m] or nullptr
+  const float* norm_weight = nullptr;     // [k]: RMS-normalise each input row first (x_f32 only), or nullptr
+  float eps = 1e-5f;
+  const __nv_bfloat16* w = nullptr;       // [n, k] bf16 (nn.Linear layout)
+  const float* bias = nullptr;            // [n] or nullptr
+  float* y = nullptr;                     // kStore, kAddResidual: [m, n]; kSiluMul: [m, n / 2]
+  int32_t m = 0;                          // 1..kDecodeLinearMaxRows
+  int32_t n = 0;                          // weight rows (even for kSiluMul: gate rows, then up rows)
+  int32_t k = 0;                          // a multiple of 8
+  DecodeEpilogue epilogue = DecodeEpilogue::kStore;
+};
+
+// Shared memory the launches need beyond the default 48 KiB are allowed once
+// here (before any graph capture): call at start with the largest k.
+cudaError_t PrepareDecodeLinear(int32_t max_k);
+
+// cudaErrorInvalidValue for bad sizes or pointers (no launch); else the
+// launch's error.
+cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream);
+
+}  // namespace ernie::cuda

@@ -1,0 +1,192 @@
+// The fused decode GEMV (kernels/decode_linear.h) against a float64 host
+// computation of the same formula: every row count 1..8, odd and even
+// output widths, k from one 16-byte load to 3,072, each prologue (float32 or
+// bf16 input, RMS norm, gathered rows) and each epilogue (store, SiLU-and-mul,
+// residual add), biases on and off. Bad parameters launch nothing.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend/cuda/kernels/decode_linear.h"
+#include "engine/util/half.h"
+#include "tests/engine/cuda/backend_runner.h"
+
+namespace ernie::testing {
+namespace {
+
+using cuda::DecodeEpilogue;
+using cuda::DecodeLinearParams;
+using cuda::kDecodeLinearMaxRows;
+using cuda::LaunchDecodeLinear;
+using cuda::PrepareDecodeLinear;
+
+template <typename T>
+T* Upload(const std::vector<T>& host) {
+  T* dev = nullptr;
+  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&dev), host.size() * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return dev;
+}
+
+template <typename T>
+std::vector<T> Download(const T* dev, size_t n) {
+  std::vector<T> host(n);
+  EXPECT_EQ(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+struct Case {
+  int32_t m, n, k;
+  DecodeEpilogue epilogue;
+  bool bf16_input, norm, gather, bias;
+};
+
+std::string Name(const Case& c) {
+  return absl::StrCat("m=", c.m, " n=", c.n, " k=", c.k, " epilogue=", static_cast<int>(c.epilogue),
+                      " bf16_input=", c.bf16_input, " norm=", c.norm, " gather=", c.gather, " bias=", c.bias);
+}
+
+void RunCase(const Case& c) {
+  SCOPED_TRACE(Name(c));
+  std::mt19937 rng(static_cast<uint32_t>(c.m * 7919 + c.n * 31 + c.k));
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const int32_t source_rows = c.gather ? c.m + 3 : c.m;
+  // Inputs rounded to bf16 where the kernel reads bf16, so both sides see the same values.
+  std::vector<float> x(static_cast<size_t>(source_rows) * c.k), norm_w(static_cast<size_t>(c.k)),
+      bias(static_cast<size_t>(c.n)), w_f(static_cast<size_t>(c.n) * c.k);
+  std::vector<uint16_t> x_bf(x.size()), w(w_f.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x_bf[i] = FloatToBf16(uni(rng) * 3.0f);
+    x[i] = c.bf16_input ? Bf16ToFloat(x_bf[i]) : uni(rng) * 3.0f;
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i] = FloatToBf16(uni(rng) * 0.1f);
+    w_f[i] = Bf16ToFloat(w[i]);
+  }
+  for (auto& v : norm_w) v = 0.5f + uni(rng);
+  for (auto& v : bias) v = uni(rng);
+  std::vector<int32_t> rows(static_cast<size_t>(c.m));
+  for (int32_t r = 0; r < c.m; ++r) rows[static_cast<size_t>(r)] = c.gather ? (r * 5 + 2) % source_rows : r;
+  const int32_t out_width = c.epilogue == DecodeEpilogue::kSiluMul ? c.n / 2 : c.n;
+  std::vector<float> y0(static_cast<size_t>(c.m) * out_width);
+  for (auto& v : y0) v = uni(rng);  // the residual stream for kAddResidual; overwritten otherwise
+
+  // Host reference in float64.
+  std::vector<double> expect(y0.size());
+  for (int32_t r = 0; r < c.m; ++r) {
+    const float* xr = x.data() + static_cast<size_t>(rows[static_cast<size_t>(r)]) * c.k;
+    std::vector<double> in(xr, xr + c.k);
+    if (c.norm) {
+      double ss = 0;
+      for (double v : in) ss += v * v;
+      const double scale = 1.0 / std::sqrt(ss / c.k + 1e-5);
+      for (int32_t i = 0; i < c.k; ++i) in[static_cast<size_t>(i)] = norm_w[static_cast<size_t>(i)] * (in[static_cast<size_t>(i)] * scale);
+    }
+    std::vector<double> dot(static_cast<size_t>(c.n));
+    for (int32_t o = 0; o < c.n; ++o) {
+      double d = c.bias ? bias[static_cast<size_t>(o)] : 0.0;
+      for (int32_t i = 0; i < c.k; ++i) d += in[static_cast<size_t>(i)] * w_f[static_cast<size_t>(o) * c.k + i];
+      dot[static_cast<size_t>(o)] = d;
+    }
+    for (int32_t o = 0; o < out_width; ++o) {
+      const size_t at = static_cast<size_t>(r) * out_width + o;
+      switch (c.epilogue) {
+        case DecodeEpilogue::kStore: expect[at] = dot[static_cast<size_t>(o)]; break;
+        case DecodeEpilogue::kAddResidual: expect[at] = y0[at] + dot[static_cast<size_t>(o)]; break;
+        case DecodeEpilogue::kSiluMul: {
+          const double g = dot[static_cast<size_t>(o)], u = dot[static_cast<size_t>(o + out_width)];
+          expect[at] = g / (1.0 + std::exp(-g)) * u;
+          break;
+        }
+      }
+    }
+  }
+
+  float* d_x = c.bf16_input ? nullptr : Upload(x);
+  uint16_t* d_xbf = c.bf16_input ? Upload(x_bf) : nullptr;
+  uint16_t* d_w = Upload(w);
+  float* d_norm = Upload(norm_w);
+  float* d_bias = Upload(bias);
+  int32_t* d_rows = Upload(rows);
+  float* d_y = Upload(y0);
+  const DecodeLinearParams p{.x_f32 = d_x,
+                             .x_bf16 = reinterpret_cast<const __nv_bfloat16*>(d_xbf),
+                             .row_index = c.gather ? d_rows : nullptr,
+                             .norm_weight = c.norm ? d_norm : nullptr,
+                             .eps = 1e-5f,
+                             .w = reinterpret_cast<const __nv_bfloat16*>(d_w),
+                             .bias = c.bias ? d_bias : nullptr,
+                             .y = d_y,
+                             .m = c.m,
+                             .n = c.n,
+                             .k = c.k,
+                             .epilogue = c.epilogue};
+  ASSERT_EQ(LaunchDecodeLinear(p, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got = Download(d_y, y0.size());
+  // float32 sums of k products of size ~0.3 (k <= 3,072): a few ulps of the
+  // sum's magnitude, far above reordering noise; scaled by sqrt(k).
+  const double tol = 2e-5 * std::sqrt(static_cast<double>(c.k)) * 4.0;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], expect[i], tol * (1.0 + std::abs(expect[i]))) << "output " << i;
+  for (void* ptr : {static_cast<void*>(d_x), static_cast<void*>(d_xbf), static_cast<void*>(d_w),
+                    static_cast<void*>(d_norm), static_cast<void*>(d_bias), static_cast<void*>(d_rows),
+                    static_cast<void*>(d_y)})
+    cudaFree(ptr);
+}
+
+TEST(DecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  ASSERT_EQ(PrepareDecodeLinear(3072), cudaSuccess);
+  for (int32_t m = 1; m <= kDecodeLinearMaxRows; ++m) {
+    RunCase({m, 97, 1024, DecodeEpilogue::kStore, false, true, false, false});
+    RunCase({m, 2560, 1024, DecodeEpilogue::kStore, false, true, m % 2 == 0, m % 3 == 0});
+    RunCase({m, 1024, 2048, DecodeEpilogue::kAddResidual, true, false, false, true});
+    RunCase({m, 6144, 1024, DecodeEpilogue::kSiluMul, false, true, false, m % 2 == 1});
+    RunCase({m, 1024, 3072, DecodeEpilogue::kAddResidual, false, false, false, m == 8});
+  }
+  // Odd sizes: one 16-byte load per row, k not a multiple of 256, n of 1 and 3.
+  RunCase({1, 1, 8, DecodeEpilogue::kStore, false, false, false, true});
+  RunCase({3, 3, 24, DecodeEpilogue::kStore, true, false, false, false});
+  RunCase({7, 333, 1000, DecodeEpilogue::kAddResidual, false, true, false, true});
+  RunCase({5, 22, 264, DecodeEpilogue::kSiluMul, false, true, true, true});
+  // lm_head-sized: more row pairs than CTAs, so warps loop.
+  RunCase({2, 40001, 64, DecodeEpilogue::kStore, false, true, true, false});
+}
+
+TEST(DecodeLinearTest, BadParametersLaunchNothing) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  float* y = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&y), 64 * sizeof(float)), cudaSuccess);
+  const auto* w = reinterpret_cast<const __nv_bfloat16*>(y);
+  const DecodeLinearParams ok{.x_f32 = y, .w = w, .y = y, .m = 1, .n = 2, .k = 8};
+  EXPECT_EQ(LaunchDecodeLinear(ok, nullptr), cudaSuccess);
+  auto bad = ok;
+  bad.m = 9;  // more rows than the kernels hold
+  EXPECT_EQ(LaunchDecodeLinear(bad, nullptr), cudaErrorInvalidValue);
+  bad = ok;
+  bad.k = 12;  // not a whole number of 16-byte loads
+  EXPECT_EQ(LaunchDecodeLinear(bad, nullptr), cudaErrorInvalidValue);
+  bad = ok;
+  bad.x_bf16 = w;  // two inputs
+  EXPECT_EQ(LaunchDecodeLinear(bad, nullptr), cudaErrorInvalidValue);
+  bad = ok;
+  bad.n = 3;
+  bad.epilogue = DecodeEpilogue::kSiluMul;  // gate and up rows must pair up
+  EXPECT_EQ(LaunchDecodeLinear(bad, nullptr), cudaErrorInvalidValue);
+  bad = ok;
+  bad.x_f32 = nullptr;
+  bad.x_bf16 = w;
+  bad.norm_weight = y;  // the norm reads the float32 residual stream only
+  EXPECT_EQ(LaunchDecodeLinear(bad, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaFree(y);
+}
+
+}  // namespace
+}  // namespace ernie::testing
