@@ -1,22 +1,29 @@
 #include "services/worker/generate_reactor.h"
 
 #include "services/worker/grpc_status.h"
+#include "services/worker/output_dispatcher.h"
 #include "services/worker/proto_convert.h"
 
 namespace ernie::worker {
 
 // Forwards engine outputs to the reactor until the reactor is done; after
-// that the engine may still hold the sink (it outlives the reactor).
-class GenerateReactor::Sink : public RequestSink {
+// that the engine may still hold the sink (it outlives the reactor). The
+// engine thread only copies each output into the dispatcher's queue; the
+// proto and the gRPC write happen on the dispatcher's thread.
+class GenerateReactor::Sink : public RequestSink, public std::enable_shared_from_this<Sink> {
  public:
   explicit Sink(GenerateReactor* reactor) : reactor_(reactor) {}
   void OnOutput(const SampleOutput& out) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (reactor_ != nullptr) reactor_->Enqueue(out);
+    OutputDispatcher::Shared().Post([self = shared_from_this(), out] {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (self->reactor_ != nullptr) self->reactor_->Enqueue(out);
+    });
   }
   void OnError(const absl::Status& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (reactor_ != nullptr) reactor_->Fail(status);
+    OutputDispatcher::Shared().Post([self = shared_from_this(), status] {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      if (self->reactor_ != nullptr) self->reactor_->Fail(status);
+    });
   }
   void Detach() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,6 +1,6 @@
 // One Generate call: a gRPC server-stream reactor that owns the call's state
 // (route_guide callback style). The engine thread hands it outputs through a
-// sink; it writes them one message at a time, coalescing what arrives while
+// sink and the output dispatcher (output_dispatcher.h); it writes them one message at a time, coalescing what arrives while
 // a write is in flight (one pending message per sample), so a slow client
 // costs bounded memory and never blocks the engine. Cancellation (client gone
 // or deadline passed) aborts the request in the engine within one step.
@@ -24,7 +24,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   // Starts the request; the reactor deletes itself in OnDone.
   GenerateReactor(EngineLoop* engine, EngineRequest request, bool with_logprobs);
 
-  // From the sink (engine thread).
+  // From the sink (on the output dispatcher's thread).
   void Enqueue(const SampleOutput& out);
   void Fail(const absl::Status& status);
 

@@ -1,0 +1,35 @@
+#include "services/worker/output_dispatcher.h"
+
+#include <utility>
+
+namespace ernie::worker {
+
+OutputDispatcher& OutputDispatcher::Shared() {
+  static auto* dispatcher = new OutputDispatcher();  // intentionally leaked: see the header
+  return *dispatcher;
+}
+
+OutputDispatcher::OutputDispatcher() : thread_([this] { Run(); }) { thread_.detach(); }
+
+void OutputDispatcher::Post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  ready_.notify_one();
+}
+
+void OutputDispatcher::Run() {
+  std::vector<std::function<void()>> batch;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ready_.wait(lock, [this] { return !queue_.empty(); });
+      batch.swap(queue_);  // a whole engine step's outputs at once
+    }
+    for (auto& task : batch) task();
+    batch.clear();
+  }
+}
+
+}  // namespace ernie::worker

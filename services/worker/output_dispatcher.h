@@ -1,0 +1,37 @@
+// Runs the delivery of engine outputs to Generate calls on a thread of its
+// own. The engine thread hands each output to a request's sink; turning it
+// into a proto and starting the gRPC write (which can run the transport's
+// write path inline) would otherwise happen on the engine thread, between
+// one GPU step and the next: with 256 streams that is most of a step. Tasks
+// run one at a time in the order they were posted, so a request's outputs
+// keep their order.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ernie::worker {
+
+class OutputDispatcher {
+ public:
+  // The process's dispatcher: created on first use and never destroyed, so
+  // a sink the engine still holds at exit never posts to a dead queue.
+  static OutputDispatcher& Shared();
+
+  // Thread-safe; never blocks on the tasks themselves.
+  void Post(std::function<void()> task);
+
+ private:
+  OutputDispatcher();
+  void Run();
+
+  std::mutex mu_;
+  std::condition_variable ready_;                 // signalled when queue_ gains a task
+  std::vector<std::function<void()>> queue_;      // guarded by mu_; taken whole by Run
+  std::thread thread_;                            // runs Run() for the life of the process
+};
+
+}  // namespace ernie::worker
