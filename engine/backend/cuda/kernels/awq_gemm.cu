@@ -1,0 +1,188 @@
+// AWQ int4 linears: the decode kernel and the prefill dequantiser (see
+// awq_gemm.h for the packed layout, linear_mma.cuh for the tile mapping).
+//
+// Decode work split, as in gemv_bf16.cu: a warp owns a 16-row tile and a k
+// slice, 8 warps a CTA, slices summed in shared memory. Along k the warp
+// steps in 64-k blocks (one 16-byte load per lane: 8 rows' worth of two
+// 32-k halves, for rows g and g + 8), up to kUnroll blocks in flight. Each
+// 32-k half is two mma k-steps whose slots hold the physical k
+//   step e, slots (2c, 2c+1):   32h + 16e + 4c + {0, 1}
+//   step e, slots (2c+8, 2c+9): 32h + 16e + 4c + {2, 3}
+// so the lane's x operand for a step is the 8 bytes at x[32h + 16e + 4c],
+// and the half's partial sums are scaled once by its group's s (every
+// 32-k half lies in one group, group_size being a multiple of 32).
+#include <cuda_fp16.h>
+
+#include "engine/backend/cuda/kernels/awq_gemm.h"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
+
+namespace ernie::cuda {
+
+namespace {
+
+using kernels::kLinearWarps;
+
+constexpr int kBlockK = 64;
+constexpr int kUnroll = 8;  // 64-k blocks loaded before any is used: 128 bytes in flight per lane
+
+__device__ __forceinline__ uint32_t WordOf(const uint4& v, int w) {
+  return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+}
+
+// The exact bf16 pair (q - z) of the nibbles at bits 4p and 16 + 4p of
+// `word`: or-ing a nibble into the mantissa of bf16 128.0 (0x4300; its ulp
+// is 1) gives 128 + q exactly; subtracting 128 + z (`zz`, both halves) is
+// exact too (small integers).
+__device__ __forceinline__ uint32_t DequantPair(uint32_t word, int p, uint32_t zz) {
+  const uint32_t biased = ((word >> (4 * p)) & 0x000F000Fu) | 0x43004300u;
+  const __nv_bfloat162 d =
+      __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), *reinterpret_cast<const __nv_bfloat162*>(&zz));
+  return *reinterpret_cast<const uint32_t*>(&d);
+}
+
+// A record's fp16 scale as float, and its bf16 128 + z in both halves.
+__device__ __forceinline__ float RecordScale(uint32_t rec) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(rec & 0xffffu)));
+}
+__device__ __forceinline__ uint32_t RecordZeroPair(uint32_t rec) { return (rec >> 16) | (rec & 0xffff0000u); }
+
+template <int kTiles>
+__global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
+  __shared__ float red[kLinearWarps * 16 * 8 * kTiles];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int tiles_per_cta = kLinearWarps / k_slices;
+  const int slice = warp % k_slices;
+  const int64_t tiles = (int64_t{p.w.n} + 15) / 16;
+  // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
+  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, tiles - 1);
+  const int k = p.w.k, blocks = k / kBlockK, groups = k >> group_shift;
+  const uint4* packed = reinterpret_cast<const uint4*>(p.w.packed) + tile * blocks * 32 + lane;
+  const uint2* records = reinterpret_cast<const uint2*>(p.w.records) + tile * groups * 8 + g;
+  float acc[kTiles][4] = {};
+  for (int base = slice; base < blocks; base += kUnroll * k_slices) {
+    uint4 wv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int b = base + u * k_slices;
+      wv[u] = b < blocks ? kernels::LoadStreaming16(packed + b * 32) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int b = base + u * k_slices;
+      if (b >= blocks) break;  // same for the whole warp
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int kk = b * kBlockK + 32 * h;
+        const uint2 rec = __ldg(records + (kk >> group_shift) * 8);  // rows g, g + 8
+        const float sa = RecordScale(rec.x), sb = RecordScale(rec.y);
+        const uint32_t za = RecordZeroPair(rec.x), zb = RecordZeroPair(rec.y);
+        const uint32_t wa = WordOf(wv[u], 2 * h), wb = WordOf(wv[u], 2 * h + 1);
+        uint32_t ra[4], rb[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          ra[q] = DequantPair(wa, q, za);
+          rb[q] = DequantPair(wb, q, zb);
+        }
+        const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) {
+          if (8 * t >= p.m) break;
+          const int row = 8 * t + g;
+          const __nv_bfloat16* xr = p.x + int64_t{row} * k + kk + 4 * c;
+          const uint2 zero = make_uint2(0, 0);
+          const uint2 x0 = row < p.m ? __ldg(reinterpret_cast<const uint2*>(xr)) : zero;
+          const uint2 x1 = row < p.m ? __ldg(reinterpret_cast<const uint2*>(xr + 16)) : zero;
+          float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          kernels::MmaBf16(part, a0, x0.x, x0.y);
+          kernels::MmaBf16(part, a1, x1.x, x1.y);
+          acc[t][0] = fmaf(sa, part[0], acc[t][0]);
+          acc[t][1] = fmaf(sa, part[1], acc[t][1]);
+          acc[t][2] = fmaf(sb, part[2], acc[t][2]);
+          acc[t][3] = fmaf(sb, part[3], acc[t][3]);
+        }
+      }
+    }
+  }
+  const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
+  kernels::ReduceAndStore<kTiles>(acc, red, k_slices, cta_row0, p.w.n, p.m, p.y, p.out == LinearOutput::kBf16);
+}
+
+// One thread per (tile, 64-k block, lane): the 16 bytes that lane would load
+// in the decode kernel, written out as bf16 (q - z) * s at their rows and k.
+__global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int group_shift) {
+  const int blocks = w.k / kBlockK, groups = w.k >> group_shift;
+  const int64_t tiles = (int64_t{w.n} + 15) / 16;
+  const int64_t item = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (item >= tiles * blocks * 32) return;
+  const int lane = static_cast<int>(item % 32), g = lane / 4, c = lane % 4;
+  const int block = static_cast<int>(item / 32 % blocks);
+  const int64_t tile = item / 32 / blocks;
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(w.packed) + item);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int h = j / 2, i = j % 2;
+    const int64_t r = tile * 16 + g + 8 * i;
+    if (r >= w.n) continue;
+    const int kk = block * kBlockK + 32 * h;
+    const uint32_t rec = __ldg(w.records + ((tile * groups + (kk >> group_shift)) * 8 + g) * 2 + i);
+    const float s = RecordScale(rec);
+    const int z = static_cast<int>(rec >> 16) - 0x4300;
+    const uint32_t word = WordOf(v, j);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int kq = kk + 16 * (q / 2) + 4 * c + 2 * (q % 2);
+      const int lo = static_cast<int>((word >> (4 * q)) & 0xFu), hi = static_cast<int>((word >> (16 + 4 * q)) & 0xFu);
+      // (q - z) * s is exact in float32 (4-bit integer times an 11-bit mantissa): one rounding, to bf16.
+      *reinterpret_cast<__nv_bfloat162*>(out + r * w.k + kq) =
+          __floats2bfloat162_rn(static_cast<float>(lo - z) * s, static_cast<float>(hi - z) * s);
+    }
+  }
+}
+
+template <int kTiles>
+cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  cudaError_t error = cudaSuccess;
+  const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles>>(&error);
+  if (error != cudaSuccess) return error;
+  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
+  const int k_slices = kernels::PickKSlices(row_tiles, p.w.k / kBlockK, resident);
+  const int64_t tiles_per_cta = kLinearWarps / k_slices;
+  const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
+  AwqGemvKernel<kTiles><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices, group_shift);
+  return cudaGetLastError();
+}
+
+bool AlignedTo(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+
+// log2(group_size) for a valid view, -1 otherwise.
+int CheckedGroupShift(const AwqWeightsView& w) {
+  if (w.packed == nullptr || w.records == nullptr || !AlignedTo(w.packed, 16) || !AlignedTo(w.records, 8)) return -1;
+  if (w.n < 8 || w.n % 8 != 0 || w.k < kBlockK || w.k % kBlockK != 0) return -1;
+  if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0) return -1;
+  return __builtin_ctz(static_cast<unsigned>(w.group_size));
+}
+
+}  // namespace
+
+cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream) {
+  const int group_shift = CheckedGroupShift(p.w);
+  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || !AlignedTo(p.x, 8)) return cudaErrorInvalidValue;
+  if (p.m < 1 || p.m > kGemvMaxRows) return cudaErrorInvalidValue;
+  if (p.out != LinearOutput::kF32 && p.out != LinearOutput::kBf16) return cudaErrorInvalidValue;
+  if (p.m <= 8) return LaunchGemvTiles<1>(p, group_shift, stream);
+  if (p.m <= 16) return LaunchGemvTiles<2>(p, group_shift, stream);
+  return LaunchGemvTiles<4>(p, group_shift, stream);
+}
+
+cudaError_t LaunchAwqDequantize(const AwqDequantizeParams& p, cudaStream_t stream) {
+  const int group_shift = CheckedGroupShift(p.w);
+  if (group_shift < 0 || p.out == nullptr || !AlignedTo(p.out, 4)) return cudaErrorInvalidValue;
+  if (p.out_bytes < AwqDequantWorkspaceBytes(p.w.n, p.w.k)) return cudaErrorInvalidValue;
+  const int64_t items = (int64_t{p.w.n} + 15) / 16 * (p.w.k / kBlockK) * 32;
+  constexpr int kThreads = 256;
+  AwqDequantizeKernel<<<static_cast<unsigned>((items + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p.w, p.out,
+                                                                                                         group_shift);
+  return cudaGetLastError();
+}
+
+}  // namespace ernie::cuda
