@@ -233,17 +233,16 @@ TEST(AwqRepackTest, EveryNibbleSitsWhereTheHeaderSays) {
     ASSERT_TRUE(repacked.ok()) << repacked.status();
     ASSERT_EQ(static_cast<int64_t>(repacked->packed.size()), cuda::AwqPackedWords(24, 384));
     ASSERT_EQ(static_cast<int64_t>(repacked->records.size()), cuda::AwqRecordWords(24, 384, group));
-    const int blocks = 384 / 64, groups = 384 / group;
+    const int blocks = 384 / 64, groups2 = (384 / group + 1) / 2 * 2;
     int wrong = 0;
     for (int row = 0; row < 32; ++row)  // 24 real rows and 8 padding rows
       for (int kk = 0; kk < 384; ++kk) {
-        // awq_gemm.h: k = 64 block + 32 half + 16 (p / 2) + 4c + 2 (p % 2) + i; row = 16 tile + g + 8 (j % 2).
-        const int tile = row / 16, g = row % 8, half = kk % 64 / 32, p = kk % 32 / 16 * 2 + kk % 4 / 2,
-                  c4 = kk % 16 / 4, i = kk % 2;
+        // awq_gemm.h: k = 64 block + 32 half + 8c + 2p + i; row = 16 tile + g + 8 (j % 2), half = j / 2.
+        const int tile = row / 16, g = row % 8, half = kk % 64 / 32, c4 = kk % 32 / 8, p = kk % 8 / 2, i = kk % 2;
         const uint32_t word = repacked->packed[((static_cast<size_t>(tile) * blocks + kk / 64) * 32 + 4 * g + c4) * 4 +
                                                2 * half + row % 16 / 8];
         const uint32_t rec =
-            repacked->records[((static_cast<size_t>(tile) * groups + kk / group) * 8 + g) * 2 + row % 16 / 8];
+            repacked->records[((static_cast<size_t>(tile) * 8 + g) * groups2 + kk / group) * 2 + row % 16 / 8];
         const int q = static_cast<int>((word >> (4 * p + 16 * i)) & 0xF);
         const int z = static_cast<int>(rec >> 16) - 0x4300;
         const float w = static_cast<float>(q - z) * F16ToFloat(static_cast<uint16_t>(rec & 0xffff));

@@ -2,7 +2,7 @@
 // kernels/awq_gemm) beside cuBLAS bf16 (gemm.h) on the same shapes, one JSON
 // line per (kernel, shape, m) on stdout and in --log.
 //
-//   ernie-bench-gemv [--log FILE] [--reps N]
+//   ernie-bench-gemv [--log FILE] [--reps N] [--shape NAME] [--ms 1,8] [--k-slices 1|2|4|8]
 //
 // Kernels: cublas_bf16 (every m), gemv_bf16 and awq_gemv (m <= 32),
 // awq_dequant_cublas (the prefill path: dequantise into the workspace, then
@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/gemm.h"
@@ -175,13 +176,22 @@ absl::StatusOr<double> RelErr(const float* a, const float* b, size_t count) {
   return diff / std::max(scale, 1e-30);
 }
 
-absl::Status Run(int reps, std::ostream* log) {
+struct Args {
+  std::string log, shape;  // shape: only this one (for a profiler run)
+  int reps = 15;
+  int k_slices = 0;  // forwarded to both kernels (0: their own choice)
+  std::vector<int> ms = std::vector<int>(std::begin(kMs), std::end(kMs));
+};
+
+absl::Status Run(const Args& args, std::ostream* log) {
+  const int reps = args.reps;
   cudaStream_t stream = nullptr;
   ERNIE_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"));
   ERNIE_ASSIGN_OR_RETURN(auto gemm, ernie::cuda::Gemm::Create(stream));
   std::mt19937 gen(2026);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
   for (const Shape& s : kShapes) {
+    if (!args.shape.empty() && args.shape != s.name) continue;
     ERNIE_ASSIGN_OR_RETURN(Weights w, MakeWeights(s, gen));
     const int bf16_copies = CopiesFor(int64_t{2} * s.n * s.k);
     std::vector<uint16_t> x_host(static_cast<size_t>(kMaxM) * s.k);
@@ -224,7 +234,7 @@ absl::Status Run(int reps, std::ostream* log) {
       ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, w.copies, reps, dequantize));
       emit("awq_dequant", 0, us, awq_weight_bytes, 0, -1);
     }
-    for (int m : kMs) {
+    for (int m : args.ms) {
       auto cublas = [&](int i) {
         return gemm.Run(x.data(), m, s.k, w.Bf16(i % bf16_copies, s), s.n, y.data(), ernie::cuda::GemmOutput::kF32);
       };
@@ -238,7 +248,8 @@ absl::Status Run(int reps, std::ostream* log) {
                                               .y = y.data(),
                                               .m = m,
                                               .n = s.n,
-                                              .k = s.k};
+                                              .k = s.k,
+                                              .k_slices = args.k_slices};
           return Check(ernie::cuda::LaunchGemvBf16(p, stream), "gemv_bf16");
         };
         ERNIE_RETURN_IF_ERROR(cublas(0));
@@ -262,7 +273,8 @@ absl::Status Run(int reps, std::ostream* log) {
       emit("awq_dequant_cublas", m, dq_us, awq_weight_bytes, cublas_us, -1);
       if (m > ernie::cuda::kGemvMaxRows) continue;
       auto awq = [&](int i) {
-        return Check(ernie::cuda::LaunchAwqGemv({.x = xb, .w = w.Awq(i, s), .y = y.data(), .m = m}, stream),
+        return Check(ernie::cuda::LaunchAwqGemv(
+                         {.x = xb, .w = w.Awq(i, s), .y = y.data(), .m = m, .k_slices = args.k_slices}, stream),
                      "awq_gemv");
       };
       ERNIE_RETURN_IF_ERROR(awq(0));
@@ -276,28 +288,44 @@ absl::Status Run(int reps, std::ostream* log) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string log_path;
-  int reps = 15;
+bool Parse(int argc, char** argv, Args* a) {
+  if (argc % 2 == 0) return false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--log") {
-      log_path = value;
-    } else if (flag == "--reps" && absl::SimpleAtoi(value, &reps) && reps > 0) {
+      a->log = value;
+    } else if (flag == "--shape") {
+      a->shape = value;
+    } else if (flag == "--k-slices") {
+      if (!absl::SimpleAtoi(value, &a->k_slices) || a->k_slices < 0 || a->k_slices > 8) return false;
+    } else if (flag == "--reps") {
+      if (!absl::SimpleAtoi(value, &a->reps) || a->reps <= 0) return false;
+    } else if (flag == "--ms") {
+      a->ms.clear();
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        int m = 0;
+        if (!absl::SimpleAtoi(part, &m) || m <= 0 || m > kMaxM) return false;
+        a->ms.push_back(m);
+      }
     } else {
-      std::cerr << "usage: ernie-bench-gemv [--log FILE] [--reps N]\n";
-      return 2;
+      return false;
     }
   }
-  if (argc % 2 == 0) {
-    std::cerr << "usage: ernie-bench-gemv [--log FILE] [--reps N]\n";
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!Parse(argc, argv, &args)) {
+    std::cerr << "usage: ernie-bench-gemv [--log FILE] [--reps N] [--shape NAME] [--ms 1,8] [--k-slices 1|2|4|8] (m <= "
+              << kMaxM << ")\n";
     return 2;
   }
   std::ofstream log;
-  if (!log_path.empty()) log.open(log_path);
-  const absl::Status status = Run(reps, log_path.empty() ? nullptr : &log);
+  if (!args.log.empty()) log.open(args.log);
+  const absl::Status status = Run(args, args.log.empty() ? nullptr : &log);
   if (!status.ok()) {
     std::cerr << "ernie-bench-gemv: " << status << "\n";
     return 1;

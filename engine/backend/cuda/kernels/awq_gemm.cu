@@ -3,14 +3,16 @@
 //
 // Decode work split, as in gemv_bf16.cu: a warp owns a 16-row tile and a k
 // slice, 8 warps a CTA, slices summed in shared memory. Along k the warp
-// steps in 64-k blocks (one 16-byte load per lane: 8 rows' worth of two
-// 32-k halves, for rows g and g + 8), up to kUnroll blocks in flight. Each
-// 32-k half is two mma k-steps whose slots hold the physical k
-//   step e, slots (2c, 2c+1):   32h + 16e + 4c + {0, 1}
-//   step e, slots (2c+8, 2c+9): 32h + 16e + 4c + {2, 3}
-// so the lane's x operand for a step is the 8 bytes at x[32h + 16e + 4c],
-// and the half's partial sums are scaled once by its group's s (every
-// 32-k half lies in one group, group_size being a multiple of 32).
+// steps in 64-k blocks: one 16-byte piece per lane (rows g and g + 8, two
+// 32-k halves) and the block's scale/zero records. Both stream through a
+// ring of kStages blocks per warp in shared memory filled with cp.async, so
+// kStages - 1 blocks stay in flight while one is computed, without holding
+// registers. Each 32-k half h is two mma k-steps whose slots hold
+//   step e, slots (2c, 2c+1):   32h + 8c + 4e + {0, 1}
+//   step e, slots (2c+8, 2c+9): 32h + 8c + 4e + {2, 3}
+// so the lane's x operand for the half is the 16 bytes at x[32h + 8c], and
+// the half's partial sums are scaled once by its group's s (every 32-k half
+// lies in one group, group_size being a multiple of 32).
 #include <cuda_fp16.h>
 
 #include "engine/backend/cuda/kernels/awq_gemm.h"
@@ -23,8 +25,8 @@ namespace {
 using kernels::kLinearWarps;
 
 constexpr int kBlockK = 64;
-constexpr int kUnroll = 8;  // 64-k blocks loaded before any is used: 128 bytes in flight per lane
-
+constexpr int kStages = 8;           // ring depth per warp (blocks)
+constexpr int kRingPieces = 32 + 8;  // per block: a 16-byte piece per lane, then 8 record pairs
 __device__ __forceinline__ uint32_t WordOf(const uint4& v, int w) {
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
@@ -48,69 +50,81 @@ __device__ __forceinline__ uint32_t RecordZeroPair(uint32_t rec) { return (rec >
 
 template <int kTiles>
 __global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
-  __shared__ float red[kLinearWarps * 16 * 8 * kTiles];
+  __shared__ uint4 ring[kLinearWarps][kStages][kRingPieces];
+  static_assert(sizeof(ring) >= sizeof(float) * kLinearWarps * 16 * 8 * kTiles, "the reduction reuses the ring");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int tiles_per_cta = kLinearWarps / k_slices;
   const int slice = warp % k_slices;
   const int64_t tiles = (int64_t{p.w.n} + 15) / 16;
   // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
   const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, tiles - 1);
-  const int k = p.w.k, blocks = k / kBlockK, groups = k >> group_shift;
+  const int k = p.w.k, blocks = k / kBlockK, groups2 = ((k >> group_shift) + 1) / 2 * 2;
   const uint4* packed = reinterpret_cast<const uint4*>(p.w.packed) + tile * blocks * 32 + lane;
-  const uint2* records = reinterpret_cast<const uint2*>(p.w.records) + tile * groups * 8 + g;
+  // This lane's g: records of rows g and g + 8 for group pairs (2j, 2j+1), one uint4 each.
+  const uint4* records = reinterpret_cast<const uint4*>(p.w.records) + (tile * 8 + g) * groups2 / 2;
+  const int my_blocks = slice < blocks ? (blocks - 1 - slice) / k_slices + 1 : 0;
+  auto issue = [&](int i) {  // block i of this slice into ring slot i % kStages
+    if (i >= my_blocks) return;
+    const int b = slice + i * k_slices;
+    uint4* slot = ring[warp][i % kStages];
+    kernels::CpAsync16(slot + lane, packed + b * 32);
+    if (c == 0) kernels::CpAsync16(slot + 32 + g, records + ((b * kBlockK) >> group_shift) / 2);
+  };
   float acc[kTiles][4] = {};
-  for (int base = slice; base < blocks; base += kUnroll * k_slices) {
-    uint4 wv[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int b = base + u * k_slices;
-      wv[u] = b < blocks ? kernels::LoadStreaming16(packed + b * 32) : make_uint4(0, 0, 0, 0);
-    }
+  for (int i = 0; i < kStages - 1; ++i) {
+    issue(i);
+    kernels::CpAsyncCommit();
+  }
+  for (int i = 0; i < my_blocks; ++i) {
+    kernels::CpAsyncWait<kStages - 2>();  // block i has landed
+    __syncwarp();                         // ... for every lane, and block i - 1's slot is free
+    issue(i + kStages - 1);
+    kernels::CpAsyncCommit();
+    const int b = slice + i * k_slices;
+    const uint4 w = ring[warp][i % kStages][lane];
+    const uint4 r = ring[warp][i % kStages][32 + g];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int b = base + u * k_slices;
-      if (b >= blocks) break;  // same for the whole warp
+    for (int h = 0; h < 2; ++h) {
+      const int kk = b * kBlockK + 32 * h;
+      const bool odd_group = ((kk >> group_shift) & 1) != 0;
+      const uint32_t rec_a = odd_group ? r.z : r.x, rec_b = odd_group ? r.w : r.y;  // rows g, g + 8
+      const float sa = RecordScale(rec_a), sb = RecordScale(rec_b);
+      const uint32_t za = RecordZeroPair(rec_a), zb = RecordZeroPair(rec_b);
+      const uint32_t wa = WordOf(w, 2 * h), wb = WordOf(w, 2 * h + 1);
+      uint32_t ra[4], rb[4];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int kk = b * kBlockK + 32 * h;
-        const uint2 rec = __ldg(records + (kk >> group_shift) * 8);  // rows g, g + 8
-        const float sa = RecordScale(rec.x), sb = RecordScale(rec.y);
-        const uint32_t za = RecordZeroPair(rec.x), zb = RecordZeroPair(rec.y);
-        const uint32_t wa = WordOf(wv[u], 2 * h), wb = WordOf(wv[u], 2 * h + 1);
-        uint32_t ra[4], rb[4];
+      for (int q = 0; q < 4; ++q) {
+        ra[q] = DequantPair(wa, q, za);
+        rb[q] = DequantPair(wb, q, zb);
+      }
+      const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          ra[q] = DequantPair(wa, q, za);
-          rb[q] = DequantPair(wb, q, zb);
-        }
-        const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) {
-          if (8 * t >= p.m) break;
-          const int row = 8 * t + g;
-          const __nv_bfloat16* xr = p.x + int64_t{row} * k + kk + 4 * c;
-          const uint2 zero = make_uint2(0, 0);
-          const uint2 x0 = row < p.m ? __ldg(reinterpret_cast<const uint2*>(xr)) : zero;
-          const uint2 x1 = row < p.m ? __ldg(reinterpret_cast<const uint2*>(xr + 16)) : zero;
-          float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          kernels::MmaBf16(part, a0, x0.x, x0.y);
-          kernels::MmaBf16(part, a1, x1.x, x1.y);
-          acc[t][0] = fmaf(sa, part[0], acc[t][0]);
-          acc[t][1] = fmaf(sa, part[1], acc[t][1]);
-          acc[t][2] = fmaf(sb, part[2], acc[t][2]);
-          acc[t][3] = fmaf(sb, part[3], acc[t][3]);
-        }
+      for (int t = 0; t < kTiles; ++t) {
+        if (8 * t >= p.m) break;  // same for the whole warp
+        const int row = 8 * t + g;
+        const uint4 xv = row < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + int64_t{row} * k + kk + 8 * c))
+                                   : make_uint4(0, 0, 0, 0);
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        kernels::MmaBf16(part, a0, xv.x, xv.y);
+        kernels::MmaBf16(part, a1, xv.z, xv.w);
+        acc[t][0] = fmaf(sa, part[0], acc[t][0]);
+        acc[t][1] = fmaf(sa, part[1], acc[t][1]);
+        acc[t][2] = fmaf(sb, part[2], acc[t][2]);
+        acc[t][3] = fmaf(sb, part[3], acc[t][3]);
       }
     }
   }
+  kernels::CpAsyncWait<0>();
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
-  kernels::ReduceAndStore<kTiles>(acc, red, k_slices, cta_row0, p.w.n, p.m, p.y, p.out == LinearOutput::kBf16);
+  kernels::ReduceAndStore<kTiles>(acc, reinterpret_cast<float*>(ring), k_slices, cta_row0, p.w.n, p.m, p.y,
+                                  p.out == LinearOutput::kBf16);
 }
 
 // One thread per (tile, 64-k block, lane): the 16 bytes that lane would load
 // in the decode kernel, written out as bf16 (q - z) * s at their rows and k.
 __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int group_shift) {
-  const int blocks = w.k / kBlockK, groups = w.k >> group_shift;
+  const int blocks = w.k / kBlockK, groups2 = ((w.k >> group_shift) + 1) / 2 * 2;
   const int64_t tiles = (int64_t{w.n} + 15) / 16;
   const int64_t item = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (item >= tiles * blocks * 32) return;
@@ -124,18 +138,21 @@ __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int gr
     const int64_t r = tile * 16 + g + 8 * i;
     if (r >= w.n) continue;
     const int kk = block * kBlockK + 32 * h;
-    const uint32_t rec = __ldg(w.records + ((tile * groups + (kk >> group_shift)) * 8 + g) * 2 + i);
+    const uint32_t rec = __ldg(w.records + ((tile * 8 + g) * groups2 + (kk >> group_shift)) * 2 + i);
     const float s = RecordScale(rec);
     const int z = static_cast<int>(rec >> 16) - 0x4300;
     const uint32_t word = WordOf(v, j);
+    // The 8 values k = kk + 8c .. +7 of row r, one 16-byte store. (q - z) * s
+    // is exact in float32 (4-bit integer times an 11-bit mantissa): one
+    // rounding, to bf16.
+    uint32_t pairs[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const int kq = kk + 16 * (q / 2) + 4 * c + 2 * (q % 2);
       const int lo = static_cast<int>((word >> (4 * q)) & 0xFu), hi = static_cast<int>((word >> (16 + 4 * q)) & 0xFu);
-      // (q - z) * s is exact in float32 (4-bit integer times an 11-bit mantissa): one rounding, to bf16.
-      *reinterpret_cast<__nv_bfloat162*>(out + r * w.k + kq) =
-          __floats2bfloat162_rn(static_cast<float>(lo - z) * s, static_cast<float>(hi - z) * s);
+      const __nv_bfloat162 d = __floats2bfloat162_rn(static_cast<float>(lo - z) * s, static_cast<float>(hi - z) * s);
+      pairs[q] = *reinterpret_cast<const uint32_t*>(&d);
     }
+    *reinterpret_cast<uint4*>(out + r * w.k + kk + 8 * c) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
   }
 }
 
@@ -145,7 +162,7 @@ cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_
   const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles>>(&error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
-  const int k_slices = kernels::PickKSlices(row_tiles, p.w.k / kBlockK, resident);
+  const int k_slices = p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, p.w.k / kBlockK, resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
   AwqGemvKernel<kTiles><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices, group_shift);
@@ -156,7 +173,7 @@ bool AlignedTo(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintp
 
 // log2(group_size) for a valid view, -1 otherwise.
 int CheckedGroupShift(const AwqWeightsView& w) {
-  if (w.packed == nullptr || w.records == nullptr || !AlignedTo(w.packed, 16) || !AlignedTo(w.records, 8)) return -1;
+  if (w.packed == nullptr || w.records == nullptr || !AlignedTo(w.packed, 16) || !AlignedTo(w.records, 16)) return -1;
   if (w.n < 8 || w.n % 8 != 0 || w.k < kBlockK || w.k % kBlockK != 0) return -1;
   if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0) return -1;
   return __builtin_ctz(static_cast<unsigned>(w.group_size));
@@ -166,9 +183,11 @@ int CheckedGroupShift(const AwqWeightsView& w) {
 
 cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p.w);
-  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || !AlignedTo(p.x, 8)) return cudaErrorInvalidValue;
+  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || !AlignedTo(p.x, 16)) return cudaErrorInvalidValue;
   if (p.m < 1 || p.m > kGemvMaxRows) return cudaErrorInvalidValue;
   if (p.out != LinearOutput::kF32 && p.out != LinearOutput::kBf16) return cudaErrorInvalidValue;
+  if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
+    return cudaErrorInvalidValue;
   if (p.m <= 8) return LaunchGemvTiles<1>(p, group_shift, stream);
   if (p.m <= 16) return LaunchGemvTiles<2>(p, group_shift, stream);
   return LaunchGemvTiles<4>(p, group_shift, stream);
@@ -176,7 +195,7 @@ cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream) {
 
 cudaError_t LaunchAwqDequantize(const AwqDequantizeParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p.w);
-  if (group_shift < 0 || p.out == nullptr || !AlignedTo(p.out, 4)) return cudaErrorInvalidValue;
+  if (group_shift < 0 || p.out == nullptr || !AlignedTo(p.out, 16)) return cudaErrorInvalidValue;
   if (p.out_bytes < AwqDequantWorkspaceBytes(p.w.n, p.w.k)) return cudaErrorInvalidValue;
   const int64_t items = (int64_t{p.w.n} + 15) / 16 * (p.w.k / kBlockK) * 32;
   constexpr int kThreads = 256;

@@ -44,7 +44,7 @@ absl::StatusOr<AwqPackedLinear> RepackAwqLinear(const AwqRawLinear& raw) {
                       .n = raw.n,
                       .group_size = raw.group_size};
   // packed[tile][block][lane = 4 gi + c][j]: row 16 tile + gi + 8 (j % 2), half j / 2;
-  // nibble at bits 4p + 16i <- k = 64 block + 32 half + 16 (p / 2) + 4c + 2 (p % 2) + i.
+  // nibble at bits 4p + 16i <- k = 64 block + 32 half + 8c + 2p + i.
   size_t at = 0;
   for (int64_t tile = 0; tile < tiles; ++tile)
     for (int64_t block = 0; block < blocks; ++block)
@@ -55,20 +55,22 @@ absl::StatusOr<AwqPackedLinear> RepackAwqLinear(const AwqRawLinear& raw) {
           uint32_t word = 0;
           for (int p = 0; p < 4; ++p)
             for (int i = 0; i < 2; ++i) {
-              const int64_t kk = 64 * block + 32 * (j / 2) + 16 * (p / 2) + 4 * (lane % 4) + 2 * (p % 2) + i;
+              const int64_t kk = 64 * block + 32 * (j / 2) + 8 * (lane % 4) + 2 * p + i;
               word |= AwqNibble(raw.qweight.data() + kk * (n / 8), row) << (4 * p + 16 * i);
             }
           out.packed[at] = word;
         }
-  // records[tile][group][gi][i]: row 16 tile + gi + 8i; fp16 s | (bf16 128 + z) << 16.
+  // records[tile][gi][grp (groups rounded up to even)][i]: row 16 tile + gi + 8i;
+  // fp16 s | (bf16 128 + z) << 16. The padding group and rows hold s = 0, z = 0.
+  const int64_t groups2 = (groups + 1) / 2 * 2;
   at = 0;
   for (int64_t tile = 0; tile < tiles; ++tile)
-    for (int64_t grp = 0; grp < groups; ++grp)
-      for (int gi = 0; gi < 8; ++gi)
+    for (int gi = 0; gi < 8; ++gi)
+      for (int64_t grp = 0; grp < groups2; ++grp)
         for (int i = 0; i < 2; ++i, ++at) {
           const int64_t row = tile * 16 + gi + 8 * i;
           uint32_t scale = 0, zero = 0;
-          if (row < n) {
+          if (row < n && grp < groups) {
             scale = raw.scales[static_cast<size_t>(grp * n + row)];
             zero = AwqNibble(raw.qzeros.data() + grp * (n / 8), row);
           }

@@ -23,23 +23,29 @@ constexpr int kBlockK = 128;
 
 __device__ __forceinline__ uint32_t WordOf(const uint4* v, int w) { return reinterpret_cast<const uint32_t*>(v)[w]; }
 
-// One 128-wide k block of one tile into acc (kTiles groups of 8 x rows).
-// kTail: the block runs past k, so each 16-byte piece is checked (k % 8 == 0
-// keeps a piece wholly in or out; out pieces count as zeros).
-template <int kTiles, bool kTail>
-__device__ __forceinline__ void GemvBlock(const __nv_bfloat16* wa, const __nv_bfloat16* wb, const __nv_bfloat16* x,
-                                          int k, int m, int k0, int g, float (*acc)[4]) {
-  uint4 va[4], vb[4];
+// The lane's 16-byte pieces of one 128-wide k block, rows g and g + 8.
+// Pieces past k (k % 8 == 0 keeps a piece wholly in or out) and blocks past
+// the slice's last read as zeros.
+struct BlockWeights {
+  uint4 a[4], b[4];
+};
+
+__device__ __forceinline__ void LoadBlock(const __nv_bfloat16* wa, const __nv_bfloat16* wb, int k, int k0, bool valid,
+                                          BlockWeights& v) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int kk = k0 + 8 * i;
-    if (!kTail || kk < k) {
-      va[i] = kernels::LoadStreaming16(wa + kk);
-      vb[i] = kernels::LoadStreaming16(wb + kk);
-    } else {
-      va[i] = vb[i] = make_uint4(0, 0, 0, 0);
-    }
+    const bool in = valid && kk < k;
+    v.a[i] = in ? kernels::LoadStreaming16(wa + kk) : make_uint4(0, 0, 0, 0);
+    v.b[i] = in ? kernels::LoadStreaming16(wb + kk) : make_uint4(0, 0, 0, 0);
   }
+}
+
+// One block into the accumulators (kTiles groups of 8 x rows). Even and odd
+// k-steps go to separate accumulators, halving the chain of dependent mmas.
+template <int kTiles>
+__device__ __forceinline__ void ComputeBlock(const BlockWeights& v, const __nv_bfloat16* x, int k, int m, int k0, int g,
+                                             float (*even)[4], float (*odd)[4]) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
     if (8 * t >= m) break;  // same for the whole warp
@@ -48,13 +54,13 @@ __device__ __forceinline__ void GemvBlock(const __nv_bfloat16* wa, const __nv_bf
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int kk = k0 + 8 * i;
-      xv[i] = row < m && (!kTail || kk < k) ? __ldg(reinterpret_cast<const uint4*>(x + int64_t{row} * k + kk))
-                                            : make_uint4(0, 0, 0, 0);
+      xv[i] =
+          row < m && kk < k ? __ldg(reinterpret_cast<const uint4*>(x + int64_t{row} * k + kk)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
-      const uint32_t a[4] = {WordOf(va, 2 * s), WordOf(vb, 2 * s), WordOf(va, 2 * s + 1), WordOf(vb, 2 * s + 1)};
-      kernels::MmaBf16(acc[t], a, WordOf(xv, 2 * s), WordOf(xv, 2 * s + 1));
+      const uint32_t a[4] = {WordOf(v.a, 2 * s), WordOf(v.b, 2 * s), WordOf(v.a, 2 * s + 1), WordOf(v.b, 2 * s + 1)};
+      kernels::MmaBf16(s % 2 == 0 ? even[t] : odd[t], a, WordOf(xv, 2 * s), WordOf(xv, 2 * s + 1));
     }
   }
 }
@@ -70,17 +76,22 @@ __global__ void __launch_bounds__(32 * kLinearWarps) GemvBf16Kernel(GemvBf16Para
   const int64_t last = p.n - 1;
   const __nv_bfloat16* wa = p.w + min(row0 + g, last) * p.k;
   const __nv_bfloat16* wb = p.w + min(row0 + g + 8, last) * p.k;
-  float acc[kTiles][4] = {};
-  const int full_blocks = p.k / kBlockK, blocks = (p.k + kBlockK - 1) / kBlockK;
+  float even[kTiles][4] = {}, odd[kTiles][4] = {};
+  const int blocks = (p.k + kBlockK - 1) / kBlockK;
+  // Software pipeline: the next block's loads are in flight while this one computes.
+  BlockWeights cur, next;
+  LoadBlock(wa, wb, p.k, slice * kBlockK + 32 * c, slice < blocks, cur);
   for (int b = slice; b < blocks; b += k_slices) {
-    const int k0 = b * kBlockK + 32 * c;
-    if (b < full_blocks) {
-      GemvBlock<kTiles, false>(wa, wb, p.x, p.k, p.m, k0, g, acc);
-    } else {
-      GemvBlock<kTiles, true>(wa, wb, p.x, p.k, p.m, k0, g, acc);
-    }
+    const int nb = b + k_slices;
+    LoadBlock(wa, wb, p.k, nb * kBlockK + 32 * c, nb < blocks, next);
+    ComputeBlock<kTiles>(cur, p.x, p.k, p.m, b * kBlockK + 32 * c, g, even, odd);
+    cur = next;
   }
-  kernels::ReduceAndStore<kTiles>(acc, red, k_slices, cta_row0, p.n, p.m, p.y, p.out == LinearOutput::kBf16);
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) even[t][i] += odd[t][i];
+  kernels::ReduceAndStore<kTiles>(even, red, k_slices, cta_row0, p.n, p.m, p.y, p.out == LinearOutput::kBf16);
 }
 
 template <int kTiles>
@@ -89,7 +100,8 @@ cudaError_t LaunchTiles(const GemvBf16Params& p, cudaStream_t stream) {
   const int64_t resident = kernels::ResidentCtas<GemvBf16Kernel<kTiles>>(&error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.n} + 15) / 16;
-  const int k_slices = kernels::PickKSlices(row_tiles, (p.k + kBlockK - 1) / kBlockK, resident);
+  const int k_slices =
+      p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, (p.k + kBlockK - 1) / kBlockK, resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
   GemvBf16Kernel<kTiles><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices);
@@ -105,6 +117,8 @@ cudaError_t LaunchGemvBf16(const GemvBf16Params& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (p.m < 1 || p.m > kGemvMaxRows || p.n < 1 || p.k < 8 || p.k % 8 != 0) return cudaErrorInvalidValue;
   if (p.out != LinearOutput::kF32 && p.out != LinearOutput::kBf16) return cudaErrorInvalidValue;
+  if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
+    return cudaErrorInvalidValue;
   if (p.m <= 8) return LaunchTiles<1>(p, stream);
   if (p.m <= 16) return LaunchTiles<2>(p, stream);
   return LaunchTiles<4>(p, stream);

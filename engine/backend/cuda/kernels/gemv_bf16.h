@@ -26,6 +26,7 @@ struct GemvBf16Params {
   int32_t n = 0;                     // >= 1
   int32_t k = 0;                     // >= 8, a multiple of 8 (16-byte rows)
   LinearOutput out = LinearOutput::kF32;
+  int32_t k_slices = 0;  // warps sharing a 16-row tile along k: 0 picks (linear_mma.cuh); 1, 2, 4, 8 force (benchmarks)
 };
 
 // cudaErrorInvalidValue for a null or misaligned pointer or a size out of

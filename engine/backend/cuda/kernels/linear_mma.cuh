@@ -31,8 +31,8 @@ namespace ernie::cuda::kernels {
 // D += A B on the tensor cores: bf16 operands, float32 accumulation.
 // a[0..3] = a0a1, a2a3, a4a5, a6a7; b[0..1] = b0b1, b2b3; d[0..3] as above.
 __device__ __forceinline__ void MmaBf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  // Not volatile: a pure function of its operands, free for the scheduler to move.
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -42,10 +42,22 @@ __device__ __forceinline__ void MmaBf16(float* d, const uint32_t* a, uint32_t b0
 // for the activations, which every warp re-reads.
 __device__ __forceinline__ uint4 LoadStreaming16(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
   return v;
+}
+
+// Asynchronous 16-byte copy global -> shared, not kept in L1 (cp.async.cg),
+// and the group bookkeeping around it (PTX ISA "cp.async").
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 constexpr int kLinearWarps = 8;  // warps of every small-M linear CTA (256 threads)
@@ -60,6 +72,7 @@ __device__ __forceinline__ void ReduceAndStore(float (*acc)[4], float* red, int 
                                                int n_rows, int m_rows, void* y, bool y_bf16) {
   constexpr int kCols = 8 * kTiles;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  __syncthreads();  // `red` may alias shared memory other warps still read
   float* mine = red + warp * 16 * kCols;
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
