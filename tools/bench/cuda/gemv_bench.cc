@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_buffer.h"
@@ -183,7 +184,37 @@ struct Args {
   std::vector<int> ms = std::vector<int>(std::begin(kMs), std::end(kMs));
 };
 
+struct Result {
+  std::string kernel, shape;
+  int m = 0;
+  double us = 0, hbm_fraction = 0;
+};
+
+// One line per (shape, m) on stderr: each path's time and fraction of the
+// HBM floor, for reading the switch points off.
+void PrintSummary(const std::vector<Result>& results) {
+  auto find = [&](const std::string& kernel, const std::string& shape, int m) -> const Result* {
+    for (const Result& r : results)
+      if (r.kernel == kernel && r.shape == shape && r.m == m) return &r;
+    return nullptr;
+  };
+  std::cerr << absl::StrFormat("%-16s %4s | %-14s | %-20s | %-20s | %-16s\n", "shape", "m", "cublas_bf16 us",
+                               "gemv_bf16 us (hbm)", "awq_gemv us (hbm)", "awq_dq+cublas us");
+  for (const Result& c : results) {
+    if (c.kernel != "cublas_bf16") continue;
+    auto cell = [&](const char* kernel) {
+      const Result* r = find(kernel, c.shape, c.m);
+      return r == nullptr ? std::string("-") : absl::StrFormat("%8.2f (%.2f)", r->us, r->hbm_fraction);
+    };
+    const Result* dq = find("awq_dequant_cublas", c.shape, c.m);
+    std::cerr << absl::StrFormat("%-16s %4d | %8.2f (%.2f) | %-20s | %-20s | %s\n", c.shape, c.m, c.us, c.hbm_fraction,
+                                 cell("gemv_bf16"), cell("awq_gemv"),
+                                 dq == nullptr ? std::string("-") : absl::StrFormat("%8.2f", dq->us));
+  }
+}
+
 absl::Status Run(const Args& args, std::ostream* log) {
+  std::vector<Result> results;
   const int reps = args.reps;
   cudaStream_t stream = nullptr;
   ERNIE_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"));
@@ -229,6 +260,7 @@ absl::Status Run(const Args& args, std::ostream* log) {
       if (err >= 0) j["check_rel_err"] = err;
       std::cout << j.dump() << std::endl;
       if (log != nullptr) *log << j.dump() << "\n";
+      results.push_back({kernel, s.name, m, us, j["hbm_fraction"].get<double>()});
     };
     if (s.awq) {
       ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, w.copies, reps, dequantize));
@@ -285,6 +317,7 @@ absl::Status Run(const Args& args, std::ostream* log) {
     }
   }
   cudaStreamDestroy(stream);
+  PrintSummary(results);
   return absl::OkStatus();
 }
 

@@ -42,11 +42,10 @@ __device__ __forceinline__ uint32_t DequantPair(uint32_t word, int p, uint32_t z
   return *reinterpret_cast<const uint32_t*>(&d);
 }
 
-// A record's fp16 scale as float, and its bf16 128 + z in both halves.
+// A record's fp16 scale as float.
 __device__ __forceinline__ float RecordScale(uint32_t rec) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(rec & 0xffffu)));
 }
-__device__ __forceinline__ uint32_t RecordZeroPair(uint32_t rec) { return (rec >> 16) | (rec & 0xffff0000u); }
 
 template <int kTiles>
 __global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
@@ -63,12 +62,23 @@ __global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams
   // This lane's g: records of rows g and g + 8 for group pairs (2j, 2j+1), one uint4 each.
   const uint4* records = reinterpret_cast<const uint4*>(p.w.records) + (tile * 8 + g) * groups2 / 2;
   const int my_blocks = slice < blocks ? (blocks - 1 - slice) / k_slices + 1 : 0;
+  // Fixed per lane: its ring entries, the x rows it feeds (rows >= m feed zeros).
+  uint4* ring_w = &ring[warp][0][lane];
+  uint4* ring_r = &ring[warp][0][32 + g];
+  const bool copies_records = c == 0;
+  const int block_step = k_slices * kBlockK;
+  const uint4* x_rows[kTiles];
+  bool x_valid[kTiles];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    x_valid[t] = 8 * t + g < p.m;
+    x_rows[t] = reinterpret_cast<const uint4*>(p.x + int64_t{x_valid[t] ? 8 * t + g : 0} * k + 8 * c);
+  }
   auto issue = [&](int i) {  // block i of this slice into ring slot i % kStages
     if (i >= my_blocks) return;
-    const int b = slice + i * k_slices;
-    uint4* slot = ring[warp][i % kStages];
-    kernels::CpAsync16(slot + lane, packed + b * 32);
-    if (c == 0) kernels::CpAsync16(slot + 32 + g, records + ((b * kBlockK) >> group_shift) / 2);
+    const int b = slice + i * k_slices, slot = (i % kStages) * kRingPieces;
+    kernels::CpAsync16(ring_w + slot, packed + b * 32);
+    if (copies_records) kernels::CpAsync16(ring_r + slot, records + ((b * kBlockK) >> group_shift) / 2);
   };
   float acc[kTiles][4] = {};
 #pragma unroll
@@ -76,21 +86,22 @@ __global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams
     issue(i);
     kernels::CpAsyncCommit();
   }
-  for (int i = 0; i < my_blocks; ++i) {
+  int kk0 = slice * kBlockK;  // first k of block i
+  for (int i = 0; i < my_blocks; ++i, kk0 += block_step) {
     kernels::CpAsyncWait<kStages - 2>();  // block i has landed
     __syncwarp();                         // ... for every lane, and block i - 1's slot is free
     issue(i + kStages - 1);
     kernels::CpAsyncCommit();
-    const int b = slice + i * k_slices;
-    const uint4 w = ring[warp][i % kStages][lane];
-    const uint4 r = ring[warp][i % kStages][32 + g];
+    const int slot = (i % kStages) * kRingPieces;
+    const uint4 w = ring_w[slot];
+    const uint4 r = ring_r[slot];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int kk = b * kBlockK + 32 * h;
+      const int kk = kk0 + 32 * h;
       const bool odd_group = ((kk >> group_shift) & 1) != 0;
       const uint32_t rec_a = odd_group ? r.z : r.x, rec_b = odd_group ? r.w : r.y;  // rows g, g + 8
       const float sa = RecordScale(rec_a), sb = RecordScale(rec_b);
-      const uint32_t za = RecordZeroPair(rec_a), zb = RecordZeroPair(rec_b);
+      const uint32_t za = __byte_perm(rec_a, 0, 0x3232), zb = __byte_perm(rec_b, 0, 0x3232);  // 128 + z, twice
       const uint32_t wa = WordOf(w, 2 * h), wb = WordOf(w, 2 * h + 1);
       uint32_t ra[4], rb[4];
 #pragma unroll
@@ -101,10 +112,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams
       const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) {
-        if (8 * t >= p.m) break;  // same for the whole warp
-        const int row = 8 * t + g;
-        const uint4 xv = row < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + int64_t{row} * k + kk + 8 * c))
-                                   : make_uint4(0, 0, 0, 0);
+        if (t > 0 && 8 * t >= p.m) break;  // same for the whole warp
+        const uint4 xv = x_valid[t] ? __ldg(x_rows[t] + kk / 8) : make_uint4(0, 0, 0, 0);
         float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         kernels::MmaBf16(part, a0, xv.x, xv.y);
         kernels::MmaBf16(part, a1, xv.z, xv.w);
