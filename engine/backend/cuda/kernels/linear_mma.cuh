@@ -1,0 +1,137 @@
+// Device helpers shared by the small-M linear kernels (gemv_bf16.cu,
+// awq_gemm.cu): one bf16 tensor-core instruction, streaming loads, and the
+// cross-warp reduction and store of the [16 rows x 8 columns] accumulator
+// tiles.
+//
+// The kernels compute y^T = W x^T ("swap AB"): W's rows are the A operand of
+// mma.m16n8k16 (16 output features per warp) and the activations x are the
+// B operand, whose 8 columns are 8 rows of x. So M <= 8 costs one tensor-core
+// tile per 16 output features and k-step, the weights are read once, and
+// the tensor cores keep the math far below the memory time at any M <= 32.
+//
+// Fragment layout of mma.m16n8k16 (PTX ISA, "Matrix fragments for
+// mma.m16n8k16"), for lane = 4 g + c (g = groupID 0..7, c = 0..3):
+//   A (16 x 16, bf16): a0a1 = (row g,   k 2c, 2c+1)   a2a3 = (row g+8, k 2c, 2c+1)
+//                      a4a5 = (row g,   k 2c+8, 2c+9) a6a7 = (row g+8, k 2c+8, 2c+9)
+//   B (16 x 8,  bf16): b0b1 = (k 2c, 2c+1, col g)     b2b3 = (k 2c+8, 2c+9, col g)
+//   D (16 x 8,  f32):  d0 d1 = (row g, col 2c, 2c+1)  d2 d3 = (row g+8, col 2c, 2c+1)
+// The sum over k does not care which physical k each of the 16 slots holds,
+// as long as A and B agree; each kernel picks the assignment that lets a
+// lane load its slots with wide contiguous loads (described in its file).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace ernie::cuda::kernels {
+
+// D += A B on the tensor cores: bf16 operands, float32 accumulation.
+// a[0..3] = a0a1, a2a3, a4a5, a6a7; b[0..1] = b0b1, b2b3; d[0..3] as above.
+__device__ __forceinline__ void MmaBf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  // Not volatile: a pure function of its operands, free for the scheduler to move.
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes of data read exactly once (weights): not kept in L1, so L1 stays
+// for the activations, which every warp re-reads.
+__device__ __forceinline__ uint4 LoadStreaming16(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// Asynchronous 16-byte copy global -> shared, not kept in L1 (cp.async.cg),
+// and the group bookkeeping around it (PTX ISA "cp.async").
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+constexpr int kLinearWarps = 8;  // warps of every small-M linear CTA (256 threads)
+
+// The CTA's cross-warp sum and store. Warp w = row_group * k_slices + slice
+// holds, in acc[t][0..3], the partial sums of its 16-row tile over its k
+// slice for columns (x rows) 8t .. 8t+7, in the D layout above. `red` is
+// shared memory of kLinearWarps * 16 * 8 * kTiles floats. Writes
+// y[m, n] for m < m_rows and n < n_rows only; y is float or bf16 [m, n].
+template <int kTiles>
+__device__ __forceinline__ void ReduceAndStore(float (*acc)[4], float* red, int k_slices, int64_t row0_of_cta,
+                                               int n_rows, int m_rows, void* y, bool y_bf16) {
+  constexpr int kCols = 8 * kTiles;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  __syncthreads();  // `red` may alias shared memory other warps still read
+  float* mine = red + warp * 16 * kCols;
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    mine[g * kCols + 8 * t + 2 * c] = acc[t][0];
+    mine[g * kCols + 8 * t + 2 * c + 1] = acc[t][1];
+    mine[(g + 8) * kCols + 8 * t + 2 * c] = acc[t][2];
+    mine[(g + 8) * kCols + 8 * t + 2 * c + 1] = acc[t][3];
+  }
+  __syncthreads();
+  const int rows_of_cta = 16 * (kLinearWarps / k_slices);
+  for (int i = threadIdx.x; i < rows_of_cta * m_rows; i += blockDim.x) {
+    const int m = i / rows_of_cta, r = i % rows_of_cta;  // consecutive threads: consecutive n
+    const int64_t n = row0_of_cta + r;
+    if (n >= n_rows) continue;
+    const int group = r / 16;
+    float sum = 0.0f;
+    for (int s = 0; s < k_slices; ++s) sum += red[((group * k_slices + s) * 16 + r % 16) * kCols + m];
+    const int64_t at = int64_t{m} * n_rows + n;
+    if (y_bf16) {
+      static_cast<__nv_bfloat16*>(y)[at] = __float2bfloat16(sum);
+    } else {
+      static_cast<float*>(y)[at] = sum;
+    }
+  }
+}
+
+// Host side: how many warps share one 16-row tile along k (1, 2, 4 or 8).
+// More slices mean more CTAs and more loads in flight, at the cost of a
+// shared-memory sum; the largest count whose grid still fits in one wave of
+// resident CTAs is taken (a second partial wave would idle most SMs), and
+// no slice is left without a k block. `resident_ctas` = SMs x CTAs per SM.
+inline int PickKSlices(int64_t row_tiles, int64_t k_blocks, int64_t resident_ctas) {
+  int slices = 1;
+  while (slices < kLinearWarps && 2 * slices <= k_blocks) {
+    const int64_t tiles_per_cta = kLinearWarps / (2 * slices);
+    const int64_t ctas = (row_tiles + tiles_per_cta - 1) / tiles_per_cta;
+    if (ctas > resident_ctas) break;
+    slices *= 2;
+  }
+  return slices;
+}
+
+// SMs x CTAs of `kKernel` (256 threads, static shared memory only) resident
+// per SM on the current device; computed once per kernel and process (the
+// backend drives one kind of device), 0 with `*error` set on failure.
+template <auto kKernel>
+inline int64_t ResidentCtas(cudaError_t* error) {
+  static std::atomic<int64_t> cached{0};
+  int64_t value = cached.load(std::memory_order_relaxed);
+  if (value > 0) return value;
+  int device = 0, sms = 0, per_sm = 0;
+  *error = cudaGetDevice(&device);
+  if (*error == cudaSuccess) *error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (*error == cudaSuccess)
+    *error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * kLinearWarps, 0);
+  if (*error != cudaSuccess) return 0;
+  value = int64_t{sms} * (per_sm > 0 ? per_sm : 1);
+  cached.store(value, std::memory_order_relaxed);
+  return value;
+}
+
+}  // namespace ernie::cuda::kernels

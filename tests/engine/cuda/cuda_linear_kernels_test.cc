@@ -1,0 +1,379 @@
+// The small-M linear kernels (kernels/gemv_bf16, kernels/awq_gemm) against
+// a CPU reference written here: bf16 x bf16 dot products and AutoAWQ
+// dequantisation (unpacked straight from the AutoAWQ tensors with the
+// documented nibble order, independently of awq_repack.cc), on odd sizes
+// from a fixed seed.
+//
+// Tolerance of a float32 result y = sum_k x_k w_k: every product of a bf16
+// x and a bf16 (or exact AWQ (q - z)) weight is exact in float32, so the
+// only error is the float32 additions (and, for AWQ, one scale multiply per
+// 32-k partial). Whatever order the tensor cores and the k-slice sum use,
+// each of the <= k + k/32 + 8 roundings moves the sum by at most one float32
+// ulp (2^-23, truncation included) of a partial sum bounded by S = sum_k
+// |x_k w_k|, so |y - ref| <= (k + k/16 + 8) 2^-23 S. The reference adds in
+// double. A wrong k mapping or scale is an error of order S, thousands of
+// times larger. A bf16 output adds one bf16 rounding: 2^-8 |ref|.
+// The dequantised bf16 weights are exact: bf16((q - z) s) with the product
+// exact in float32, so they must equal the reference bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/kernels/awq_gemm.h"
+#include "engine/backend/cuda/kernels/awq_repack.h"
+#include "engine/backend/cuda/kernels/gemv_bf16.h"
+#include "engine/util/half.h"
+#include "tests/engine/cuda/backend_runner.h"
+
+namespace ernie::testing {
+namespace {
+
+using cuda::DeviceBuffer;
+
+std::vector<uint16_t> RandomBf16(size_t count, std::mt19937& gen) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint16_t> out(count);
+  for (auto& v : out) v = FloatToBf16(dist(gen));
+  return out;
+}
+
+template <typename T>
+DeviceBuffer<T> Upload(const std::vector<T>& host) {
+  auto buffer = DeviceBuffer<T>::Allocate(host.size(), "test input");
+  EXPECT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(cudaMemcpy(buffer->data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return std::move(*buffer);
+}
+
+template <typename T>
+std::vector<T> Download(const DeviceBuffer<T>& device) {
+  std::vector<T> host(device.size());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(host.data(), device.data(), device.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+// A [rows, cols] float32 result from the device, float or bf16.
+std::vector<float> DownloadOutput(const DeviceBuffer<float>& y, cuda::LinearOutput out, size_t count) {
+  const auto raw = Download(y);
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i)
+    values[i] =
+        out == cuda::LinearOutput::kF32 ? raw[i] : Bf16ToFloat(reinterpret_cast<const uint16_t*>(raw.data())[i]);
+  return values;
+}
+
+// y = x w^T in double from float32 values, and S = sum |x w| per element.
+struct Reference {
+  std::vector<double> y, abs_sum;
+};
+Reference ReferenceLinear(const std::vector<float>& x, const std::vector<float>& w, int m, int n, int k) {
+  Reference r{std::vector<double>(static_cast<size_t>(m) * n), std::vector<double>(static_cast<size_t>(m) * n)};
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double sum = 0, abs_sum = 0;
+      const float* xr = x.data() + static_cast<size_t>(i) * k;
+      const float* wr = w.data() + static_cast<size_t>(j) * k;
+      for (int t = 0; t < k; ++t) {
+        const double prod = static_cast<double>(xr[t]) * wr[t];
+        sum += prod;
+        abs_sum += std::fabs(prod);
+      }
+      r.y[static_cast<size_t>(i) * n + j] = sum;
+      r.abs_sum[static_cast<size_t>(i) * n + j] = abs_sum;
+    }
+  return r;
+}
+
+// Largest error of `got` over its allowed bound (see the file comment): <= 1 passes.
+double WorstErrorRatio(const std::vector<float>& got, const Reference& ref, int k, cuda::LinearOutput out) {
+  double worst = 0;
+  const double additions = k + k / 16.0 + 8;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double bound = additions * std::ldexp(1.0, -23) * ref.abs_sum[i] + 1e-30;
+    if (out == cuda::LinearOutput::kBf16) bound += std::ldexp(std::fabs(ref.y[i]), -8);
+    worst = std::max(worst, std::fabs(got[i] - ref.y[i]) / bound);
+  }
+  return worst;
+}
+
+std::vector<float> ToFloat(const std::vector<uint16_t>& bf16) {
+  std::vector<float> out(bf16.size());
+  for (size_t i = 0; i < bf16.size(); ++i) out[i] = Bf16ToFloat(bf16[i]);
+  return out;
+}
+
+TEST(GemvBf16Test, MatchesTheReferenceOnOddSizes) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(1234);
+  for (int n : {8, 24, 333, 1000, 2560})
+    for (int k : {8, 128, 384, 1000, 1024}) {
+      const auto w_bf16 = RandomBf16(static_cast<size_t>(n) * k, gen);
+      const auto w = Upload(w_bf16);
+      const auto w_f = ToFloat(w_bf16);
+      for (int m : {1, 3, 7, 8, 16, 29}) {
+        SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k);
+        const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * k, gen);
+        const auto x = Upload(x_bf16);
+        const Reference ref = ReferenceLinear(ToFloat(x_bf16), w_f, m, n, k);
+        for (auto out : {cuda::LinearOutput::kF32, cuda::LinearOutput::kBf16}) {
+          if (out == cuda::LinearOutput::kBf16 && m != 3 && m != 16) continue;  // one row count per tile count
+          auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
+          ASSERT_TRUE(y.ok());
+          const cuda::GemvBf16Params p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                                       .w = reinterpret_cast<const __nv_bfloat16*>(w.data()),
+                                       .y = y->data(),
+                                       .m = m,
+                                       .n = n,
+                                       .k = k,
+                                       .out = out};
+          ASSERT_EQ(cuda::LaunchGemvBf16(p, nullptr), cudaSuccess);
+          EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, k, out), 1.0)
+              << (out == cuda::LinearOutput::kF32 ? "float32" : "bf16") << " output";
+        }
+      }
+    }
+}
+
+TEST(GemvBf16Test, RejectsBadParameters) {
+  // Checked before any CUDA call, so this runs without a device too.
+  alignas(16) static uint16_t data[64] = {};
+  const auto* x = reinterpret_cast<const __nv_bfloat16*>(data);
+  const cuda::GemvBf16Params ok{.x = x, .w = x, .y = data, .m = 1, .n = 1, .k = 8};
+  auto bad = [&](auto edit) {
+    cuda::GemvBf16Params p = ok;
+    edit(p);
+    return cuda::LaunchGemvBf16(p, nullptr);
+  };
+  EXPECT_EQ(bad([](auto& p) { p.m = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.m = cuda::kGemvMaxRows + 1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.k = 12; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.n = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([&](auto& p) { p.x = x + 1; }), cudaErrorInvalidValue);  // 2-byte aligned only
+}
+
+// ---- AWQ ----
+
+// Random AutoAWQ tensors for an n x k linear, plus the float32 weights they
+// mean, w[n][k] = (q - z) s, unpacked here from the documented order.
+struct AwqCase {
+  std::vector<int32_t> qweight, qzeros;
+  std::vector<uint16_t> scales;
+  std::vector<float> w;  // [n, k]
+  int k, n, group;
+  cuda::AwqRawLinear Raw() const {
+    return {.qweight = qweight, .qzeros = qzeros, .scales = scales, .k = k, .n = n, .group_size = group};
+  }
+};
+
+// AutoAWQ words: output column 8j + kAwqOrder[i] in nibble i of word j.
+std::vector<int32_t> PackAwq(const std::vector<uint8_t>& values, int rows, int n) {
+  std::vector<int32_t> words(static_cast<size_t>(rows) * n / 8);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < n / 8; ++j) {
+      uint32_t word = 0;
+      for (int i = 0; i < 8; ++i)
+        word |= uint32_t{values[static_cast<size_t>(r) * n + 8 * j + cuda::kAwqOrder[i]]} << (4 * i);
+      words[static_cast<size_t>(r) * (n / 8) + j] = static_cast<int32_t>(word);
+    }
+  return words;
+}
+
+AwqCase MakeAwqCase(int n, int k, int group, std::mt19937& gen) {
+  AwqCase c{.k = k, .n = n, .group = group};
+  std::uniform_int_distribution<int> nibble(0, 15);
+  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+  std::vector<uint8_t> q(static_cast<size_t>(k) * n), z(static_cast<size_t>(k / group) * n);
+  for (auto& v : q) v = static_cast<uint8_t>(nibble(gen));
+  for (auto& v : z) v = static_cast<uint8_t>(nibble(gen));
+  c.scales.resize(z.size());
+  for (auto& s : c.scales) s = FloatToF16(scale(gen));
+  c.qweight = PackAwq(q, k, n);
+  c.qzeros = PackAwq(z, k / group, n);
+  // Unpack the packed words again (the reference reads what the kernels read).
+  c.w.resize(static_cast<size_t>(n) * k);
+  auto nibble_at = [n](const std::vector<int32_t>& words, int row, int col) {
+    const auto word = static_cast<uint32_t>(words[static_cast<size_t>(row) * (n / 8) + col / 8]);
+    for (int i = 0; i < 8; ++i)
+      if (cuda::kAwqOrder[i] == col % 8) return static_cast<int>((word >> (4 * i)) & 0xF);
+    return -1;
+  };
+  for (int kk = 0; kk < k; ++kk)
+    for (int j = 0; j < n; ++j) {
+      const int g = kk / group;
+      const float s = F16ToFloat(c.scales[static_cast<size_t>(g) * n + j]);
+      c.w[static_cast<size_t>(j) * k + kk] =
+          static_cast<float>(nibble_at(c.qweight, kk, j) - nibble_at(c.qzeros, g, j)) * s;
+    }
+  return c;
+}
+
+struct DeviceAwq {
+  DeviceBuffer<uint32_t> packed, records;
+  cuda::AwqWeightsView view;
+};
+DeviceAwq UploadAwq(const AwqCase& c) {
+  auto packed = cuda::RepackAwqLinear(c.Raw());
+  EXPECT_TRUE(packed.ok()) << packed.status();
+  DeviceAwq d{Upload(packed->packed), Upload(packed->records), {}};
+  d.view = {.packed = d.packed.data(), .records = d.records.data(), .n = c.n, .k = c.k, .group_size = c.group};
+  return d;
+}
+
+TEST(AwqRepackTest, EveryNibbleSitsWhereTheHeaderSays) {
+  std::mt19937 gen(7);
+  for (int group : {32, 64, 128}) {
+    const AwqCase c = MakeAwqCase(24, 384, group, gen);
+    auto repacked = cuda::RepackAwqLinear(c.Raw());
+    ASSERT_TRUE(repacked.ok()) << repacked.status();
+    ASSERT_EQ(static_cast<int64_t>(repacked->packed.size()), cuda::AwqPackedWords(24, 384));
+    ASSERT_EQ(static_cast<int64_t>(repacked->records.size()), cuda::AwqRecordWords(24, 384, group));
+    const int blocks = 384 / 64, groups2 = (384 / group + 1) / 2 * 2;
+    int wrong = 0;
+    for (int row = 0; row < 32; ++row)  // 24 real rows and 8 padding rows
+      for (int kk = 0; kk < 384; ++kk) {
+        // awq_gemm.h: k = 64 block + 32 half + 8c + 2p + i; row = 16 tile + g + 8 (j % 2), half = j / 2.
+        const int tile = row / 16, g = row % 8, half = kk % 64 / 32, c4 = kk % 32 / 8, p = kk % 8 / 2, i = kk % 2;
+        const uint32_t word = repacked->packed[((static_cast<size_t>(tile) * blocks + kk / 64) * 32 + 4 * g + c4) * 4 +
+                                               2 * half + row % 16 / 8];
+        const uint32_t rec =
+            repacked->records[((static_cast<size_t>(tile) * 8 + g) * groups2 + kk / group) * 2 + row % 16 / 8];
+        const int q = static_cast<int>((word >> (4 * p + 16 * i)) & 0xF);
+        const int z = static_cast<int>(rec >> 16) - 0x4300;
+        const float w = static_cast<float>(q - z) * F16ToFloat(static_cast<uint16_t>(rec & 0xffff));
+        const float want = row < 24 ? c.w[static_cast<size_t>(row) * 384 + kk] : 0.0f;
+        wrong += w != want;
+      }
+    EXPECT_EQ(wrong, 0) << "group " << group;
+  }
+}
+
+TEST(AwqRepackTest, RejectsInconsistentTensors) {
+  std::mt19937 gen(8);
+  const AwqCase c = MakeAwqCase(16, 128, 64, gen);
+  auto expect_error = [](cuda::AwqRawLinear raw, const char* fragment) {
+    auto p = cuda::RepackAwqLinear(raw);
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(p.status().message()).find(fragment), std::string::npos) << p.status();
+  };
+  cuda::AwqRawLinear raw = c.Raw();
+  raw.n = 12;
+  expect_error(raw, "n=12");
+  raw = c.Raw();
+  raw.group_size = 48;
+  expect_error(raw, "group_size=48");
+  raw = c.Raw();
+  raw.k = 96;
+  expect_error(raw, "k=96");
+  raw = c.Raw();
+  raw.qweight = raw.qweight.subspan(1);
+  expect_error(raw, "qweight");
+  raw = c.Raw();
+  raw.qzeros = raw.qzeros.subspan(1);
+  expect_error(raw, "qzeros");
+  raw = c.Raw();
+  raw.scales = raw.scales.subspan(1);
+  expect_error(raw, "scales");
+}
+
+TEST(AwqGemvTest, MatchesTheReferenceOnOddSizes) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(4321);
+  for (int group : {32, 64, 128})
+    for (int n : {8, 24, 1000, 2560})
+      for (int k : {128, 384, 1024}) {
+        const AwqCase c = MakeAwqCase(n, k, group, gen);
+        const DeviceAwq w = UploadAwq(c);
+        for (int m : {1, 3, 7, 8, 16, 29}) {
+          SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " group=" << group);
+          const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * k, gen);
+          const auto x = Upload(x_bf16);
+          const Reference ref = ReferenceLinear(ToFloat(x_bf16), c.w, m, n, k);
+          for (auto out : {cuda::LinearOutput::kF32, cuda::LinearOutput::kBf16}) {
+            if (out == cuda::LinearOutput::kBf16 && m != 7) continue;
+            auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
+            ASSERT_TRUE(y.ok());
+            const cuda::AwqGemvParams p{
+                .x = reinterpret_cast<const __nv_bfloat16*>(x.data()), .w = w.view, .y = y->data(), .m = m, .out = out};
+            ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
+            EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, k, out), 1.0)
+                << (out == cuda::LinearOutput::kF32 ? "float32" : "bf16") << " output";
+          }
+        }
+      }
+}
+
+TEST(AwqDequantizeTest, WritesExactBf16WeightsAndFeedsCublas) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gemm = cuda::Gemm::Create(nullptr);
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  std::mt19937 gen(99);
+  for (int group : {32, 64, 128})
+    for (int n : {8, 24, 1000, 2560})
+      for (int k : {128, 384, 1024}) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " k=" << k << " group=" << group);
+        const AwqCase c = MakeAwqCase(n, k, group, gen);
+        const DeviceAwq w = UploadAwq(c);
+        // One element more than needed: the kernel must not write past n x k.
+        const size_t bytes = cuda::AwqDequantWorkspaceBytes(n, k);
+        auto out = DeviceBuffer<uint16_t>::Allocate(bytes / 2 + 1, "dequantised");
+        ASSERT_TRUE(out.ok());
+        ASSERT_EQ(cudaMemset(out->data(), 0xff, out->bytes()), cudaSuccess);
+        auto* out_bf16 = reinterpret_cast<__nv_bfloat16*>(out->data());
+        EXPECT_EQ(cuda::LaunchAwqDequantize({.w = w.view, .out = out_bf16, .out_bytes = bytes - 2}, nullptr),
+                  cudaErrorInvalidValue);
+        ASSERT_EQ(cuda::LaunchAwqDequantize({.w = w.view, .out = out_bf16, .out_bytes = bytes}, nullptr), cudaSuccess);
+        const auto got = Download(*out);
+        int wrong = 0;
+        for (size_t i = 0; i < c.w.size(); ++i) wrong += got[i] != FloatToBf16(c.w[i]);
+        EXPECT_EQ(wrong, 0);
+        EXPECT_EQ(got.back(), 0xffff) << "wrote past the workspace";
+        // The prefill path: dequantised weights through cuBLAS.
+        for (int m : {1, 33}) {
+          const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * k, gen);
+          const auto x = Upload(x_bf16);
+          std::vector<float> w_bf16(c.w.size());
+          for (size_t i = 0; i < c.w.size(); ++i) w_bf16[i] = Bf16ToFloat(FloatToBf16(c.w[i]));
+          const Reference ref = ReferenceLinear(ToFloat(x_bf16), w_bf16, m, n, k);
+          auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
+          ASSERT_TRUE(y.ok());
+          ASSERT_TRUE(gemm->Run(x.data(), m, k, out->data(), n, y->data(), cuda::GemmOutput::kF32).ok());
+          EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, cuda::LinearOutput::kF32, ref.y.size()), ref, k,
+                                    cuda::LinearOutput::kF32),
+                    1.0)
+              << "m=" << m;
+        }
+      }
+}
+
+TEST(AwqGemvTest, RejectsBadParameters) {
+  // Checked before any CUDA call, so this runs without a device too.
+  alignas(16) static uint32_t data[64] = {};
+  const auto* x = reinterpret_cast<const __nv_bfloat16*>(data);
+  const cuda::AwqGemvParams ok{
+      .x = x, .w = {.packed = data, .records = data, .n = 16, .k = 64, .group_size = 64}, .y = data, .m = 1};
+  auto bad = [&](auto edit) {
+    cuda::AwqGemvParams p = ok;
+    edit(p);
+    return cuda::LaunchAwqGemv(p, nullptr);
+  };
+  EXPECT_EQ(bad([](auto& p) { p.m = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.m = cuda::kGemvMaxRows + 1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w.k = 96; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w.n = 12; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w.group_size = 48; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w.group_size = 128; }), cudaErrorInvalidValue);  // does not divide k = 64
+  EXPECT_EQ(bad([&](auto& p) { p.w.packed = data + 1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.y = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchAwqDequantize({.w = ok.w, .out = nullptr, .out_bytes = 1 << 20}, nullptr),
+            cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace ernie::testing

@@ -1,0 +1,367 @@
+// ernie-bench-gemv: the small-M linear kernels (kernels/gemv_bf16,
+// kernels/awq_gemm) beside cuBLAS bf16 (gemm.h) on the same shapes, one JSON
+// line per (kernel, shape, m) on stdout and in --log.
+//
+//   ernie-bench-gemv [--log FILE] [--reps N] [--shape NAME] [--ms 1,8] [--k-slices 1|2|4|8]
+//
+// Kernels: cublas_bf16 (every m), gemv_bf16 and awq_gemv (m <= 32),
+// awq_dequant_cublas (the prefill path: dequantise into the workspace, then
+// cuBLAS; every m) and awq_dequant alone (m = 0). Shapes are k x n (in x out):
+// the ERNIE-0.3B linears, its lm_head, 8192 x 8192 and 4096 x 14336 (AWQ
+// group 128).
+//
+// Timing: each launch reads its own copy of the weights, the copies together
+// >= 200 MB (4x the H200's 50 MB L2), so no launch finds its weights in L2
+// (x and y stay there, as in a decode step). One CUDA graph holds one
+// launch per copy; after two warm-up replays, --reps replays are timed with
+// CUDA events and the median per launch is reported (launch gaps inside a
+// graph included, as in the backend's decode graphs).
+// bytes = weights as stored by the checkpoint (bf16: 2 n k; AWQ: n k / 2 +
+// fp16 scales + 4-bit zeros) + x (bf16) + y (float32): what the operation
+// must move at least, so hbm_fraction = bytes / time / 4.3 TB/s is a
+// fraction of the floor, for every path alike.
+// check_rel_err: max |y - y_cublas| / max |y_cublas| on copy 0 (for AWQ:
+// against cuBLAS on the dequantised weights).
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/kernels/awq_gemm.h"
+#include "engine/backend/cuda/kernels/awq_repack.h"
+#include "engine/backend/cuda/kernels/gemv_bf16.h"
+#include "engine/util/half.h"
+#include "engine/util/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using ernie::cuda::DeviceBuffer;
+
+constexpr double kHbmBytesPerSecond = 4.3e12;  // H200 device copy (KINDS.md)
+constexpr int64_t kFlushBytes = int64_t{200} << 20;
+constexpr int kMaxCopies = 256;
+constexpr int kAwqGroup = 128;
+constexpr int kMaxM = 128;
+
+struct Shape {
+  const char* name;
+  int k, n;
+  bool bf16_kernel, awq;
+};
+
+constexpr Shape kShapes[] = {
+    {"qkv_0.3b", 1024, 2560, true, true},    {"gate_up_0.3b", 1024, 6144, true, true},
+    {"down_0.3b", 3072, 1024, true, true},   {"lm_head_0.3b", 1024, 103424, true, false},
+    {"square_8192", 8192, 8192, true, true}, {"wide_4096x14336", 4096, 14336, false, true},
+};
+constexpr int kMs[] = {1, 2, 4, 8, 16, 32, 128};
+
+int CopiesFor(int64_t bytes) { return static_cast<int>(std::clamp<int64_t>(kFlushBytes / bytes + 1, 2, kMaxCopies)); }
+
+absl::Status Check(cudaError_t e, const std::string& what) { return ernie::cuda::CudaStatus(e, what); }
+
+// Median time per launch of launch(0 .. copies-1), in microseconds.
+absl::StatusOr<double> TimeLaunches(cudaStream_t stream, int copies, int reps,
+                                    const std::function<absl::Status(int)>& launch) {
+  ERNIE_RETURN_IF_ERROR(launch(0));  // eager first: fills the launchers' occupancy caches
+  ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "warm-up"));
+  cudaGraph_t graph = nullptr;
+  ERNIE_RETURN_IF_ERROR(Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture"));
+  absl::Status captured = absl::OkStatus();
+  for (int i = 0; i < copies && captured.ok(); ++i) captured = launch(i);
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  ERNIE_RETURN_IF_ERROR(captured);
+  ERNIE_RETURN_IF_ERROR(Check(end, "end capture"));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  ERNIE_RETURN_IF_ERROR(Check(inst, "instantiate"));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> per_launch;
+  absl::Status status = absl::OkStatus();
+  for (int r = 0; r < reps + 2 && status.ok(); ++r) {
+    cudaEventRecord(start, stream);
+    status = Check(cudaGraphLaunch(exec, stream), "graph launch");
+    cudaEventRecord(stop, stream);
+    if (status.ok()) status = Check(cudaEventSynchronize(stop), "graph run");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (r >= 2) per_launch.push_back(1e3 * ms / copies);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGraphExecDestroy(exec);
+  ERNIE_RETURN_IF_ERROR(status);
+  std::sort(per_launch.begin(), per_launch.end());
+  return per_launch[per_launch.size() / 2];
+}
+
+// One weight set, `copies` times over; random bf16 in [-1, 1] (AWQ: random nibbles, scales ~0.01).
+struct Weights {
+  int copies = 0;
+  DeviceBuffer<uint16_t> bf16;  // copies x [n, k]
+  DeviceBuffer<uint32_t> packed, records;
+  int64_t packed_words = 0, record_words = 0;
+  const uint16_t* Bf16(int i, const Shape& s) const { return bf16.data() + int64_t{i} * s.n * s.k; }
+  ernie::cuda::AwqWeightsView Awq(int i, const Shape& s) const {
+    return {.packed = packed.data() + i * packed_words,
+            .records = records.data() + i * record_words,
+            .n = s.n,
+            .k = s.k,
+            .group_size = kAwqGroup};
+  }
+};
+
+template <typename T>
+absl::StatusOr<DeviceBuffer<T>> Replicate(const std::vector<T>& host, int copies, const char* what) {
+  ERNIE_ASSIGN_OR_RETURN(auto d, DeviceBuffer<T>::Allocate(host.size() * copies, what));
+  for (int i = 0; i < copies; ++i)
+    ERNIE_RETURN_IF_ERROR(Check(
+        cudaMemcpy(d.data() + i * host.size(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), what));
+  return d;
+}
+
+absl::StatusOr<Weights> MakeWeights(const Shape& s, std::mt19937& gen) {
+  Weights w;
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::vector<uint16_t> host(static_cast<size_t>(s.n) * s.k);
+  for (auto& v : host) v = ernie::FloatToBf16(unit(gen));
+  w.copies = CopiesFor(static_cast<int64_t>(host.size()) * 2);
+  ERNIE_ASSIGN_OR_RETURN(w.bf16, Replicate(host, w.copies, "bf16 weights"));
+  if (!s.awq) return w;
+  std::vector<int32_t> qweight(static_cast<size_t>(s.k) * s.n / 8),
+      qzeros(static_cast<size_t>(s.k / kAwqGroup) * s.n / 8);
+  for (auto& v : qweight) v = static_cast<int32_t>(gen());
+  for (auto& v : qzeros) v = static_cast<int32_t>(gen());
+  std::vector<uint16_t> scales(static_cast<size_t>(s.k / kAwqGroup) * s.n);
+  for (auto& v : scales) v = ernie::FloatToF16(0.01f + 0.005f * unit(gen));
+  ERNIE_ASSIGN_OR_RETURN(
+      auto repacked,
+      ernie::cuda::RepackAwqLinear(
+          {.qweight = qweight, .qzeros = qzeros, .scales = scales, .k = s.k, .n = s.n, .group_size = kAwqGroup}));
+  const int64_t awq_bytes = int64_t{s.k} * s.n / 2;
+  const int awq_copies = std::max(w.copies, CopiesFor(awq_bytes));
+  w.copies = awq_copies;  // the bf16 copies wrap around (i % bf16 copies)
+  w.packed_words = static_cast<int64_t>(repacked.packed.size());
+  w.record_words = static_cast<int64_t>(repacked.records.size());
+  ERNIE_ASSIGN_OR_RETURN(w.packed, Replicate(repacked.packed, awq_copies, "AWQ packed"));
+  ERNIE_ASSIGN_OR_RETURN(w.records, Replicate(repacked.records, awq_copies, "AWQ records"));
+  return w;
+}
+
+// max |a - b| / max |b| over two float [count] device buffers.
+absl::StatusOr<double> RelErr(const float* a, const float* b, size_t count) {
+  std::vector<float> ha(count), hb(count);
+  ERNIE_RETURN_IF_ERROR(Check(cudaMemcpy(ha.data(), a, count * 4, cudaMemcpyDeviceToHost), "check copy"));
+  ERNIE_RETURN_IF_ERROR(Check(cudaMemcpy(hb.data(), b, count * 4, cudaMemcpyDeviceToHost), "check copy"));
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < count; ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(ha[i] - hb[i])));
+    scale = std::max(scale, static_cast<double>(std::fabs(hb[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+struct Args {
+  std::string log, shape;  // shape: only this one (for a profiler run)
+  int reps = 15;
+  int k_slices = 0;  // forwarded to both kernels (0: their own choice)
+  std::vector<int> ms = std::vector<int>(std::begin(kMs), std::end(kMs));
+};
+
+struct Result {
+  std::string kernel, shape;
+  int m = 0;
+  double us = 0, hbm_fraction = 0;
+};
+
+// One line per (shape, m) on stderr: each path's time and fraction of the
+// HBM floor, for reading the switch points off.
+void PrintSummary(const std::vector<Result>& results) {
+  auto find = [&](const std::string& kernel, const std::string& shape, int m) -> const Result* {
+    for (const Result& r : results)
+      if (r.kernel == kernel && r.shape == shape && r.m == m) return &r;
+    return nullptr;
+  };
+  std::cerr << absl::StrFormat("%-16s %4s | %-14s | %-20s | %-20s | %-16s\n", "shape", "m", "cublas_bf16 us",
+                               "gemv_bf16 us (hbm)", "awq_gemv us (hbm)", "awq_dq+cublas us");
+  for (const Result& c : results) {
+    if (c.kernel != "cublas_bf16") continue;
+    auto cell = [&](const char* kernel) {
+      const Result* r = find(kernel, c.shape, c.m);
+      return r == nullptr ? std::string("-") : absl::StrFormat("%8.2f (%.2f)", r->us, r->hbm_fraction);
+    };
+    const Result* dq = find("awq_dequant_cublas", c.shape, c.m);
+    std::cerr << absl::StrFormat("%-16s %4d | %8.2f (%.2f) | %-20s | %-20s | %s\n", c.shape, c.m, c.us, c.hbm_fraction,
+                                 cell("gemv_bf16"), cell("awq_gemv"),
+                                 dq == nullptr ? std::string("-") : absl::StrFormat("%8.2f", dq->us));
+  }
+}
+
+absl::Status Run(const Args& args, std::ostream* log) {
+  std::vector<Result> results;
+  const int reps = args.reps;
+  cudaStream_t stream = nullptr;
+  ERNIE_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"));
+  ERNIE_ASSIGN_OR_RETURN(auto gemm, ernie::cuda::Gemm::Create(stream));
+  std::mt19937 gen(2026);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (const Shape& s : kShapes) {
+    if (!args.shape.empty() && args.shape != s.name) continue;
+    ERNIE_ASSIGN_OR_RETURN(Weights w, MakeWeights(s, gen));
+    const int bf16_copies = CopiesFor(int64_t{2} * s.n * s.k);
+    std::vector<uint16_t> x_host(static_cast<size_t>(kMaxM) * s.k);
+    for (auto& v : x_host) v = ernie::FloatToBf16(unit(gen));
+    ERNIE_ASSIGN_OR_RETURN(auto x, Replicate(x_host, 1, "x"));
+    ERNIE_ASSIGN_OR_RETURN(auto y, DeviceBuffer<float>::Allocate(static_cast<size_t>(kMaxM) * s.n, "y"));
+    ERNIE_ASSIGN_OR_RETURN(auto y_ref, DeviceBuffer<float>::Allocate(static_cast<size_t>(kMaxM) * s.n, "y_ref"));
+    DeviceBuffer<uint16_t> dequant;
+    if (s.awq) {
+      ERNIE_ASSIGN_OR_RETURN(dequant, DeviceBuffer<uint16_t>::Allocate(
+                                          ernie::cuda::AwqDequantWorkspaceBytes(s.n, s.k) / 2, "dequant workspace"));
+    }
+    const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x.data());
+    auto* wsb = reinterpret_cast<__nv_bfloat16*>(dequant.data());
+    const double awq_weight_bytes =
+        static_cast<double>(s.k) * s.n / 2 + static_cast<double>(s.k) / kAwqGroup * s.n * 2.5;
+    auto dequantize = [&](int i) {
+      return Check(
+          ernie::cuda::LaunchAwqDequantize({.w = w.Awq(i, s), .out = wsb, .out_bytes = dequant.bytes()}, stream),
+          "awq dequantize");
+    };
+    auto emit = [&](const char* kernel, int m, double us, double weight_bytes, double cublas_us, double err) {
+      const double bytes = weight_bytes + 2.0 * m * s.k + 4.0 * m * s.n;
+      nlohmann::json j = {{"kernel", kernel},
+                          {"shape", s.name},
+                          {"k", s.k},
+                          {"n", s.n},
+                          {"m", m},
+                          {"time_us", us},
+                          {"bytes", bytes},
+                          {"gb_s", bytes / us / 1e3},
+                          {"hbm_fraction", bytes / (us * 1e-6) / kHbmBytesPerSecond}};
+      if (s.awq && std::string(kernel).rfind("awq", 0) == 0) j["group"] = kAwqGroup;
+      if (cublas_us > 0) j["speedup_vs_cublas_bf16"] = cublas_us / us;
+      if (err >= 0) j["check_rel_err"] = err;
+      std::cout << j.dump() << std::endl;
+      if (log != nullptr) *log << j.dump() << "\n";
+      results.push_back({kernel, s.name, m, us, j["hbm_fraction"].get<double>()});
+    };
+    if (s.awq) {
+      ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, w.copies, reps, dequantize));
+      emit("awq_dequant", 0, us, awq_weight_bytes, 0, -1);
+    }
+    for (int m : args.ms) {
+      auto cublas = [&](int i) {
+        return gemm.Run(x.data(), m, s.k, w.Bf16(i % bf16_copies, s), s.n, y.data(), ernie::cuda::GemmOutput::kF32);
+      };
+      ERNIE_ASSIGN_OR_RETURN(double cublas_us, TimeLaunches(stream, bf16_copies, reps, cublas));
+      emit("cublas_bf16", m, cublas_us, 2.0 * s.n * s.k, 0, -1);
+      const size_t out_count = static_cast<size_t>(m) * s.n;
+      if (s.bf16_kernel && m <= ernie::cuda::kGemvMaxRows) {
+        auto gemv = [&](int i) {
+          const ernie::cuda::GemvBf16Params p{.x = xb,
+                                              .w = reinterpret_cast<const __nv_bfloat16*>(w.Bf16(i % bf16_copies, s)),
+                                              .y = y.data(),
+                                              .m = m,
+                                              .n = s.n,
+                                              .k = s.k,
+                                              .k_slices = args.k_slices};
+          return Check(ernie::cuda::LaunchGemvBf16(p, stream), "gemv_bf16");
+        };
+        ERNIE_RETURN_IF_ERROR(cublas(0));
+        ERNIE_RETURN_IF_ERROR(
+            Check(cudaMemcpyAsync(y_ref.data(), y.data(), out_count * 4, cudaMemcpyDeviceToDevice, stream), "copy"));
+        ERNIE_RETURN_IF_ERROR(gemv(0));
+        ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "gemv check"));
+        ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
+        ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, bf16_copies, reps, gemv));
+        emit("gemv_bf16", m, us, 2.0 * s.n * s.k, cublas_us, err);
+      }
+      if (!s.awq) continue;
+      auto dequant_cublas = [&](int i) {
+        ERNIE_RETURN_IF_ERROR(dequantize(i));
+        return gemm.Run(x.data(), m, s.k, dequant.data(), s.n, y.data(), ernie::cuda::GemmOutput::kF32);
+      };
+      ERNIE_RETURN_IF_ERROR(dequant_cublas(0));
+      ERNIE_RETURN_IF_ERROR(
+          Check(cudaMemcpyAsync(y_ref.data(), y.data(), out_count * 4, cudaMemcpyDeviceToDevice, stream), "copy"));
+      ERNIE_ASSIGN_OR_RETURN(double dq_us, TimeLaunches(stream, w.copies, reps, dequant_cublas));
+      emit("awq_dequant_cublas", m, dq_us, awq_weight_bytes, cublas_us, -1);
+      if (m > ernie::cuda::kGemvMaxRows) continue;
+      auto awq = [&](int i) {
+        return Check(ernie::cuda::LaunchAwqGemv(
+                         {.x = xb, .w = w.Awq(i, s), .y = y.data(), .m = m, .k_slices = args.k_slices}, stream),
+                     "awq_gemv");
+      };
+      ERNIE_RETURN_IF_ERROR(awq(0));
+      ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "awq check"));
+      ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
+      ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, w.copies, reps, awq));
+      emit("awq_gemv", m, us, awq_weight_bytes, cublas_us, err);
+    }
+  }
+  cudaStreamDestroy(stream);
+  PrintSummary(results);
+  return absl::OkStatus();
+}
+
+bool Parse(int argc, char** argv, Args* a) {
+  if (argc % 2 == 0) return false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--log") {
+      a->log = value;
+    } else if (flag == "--shape") {
+      a->shape = value;
+    } else if (flag == "--k-slices") {
+      if (!absl::SimpleAtoi(value, &a->k_slices) || a->k_slices < 0 || a->k_slices > 8) return false;
+    } else if (flag == "--reps") {
+      if (!absl::SimpleAtoi(value, &a->reps) || a->reps <= 0) return false;
+    } else if (flag == "--ms") {
+      a->ms.clear();
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        int m = 0;
+        if (!absl::SimpleAtoi(part, &m) || m <= 0 || m > kMaxM) return false;
+        a->ms.push_back(m);
+      }
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!Parse(argc, argv, &args)) {
+    std::cerr << "usage: ernie-bench-gemv [--log FILE] [--reps N] [--shape NAME] [--ms 1,8] [--k-slices 1|2|4|8] (m <= "
+              << kMaxM << ")\n";
+    return 2;
+  }
+  std::ofstream log;
+  if (!args.log.empty()) log.open(args.log);
+  const absl::Status status = Run(args, args.log.empty() ? nullptr : &log);
+  if (!status.ok()) {
+    std::cerr << "ernie-bench-gemv: " << status << "\n";
+    return 1;
+  }
+  return 0;
+}
