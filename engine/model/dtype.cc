@@ -7,6 +7,7 @@ std::string_view DTypeSafetensorsName(DType t) {
     case DType::kF32: return "F32";
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
+    case DType::kI32: return "I32";
   }
   return "?";
 }
@@ -15,6 +16,7 @@ std::optional<DType> DTypeFromSafetensorsName(std::string_view name) {
   if (name == "F32") return DType::kF32;
   if (name == "F16") return DType::kF16;
   if (name == "BF16") return DType::kBF16;
+  if (name == "I32") return DType::kI32;
   return std::nullopt;
 }
 
@@ -23,6 +25,7 @@ std::string_view DTypeConfigName(DType t) {
     case DType::kF32: return "float32";
     case DType::kF16: return "float16";
     case DType::kBF16: return "bfloat16";
+    case DType::kI32: return "int32";
   }
   return "?";
 }

@@ -6,17 +6,26 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model/awq_format.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
 
 namespace ernie {
 
-// y = x W^T (+ b): W is [out, in] as torch's nn.Linear stores it.
+// y = x W^T (+ b). Exactly one of two forms is bound, and every backend must
+// check which (is_awq()) before touching `weight`:
+//  - float: `weight` is [out, in] as torch's nn.Linear stores it (F32/F16/BF16);
+//  - AWQ (the model's config has quantization_config and the module is not in
+//    modules_to_not_convert): `weight` is nullptr and `awq` holds the packed
+//    4-bit tensors, W^T = (q - z) * s per group of inputs.
+// The bias is float in both forms.
 struct LinearWeights {
-  const TensorView* weight = nullptr;  // [out, in]
+  const TensorView* weight = nullptr;  // [out, in]; nullptr when is_awq()
   const TensorView* bias = nullptr;    // [out], or nullptr without use_bias
-  int64_t out_features() const { return weight->shape[0]; }
-  int64_t in_features() const { return weight->shape[1]; }
+  AwqLinearWeights awq;                // set when is_awq()
+  bool is_awq() const { return awq.qweight != nullptr; }
+  int64_t out_features() const { return is_awq() ? awq.out_features() : weight->shape[0]; }
+  int64_t in_features() const { return is_awq() ? awq.in_features() : weight->shape[1]; }
 };
 
 // One SiLU-gated MLP: down(silu(gate(x)) * up(x)).
@@ -53,10 +62,19 @@ struct Ernie45Weights {
   const TensorView* embed_tokens = nullptr;  // [V, H]
   std::vector<Ernie45LayerWeights> layers;
   const TensorView* final_norm = nullptr;    // [H]
-  LinearWeights lm_head;                     // [V, H]: embed_tokens itself when tied
+  LinearWeights lm_head;                     // [V, H]: embed_tokens itself when tied (never AWQ)
+  // AWQ group size of the quantized linears; 0 when every linear is float.
+  // Embeddings, lm_head, norms and the MoE router always stay float.
+  int64_t awq_group_size = 0;
 };
 
 // Finds every tensor; errors name the tensor, its file and the shape wanted.
+// For an AWQ config (config.awq), each q/k/v/o/gate/up/down linear (dense
+// layers, MoE experts, shared experts) not in modules_to_not_convert must
+// have .qweight/.qzeros/.scales and no .weight; a float config must have no
+// .qweight anywhere. Errors name the tensor and file: wrong dtype or shape,
+// a missing part, in not divisible by the group, out not divisible by 8, a
+// linear left float (or quantized) against the config.
 absl::StatusOr<Ernie45Weights> BindErnie45Weights(const ModelConfig& config, const Checkpoint& checkpoint);
 
 // A loaded model: config, defaults, the mapped checkpoint and bound weights.

@@ -194,6 +194,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
     ERNIE_ASSIGN_OR_RETURN(double norm_min, r.PositiveNumber(j, "moe_norm_min", 1e-12));
     m.norm_min = static_cast<float>(norm_min);
   }
+  ERNIE_ASSIGN_OR_RETURN(c.awq, ParseQuantizationConfig(j, file));
   ERNIE_ASSIGN_OR_RETURN(c.bos_token_id, r.TokenId("bos_token_id", 1));
   ERNIE_ASSIGN_OR_RETURN(c.pad_token_id, r.TokenId("pad_token_id", 0));
   if (auto eos = j.find("eos_token_id"); eos != j.end() && !eos->is_null()) {

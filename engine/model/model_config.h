@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/model/dtype.h"
+#include "engine/model/quantization_config.h"
 
 namespace ernie {
 
@@ -48,6 +50,7 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;  // config's eos_token_id (int or list)
   int64_t pad_token_id = 0;
   MoeConfig moe;                       // used when architecture == kErnie45Moe
+  std::optional<AwqConfig> awq;        // quantization_config of an AWQ checkpoint; nullopt: float weights
 
   // Whether layer i's MLP is a mixture of experts (ARCHITECTURE.md's rule).
   bool IsMoeLayer(int64_t i) const {

@@ -64,7 +64,7 @@ absl::StatusOr<TensorView> ParseEntry(const std::string& name, const nlohmann::j
   view.file = std::string(file);
   const std::string dtype_name = dtype_it->get<std::string>();
   auto dtype = DTypeFromSafetensorsName(dtype_name);
-  if (!dtype) return Malformed(file, name, absl::StrCat("unsupported dtype '", dtype_name, "' (F32, F16 and BF16 are read)"));
+  if (!dtype) return Malformed(file, name, absl::StrCat("unsupported dtype '", dtype_name, "' (F32, F16, BF16 and I32 are read)"));
   view.dtype = *dtype;
 
   // Element count with overflow checks: a hostile header must not wrap around.

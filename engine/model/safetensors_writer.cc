@@ -52,9 +52,9 @@ absl::Status ValidateSpecs(std::span<const SafetensorsTensorSpec> specs) {
 
 absl::StatusOr<size_t> SafetensorsDtypeSize(const std::string& dtype) {
   if (dtype == "BF16" || dtype == "F16") return 2;
-  if (dtype == "F32") return 4;
+  if (dtype == "F32" || dtype == "I32") return 4;
   return absl::InvalidArgumentError(
-      absl::StrCat("safetensors: unsupported dtype '", dtype, "' (expected BF16, F16 or F32)"));
+      absl::StrCat("safetensors: unsupported dtype '", dtype, "' (expected BF16, F16, F32 or I32)"));
 }
 
 absl::StatusOr<uint64_t> SafetensorsTensorBytes(const SafetensorsTensorSpec& spec) {

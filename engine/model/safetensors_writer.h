@@ -26,7 +26,7 @@ namespace ernie::model {
 // One tensor of a file to write.
 struct SafetensorsTensorSpec {
   std::string name;            // unique, non-empty
-  std::string dtype;           // "BF16", "F16" or "F32"
+  std::string dtype;           // "BF16", "F16", "F32" or "I32"
   std::vector<int64_t> shape;  // every dimension >= 0; {} is a scalar
 };
 

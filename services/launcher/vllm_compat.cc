@@ -83,7 +83,7 @@ absl::StatusOr<std::vector<std::string>> ApplyVllmOptions(const std::string& mod
                                                      "this is not an AutoAWQ checkpoint"));
   }
   if (is_awq)
-    return absl::UnimplementedError(absl::StrCat(model_dir, " is an AWQ checkpoint; int4 weights are not supported by this build yet"));
+    notes.push_back(absl::StrCat(model_dir, " is an AutoAWQ checkpoint: 4-bit weights, dequantised on the fly"));
 
   // vLLM: auto = the model's generation_config.json; vllm = none (OpenAI's
   // defaults); a folder = that folder's generation_config.json instead.

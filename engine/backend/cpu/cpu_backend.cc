@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/elementwise.h"
+#include "engine/backend/cpu/int4_linear.h"
 #include "engine/backend/cpu/linear.h"
 #include "engine/backend/cpu/paged_attention.h"
 #include "engine/util/status_macros.h"
@@ -37,15 +38,17 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const LoadedModel
                      .bytes_per_element = 4};
   ERNIE_ASSIGN_OR_RETURN(CpuKvCache kv, CpuKvCache::Create(shape));
   return std::unique_ptr<CpuBackend>(
-      new CpuBackend(model, std::move(kv), options.num_threads, options.max_tokens_per_step));
+      new CpuBackend(model, std::move(kv), options.num_threads, options.max_tokens_per_step, options.observer));
 }
 
-CpuBackend::CpuBackend(const LoadedModel& model, CpuKvCache kv, int num_threads, int64_t max_tokens)
+CpuBackend::CpuBackend(const LoadedModel& model, CpuKvCache kv, int num_threads, int64_t max_tokens,
+                       LinearInputObserver observer)
     : config_(model.config),
       weights_(model.weights),
       kv_(std::move(kv)),
       pool_(num_threads),
       max_tokens_(max_tokens),
+      observer_(std::move(observer)),
       attn_scale_(1.0f / std::sqrt(static_cast<float>(model.config.head_dim))) {
   const ModelConfig& c = config_;
   for (const Ernie45LayerWeights& l : weights_.layers) {
@@ -68,20 +71,27 @@ CpuBackend::CpuBackend(const LoadedModel& model, CpuKvCache kv, int num_threads,
   up_.resize(t * c.intermediate_size);
 }
 
+void CpuBackend::Observe(int64_t layer, LinearInput which, const std::vector<float>& x, int64_t rows,
+                         int64_t cols) const {
+  if (observer_) observer_(layer, which, x.data(), rows, cols);
+}
+
 // x += o_proj(attention(rope(q), rope(k), v)) on RMSNorm(x).
 void CpuBackend::AttentionBlock(const StepBatch& batch, int64_t layer, int64_t tokens) {
   const ModelConfig& c = config_;
   const Ernie45LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const LayerVectors& lv = layer_vectors_[static_cast<size_t>(layer)];
   RmsNorm(x_.data(), tokens, c.hidden_size, lv.input_norm.data(), c.rms_norm_eps, h_.data());
-  Linear(h_.data(), tokens, c.hidden_size, *w.q_proj.weight, OrNull(lv.q_bias), q_.data(), pool_);
-  Linear(h_.data(), tokens, c.hidden_size, *w.k_proj.weight, OrNull(lv.k_bias), k_.data(), pool_);
-  Linear(h_.data(), tokens, c.hidden_size, *w.v_proj.weight, OrNull(lv.v_bias), v_.data(), pool_);
+  Observe(layer, LinearInput::kQkv, h_, tokens, c.hidden_size);
+  ApplyLinear(h_.data(), tokens, w.q_proj, OrNull(lv.q_bias), q_.data(), pool_);
+  ApplyLinear(h_.data(), tokens, w.k_proj, OrNull(lv.k_bias), k_.data(), pool_);
+  ApplyLinear(h_.data(), tokens, w.v_proj, OrNull(lv.v_bias), v_.data(), pool_);
   ApplyRotaryInterleaved(q_.data(), tokens, c.num_heads, c.head_dim, batch.positions, inv_freq_.data());
   ApplyRotaryInterleaved(k_.data(), tokens, c.num_kv_heads, c.head_dim, batch.positions, inv_freq_.data());
   WriteKv(batch, k_.data(), v_.data(), layer, kv_);
   PagedAttention(batch, seq_of_token_, q_.data(), c.num_heads, layer, kv_, attn_scale_, attn_.data(), pool_);
-  Linear(attn_.data(), tokens, c.q_size(), *w.o_proj.weight, OrNull(lv.o_bias), out_.data(), pool_);
+  Observe(layer, LinearInput::kOProj, attn_, tokens, c.q_size());
+  ApplyLinear(attn_.data(), tokens, w.o_proj, OrNull(lv.o_bias), out_.data(), pool_);
   AddInPlace(x_.data(), out_.data(), tokens * c.hidden_size);
 }
 
@@ -97,10 +107,12 @@ void CpuBackend::MlpBlock(int64_t layer, int64_t tokens) {
     AddInPlace(x_.data(), out_.data(), tokens * c.hidden_size);
     return;
   }
-  Linear(h_.data(), tokens, c.hidden_size, *w.gate_proj.weight, OrNull(lv.gate_bias), gate_.data(), pool_);
-  Linear(h_.data(), tokens, c.hidden_size, *w.up_proj.weight, OrNull(lv.up_bias), up_.data(), pool_);
+  Observe(layer, LinearInput::kGateUp, h_, tokens, c.hidden_size);
+  ApplyLinear(h_.data(), tokens, w.gate_proj, OrNull(lv.gate_bias), gate_.data(), pool_);
+  ApplyLinear(h_.data(), tokens, w.up_proj, OrNull(lv.up_bias), up_.data(), pool_);
   SiluAndMul(gate_.data(), up_.data(), tokens, c.intermediate_size, gate_.data());
-  Linear(gate_.data(), tokens, c.intermediate_size, *w.down_proj.weight, OrNull(lv.down_bias), out_.data(), pool_);
+  Observe(layer, LinearInput::kDown, gate_, tokens, c.intermediate_size);
+  ApplyLinear(gate_.data(), tokens, w.down_proj, OrNull(lv.down_bias), out_.data(), pool_);
   AddInPlace(x_.data(), out_.data(), tokens * c.hidden_size);
 }
 

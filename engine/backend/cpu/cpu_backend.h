@@ -5,6 +5,7 @@
 // it. Not thread-safe: one engine thread calls Forward.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -17,11 +18,21 @@
 
 namespace ernie::cpu {
 
+// The inputs of a dense layer's linears, by the group that shares them.
+enum class LinearInput { kQkv, kOProj, kGateUp, kDown };
+// Sees x [rows, cols] before the linears of `which` in `layer` run (for
+// calibration: tools/quantize collects AWQ's activation statistics here).
+// Called on the engine thread; `x` is valid only during the call. MoE
+// layers report kQkv and kOProj only.
+using LinearInputObserver =
+    std::function<void(int64_t layer, LinearInput which, const float* x, int64_t rows, int64_t cols)>;
+
 struct CpuBackendOptions {
   int num_threads = 0;                // 0: one per hardware thread
   int64_t block_size = 16;            // tokens per KV block
   int64_t num_blocks = 0;             // KV blocks in the pool
   int64_t max_tokens_per_step = 512;  // workspace size: most tokens one Forward carries
+  LinearInputObserver observer;       // empty in serving
 };
 
 class CpuBackend final : public Backend {
@@ -37,7 +48,8 @@ class CpuBackend final : public Backend {
   absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
 
  private:
-  CpuBackend(const LoadedModel& model, CpuKvCache kv, int num_threads, int64_t max_tokens);
+  CpuBackend(const LoadedModel& model, CpuKvCache kv, int num_threads, int64_t max_tokens, LinearInputObserver observer);
+  void Observe(int64_t layer, LinearInput which, const std::vector<float>& x, int64_t rows, int64_t cols) const;
   void AttentionBlock(const StepBatch& batch, int64_t layer, int64_t tokens);
   void MlpBlock(int64_t layer, int64_t tokens);
 
@@ -53,6 +65,7 @@ class CpuBackend final : public Backend {
   CpuKvCache kv_;
   ThreadPool pool_;
   int64_t max_tokens_;
+  LinearInputObserver observer_;  // calibration hook; usually empty
   std::vector<LayerVectors> layer_vectors_;
   std::vector<float> final_norm_;    // [H]
   std::vector<float> lm_head_bias_;  // never set for ERNIE-4.5; kept empty

@@ -24,6 +24,11 @@ void WidenRow(const TensorView& t, int64_t offset, int64_t n, float* out) {
       for (int64_t i = 0; i < n; ++i) out[i] = F16ToFloat(p[i]);
       break;
     }
+    case DType::kI32: {  // integers widen exactly up to 2^24 (AWQ's packed words are never widened)
+      const auto* p = static_cast<const int32_t*>(t.data()) + offset;
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(p[i]);
+      break;
+    }
   }
 }
 

@@ -192,6 +192,7 @@ void LinearRows(const float* x, int64_t m, int64_t k, const TensorView& weight, 
     case DType::kF32: RowsTyped<DType::kF32>(x, m, k, weight.data(), bias, y, y_stride, n_begin, n_end); break;
     case DType::kBF16: RowsTyped<DType::kBF16>(x, m, k, weight.data(), bias, y, y_stride, n_begin, n_end); break;
     case DType::kF16: RowsTyped<DType::kF16>(x, m, k, weight.data(), bias, y, y_stride, n_begin, n_end); break;
+    case DType::kI32: break;  // int32 tensors are AWQ's packed weights: int4_linear.h computes those
   }
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "engine/backend/cpu/elementwise.h"
+#include "engine/backend/cpu/int4_linear.h"
 #include "engine/backend/cpu/linear.h"
 
 namespace ernie::cpu {
@@ -21,15 +22,15 @@ const float* BiasOf(const LinearWeights& lin, std::vector<float>& scratch) {
 
 }  // namespace
 
-void GatedMlp(const float* x, int64_t rows, int64_t hidden, const MlpWeights& w, std::vector<float>& gate,
+void GatedMlp(const float* x, int64_t rows, [[maybe_unused]] int64_t hidden, const MlpWeights& w, std::vector<float>& gate,
               std::vector<float>& up, std::vector<float>& bias, float* out, ThreadPool& pool) {
   const int64_t width = w.gate_proj.out_features();
   if (gate.size() < static_cast<size_t>(rows * width)) gate.resize(static_cast<size_t>(rows * width));
   if (up.size() < static_cast<size_t>(rows * width)) up.resize(static_cast<size_t>(rows * width));
-  Linear(x, rows, hidden, *w.gate_proj.weight, BiasOf(w.gate_proj, bias), gate.data(), pool);
-  Linear(x, rows, hidden, *w.up_proj.weight, BiasOf(w.up_proj, bias), up.data(), pool);
+  ApplyLinear(x, rows, w.gate_proj, BiasOf(w.gate_proj, bias), gate.data(), pool);
+  ApplyLinear(x, rows, w.up_proj, BiasOf(w.up_proj, bias), up.data(), pool);
   SiluAndMul(gate.data(), up.data(), rows, width, gate.data());
-  Linear(gate.data(), rows, width, *w.down_proj.weight, BiasOf(w.down_proj, bias), out, pool);
+  ApplyLinear(gate.data(), rows, w.down_proj, BiasOf(w.down_proj, bias), out, pool);
 }
 
 void RouteTokens(const float* x, int64_t tokens, const ModelConfig& config, const MoeLayerWeights& w,

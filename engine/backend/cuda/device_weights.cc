@@ -29,6 +29,7 @@ void AppendBf16(const TensorView& t, std::vector<uint16_t>& out) {
       for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i]);
       break;
     }
+    case DType::kI32: break;  // AWQ's packed words: UploadWeights refuses AWQ checkpoints before this
   }
 }
 
@@ -48,6 +49,7 @@ void AppendF32(const TensorView& t, std::vector<float>& out) {
     case DType::kF32:
       std::memcpy(dst, t.data(), static_cast<size_t>(n) * 4);
       break;
+    case DType::kI32: break;  // AWQ's packed words: UploadWeights refuses AWQ checkpoints before this
   }
 }
 
@@ -97,6 +99,9 @@ int64_t DeviceWeights::bytes() const {
 }
 
 absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& w) {
+  // The int4 kernels are not wired in yet: never misread packed int32 words as weights.
+  if (w.awq_group_size != 0)
+    return absl::UnimplementedError("AWQ 4-bit checkpoints are not supported by the CUDA backend yet (use --backend cpu)");
   DeviceWeights d;
   std::vector<uint16_t> staging;
   ERNIE_ASSIGN_OR_RETURN(d.embed_tokens, UploadMatrices({w.embed_tokens}, staging));

@@ -91,6 +91,22 @@ TEST_F(VllmCompatTest, RefusesWhatItCannotDo) {
             std::string::npos);
 }
 
+TEST_F(VllmCompatTest, AcceptsAnAwqCheckpoint) {
+  std::ofstream(root_ / "model/config.json")
+      << R"({"architectures": ["Ernie4_5_ForCausalLM"], "quantization_config": {"quant_method": "awq", "bits": 4}})";
+  LauncherOptions o;
+  o.quantization = "awq";
+  auto notes = ApplyVllmOptions((root_ / "model").string(), &o);
+  ASSERT_TRUE(notes.ok()) << notes.status();
+  ASSERT_EQ(notes->size(), 1u);
+  EXPECT_NE((*notes)[0].find("AutoAWQ checkpoint"), std::string::npos);
+  o = LauncherOptions{};  // an AWQ checkpoint serves without the flag too, as in vLLM
+  EXPECT_TRUE(ApplyVllmOptions((root_ / "model").string(), &o).ok());
+  o.quantization = "gptq";
+  EXPECT_NE(std::string(ApplyVllmOptions((root_ / "model").string(), &o).status().message()).find("--quantization 'gptq'"),
+            std::string::npos);
+}
+
 TEST_F(VllmCompatTest, GenerationConfigModes) {
   LauncherOptions o;
   o.generation_config = "vllm";

@@ -97,5 +97,44 @@ TEST(LauncherStackTest, ServesRestartsAndStops) {
   fs::remove_all(dir);
 }
 
+// vLLM's `--quantization awq` on an ernie-quantize'd demo checkpoint: the
+// worker loads the 4-bit weights (CPU) and the API answers; the float demo
+// with the same flag is refused before any server starts.
+TEST(LauncherStackTest, ServesAnAwqCheckpointWithQuantizationAwq) {
+  const fs::path dir = fs::temp_directory_path() / ("ernie_serve_awq_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  int code = -1;
+  std::string out = Shell(absl::StrCat(ERNIE_MAKE_MODEL_BIN, " ", (dir / "demo").string(), " --shape demo --seed 5"), &code);
+  ASSERT_EQ(code, 0) << out;
+  out = Shell(absl::StrCat(ERNIE_QUANTIZE_BIN, " ", (dir / "demo").string(), " ", (dir / "awq").string(),
+                           " --method awq --group-size 64 --calib-tokens 64 --threads 1"), &code);
+  ASSERT_EQ(code, 0) << out;
+
+  out = Shell(absl::StrCat(ERNIE_SERVE_BIN, " ", (dir / "demo").string(), " --quantization awq --port 1"), &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("--quantization awq: " + (dir / "demo").string() + "/config.json has no quantization_config"),
+            std::string::npos) << out;
+
+  const fs::path log = dir / "serve.log";
+  const int port = PickFreePort();
+  const std::string cmd = absl::StrCat("exec ", ERNIE_SERVE_BIN, " ", (dir / "awq").string(), " --quantization awq --port ",
+                                       port, " --served-model-name ernie --max-model-len 256 --max-num-seqs 4 --threads 1 > ",
+                                       log.string(), " 2>&1");
+  ChildProcess serve("ernie-serve", "/bin/sh", {"-c", cmd});
+  ASSERT_TRUE(serve.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return ReadLog(log).find("Running on http://127.0.0.1:" + std::to_string(port)) != std::string::npos; }, 180))
+      << ReadLog(log);
+  out = Shell(absl::StrCat("curl -s http://127.0.0.1:", port, "/v1/chat/completions -H 'Content-Type: application/json' -d "
+                           "'{\"model\":\"ernie\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":5,"
+                           "\"temperature\":0}'"));
+  EXPECT_NE(out.find("\"chat.completion\""), std::string::npos) << out << ReadLog(log);
+  EXPECT_NE(out.find("\"completion_tokens\":"), std::string::npos) << out;
+  kill(serve.pid(), SIGTERM);
+  int status = -1;
+  ASSERT_TRUE(WaitFor([&] { return serve.Exited(&status); }, 60));
+  EXPECT_EQ(status, 0) << ReadLog(log);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ernie::launcher
