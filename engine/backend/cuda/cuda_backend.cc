@@ -137,6 +137,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.attn_split_counters, Alloc<int32_t>(b->num_sms_, "split-KV counters"));
   ERNIE_CUDA_RETURN_IF_ERROR(cudaMemset(ws.attn_split_counters.data(), 0, ws.attn_split_counters.bytes()),
                              "cudaMemset of split-KV counters");
+  ERNIE_ASSIGN_OR_RETURN(ws.awq_weights, Alloc<uint16_t>(b->weights_.max_awq_elements, "AWQ dequantise workspace"));
   ERNIE_ASSIGN_OR_RETURN(ws.logits, Alloc<float>(b->logit_rows_per_pass_ * c.vocab_size, "logits"));
   ERNIE_ASSIGN_OR_RETURN(ws.inv_freq, Alloc<float>(c.head_dim / 2, "rotary frequencies"));
   ERNIE_ASSIGN_OR_RETURN(ws.copies, Alloc<int32_t>(3 * kMaxCopiesPerLaunch, "block copies"));

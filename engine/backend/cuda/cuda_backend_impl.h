@@ -47,6 +47,7 @@ struct Workspace {
   DeviceBuffer<float> attn_partial_out;  // split-KV partial outputs [PagedAttentionPartialCtas, kAttentionRowsPerCta, head_dim]
   DeviceBuffer<float> attn_partial_ml;   // their (max, sum) [PagedAttentionPartialCtas, kAttentionRowsPerCta, 2]
   DeviceBuffer<int32_t> attn_split_counters;  // [num_sms] finished splits per (item, KV head); zero between steps
+  DeviceBuffer<uint16_t> awq_weights;  // bf16 [n, k] of the largest AWQ linear, dequantised for large steps; else empty
   DeviceBuffer<float> logits;     // [logit_rows_per_pass, V]
   DeviceBuffer<float> inv_freq;   // [head_dim / 2] rotary inverse frequencies
   DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
@@ -54,7 +55,7 @@ struct Workspace {
 
   int64_t bytes() const {
     return static_cast<int64_t>(x.bytes() + h.bytes() + qkv.bytes() + attn.bytes() + proj.bytes() + gate_up.bytes() +
-                                act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + attn_split_counters.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes());
+                                act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + attn_split_counters.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes());
   }
 };
 
@@ -94,6 +95,10 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status SamplePass(int32_t first_row, int32_t rows, const DeviceSamplingRequest& request,
                           std::span<SampledToken> sampled, std::span<float> host_logits);
   absl::Status EnqueueLayers(int32_t tokens);
+  // y [m, n] float32 = x [m, k] bf16 times a layer linear: `bf16` through
+  // cuBLAS, or `awq` when it is not empty (cuda_linear.cc).
+  absl::Status RunLinear(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
+                         const DeviceAwqLinear& awq, int64_t n, float* y);
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
   // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);

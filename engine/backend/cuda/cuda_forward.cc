@@ -77,11 +77,9 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
-  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.h), tokens, c.hidden_size, Raw(w.qkv), qkv_width, ws_.qkv.data(),
-                                  GemmOutput::kF32));
+  ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.h), tokens, c.hidden_size, w.qkv, w.qkv_awq, qkv_width, ws_.qkv.data()));
   ERNIE_RETURN_IF_ERROR(RotaryAndAttention(layer, tokens));
-  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.attn), tokens, c.q_size(), Raw(w.o_proj), c.hidden_size, ws_.proj.data(),
-                                  GemmOutput::kF32));
+  ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.attn), tokens, c.q_size(), w.o_proj, w.o_awq, c.hidden_size, ws_.proj.data()));
   return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
                                       .delta = ws_.proj.data(),
                                       .delta_bias = OrNull(w.o_bias),
@@ -101,13 +99,13 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
-  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.h), tokens, c.hidden_size, Raw(w.gate_up), 2 * c.intermediate_size,
-                                  ws_.gate_up.data(), GemmOutput::kF32));
+  ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.h), tokens, c.hidden_size, w.gate_up, w.gate_up_awq, 2 * c.intermediate_size,
+                                  ws_.gate_up.data()));
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(ws_.gate_up.data(), OrNull(w.gate_up_bias), tokens,
                                               static_cast<int32_t>(c.intermediate_size), Bf16(ws_.act), s),
                              "SiLU-and-mul kernel");
-  ERNIE_RETURN_IF_ERROR(gemm_.Run(Raw(ws_.act), tokens, c.intermediate_size, Raw(w.down_proj), c.hidden_size,
-                                  ws_.proj.data(), GemmOutput::kF32));
+  ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.act), tokens, c.intermediate_size, w.down_proj, w.down_awq, c.hidden_size,
+                                  ws_.proj.data()));
   if (layer + 1 == c.num_layers) return absl::OkStatus();
   return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
                                       .delta = ws_.proj.data(),
@@ -182,7 +180,8 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
                                        static_cast<int32_t>(c.num_heads / c.num_kv_heads), stream_.get()));
   // Decode-sized steps take the fused GEMV kernels; rows <= tokens, so their
   // logit passes do too.
-  const bool decode = fused_decode_ && tokens <= kDecodeLinearMaxRows;
+  // (bf16 linears only: an AWQ model's decode steps take the int4 GEMV in RunLinear.)
+  const bool decode = fused_decode_ && weights_.awq_group_size == 0 && tokens <= kDecodeLinearMaxRows;
   auto layers = [&] { return decode ? EnqueueDecodeLayers(tokens) : EnqueueLayers(tokens); };
   auto logit_pass = [&](int32_t first, int32_t n) {
     return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);

@@ -1,5 +1,6 @@
 #include "engine/backend/cuda/device_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -29,7 +30,7 @@ void AppendBf16(const TensorView& t, std::vector<uint16_t>& out) {
       for (int64_t i = 0; i < n; ++i) dst[i] = FloatToBf16(src[i]);
       break;
     }
-    case DType::kI32: break;  // AWQ's packed words: UploadWeights refuses AWQ checkpoints before this
+    case DType::kI32: break;  // AWQ's packed words: never a bf16 matrix or a vector (device_awq_linear.cc)
   }
 }
 
@@ -49,7 +50,7 @@ void AppendF32(const TensorView& t, std::vector<float>& out) {
     case DType::kF32:
       std::memcpy(dst, t.data(), static_cast<size_t>(n) * 4);
       break;
-    case DType::kI32: break;  // AWQ's packed words: UploadWeights refuses AWQ checkpoints before this
+    case DType::kI32: break;  // AWQ's packed words: never a bf16 matrix or a vector (device_awq_linear.cc)
   }
 }
 
@@ -93,29 +94,38 @@ int64_t DeviceWeights::bytes() const {
   for (const DeviceLayerWeights& l : layers) {
     total += static_cast<int64_t>(l.input_norm.bytes() + l.post_attn_norm.bytes() + l.qkv.bytes() + l.qkv_bias.bytes() +
                                   l.o_proj.bytes() + l.o_bias.bytes() + l.gate_up.bytes() + l.gate_up_bias.bytes() +
-                                  l.down_proj.bytes() + l.down_bias.bytes());
+                                  l.down_proj.bytes() + l.down_bias.bytes()) +
+             l.qkv_awq.bytes() + l.o_awq.bytes() + l.gate_up_awq.bytes() + l.down_awq.bytes();
   }
   return total;
 }
 
 absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& w) {
-  // The int4 kernels are not wired in yet: never misread packed int32 words as weights.
-  if (w.awq_group_size != 0)
-    return absl::UnimplementedError("AWQ 4-bit checkpoints are not supported by the CUDA backend yet (use --backend cpu)");
   DeviceWeights d;
+  d.awq_group_size = w.awq_group_size;
   std::vector<uint16_t> staging;
   ERNIE_ASSIGN_OR_RETURN(d.embed_tokens, UploadMatrices({w.embed_tokens}, staging));
   for (const Ernie45LayerWeights& l : w.layers) {
     DeviceLayerWeights dl;
     ERNIE_ASSIGN_OR_RETURN(dl.input_norm, UploadVectors({l.input_norm}));
     ERNIE_ASSIGN_OR_RETURN(dl.post_attn_norm, UploadVectors({l.post_attn_norm}));
-    ERNIE_ASSIGN_OR_RETURN(dl.qkv, UploadMatrices({l.q_proj.weight, l.k_proj.weight, l.v_proj.weight}, staging));
+    // The loader binds all of a model's linears in one form (AWQ or float).
+    if (l.q_proj.is_awq()) {
+      ERNIE_ASSIGN_OR_RETURN(dl.qkv_awq, UploadAwqLinears({&l.q_proj.awq, &l.k_proj.awq, &l.v_proj.awq}));
+      ERNIE_ASSIGN_OR_RETURN(dl.o_awq, UploadAwqLinears({&l.o_proj.awq}));
+      ERNIE_ASSIGN_OR_RETURN(dl.gate_up_awq, UploadAwqLinears({&l.gate_proj.awq, &l.up_proj.awq}));
+      ERNIE_ASSIGN_OR_RETURN(dl.down_awq, UploadAwqLinears({&l.down_proj.awq}));
+      for (const DeviceAwqLinear* a : {&dl.qkv_awq, &dl.o_awq, &dl.gate_up_awq, &dl.down_awq})
+        d.max_awq_elements = std::max(d.max_awq_elements, int64_t{a->n} * a->k);
+    } else {
+      ERNIE_ASSIGN_OR_RETURN(dl.qkv, UploadMatrices({l.q_proj.weight, l.k_proj.weight, l.v_proj.weight}, staging));
+      ERNIE_ASSIGN_OR_RETURN(dl.o_proj, UploadMatrices({l.o_proj.weight}, staging));
+      ERNIE_ASSIGN_OR_RETURN(dl.gate_up, UploadMatrices({l.gate_proj.weight, l.up_proj.weight}, staging));
+      ERNIE_ASSIGN_OR_RETURN(dl.down_proj, UploadMatrices({l.down_proj.weight}, staging));
+    }
     ERNIE_ASSIGN_OR_RETURN(dl.qkv_bias, UploadVectors({l.q_proj.bias, l.k_proj.bias, l.v_proj.bias}));
-    ERNIE_ASSIGN_OR_RETURN(dl.o_proj, UploadMatrices({l.o_proj.weight}, staging));
     ERNIE_ASSIGN_OR_RETURN(dl.o_bias, UploadVectors({l.o_proj.bias}));
-    ERNIE_ASSIGN_OR_RETURN(dl.gate_up, UploadMatrices({l.gate_proj.weight, l.up_proj.weight}, staging));
     ERNIE_ASSIGN_OR_RETURN(dl.gate_up_bias, UploadVectors({l.gate_proj.bias, l.up_proj.bias}));
-    ERNIE_ASSIGN_OR_RETURN(dl.down_proj, UploadMatrices({l.down_proj.weight}, staging));
     ERNIE_ASSIGN_OR_RETURN(dl.down_bias, UploadVectors({l.down_proj.bias}));
     d.layers.push_back(std::move(dl));
   }

@@ -1,13 +1,16 @@
 // The model's weights in device memory, uploaded once at start: matrices in
 // bf16 (f16 and f32 checkpoints are rounded to bf16 here, to nearest even),
 // norm weights and biases in float32. Projections that read the same input
-// are concatenated so one GEMM computes them: q|k|v and gate|up.
+// are concatenated so one GEMM computes them: q|k|v and gate|up. An AWQ
+// checkpoint's linears stay 4-bit (device_awq_linear.h) in the *_awq fields
+// and leave the bf16 ones empty; embeddings and lm_head are bf16 either way.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/backend/cuda/device_awq_linear.h"
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/model/ernie4_5_weights.h"
 
@@ -24,6 +27,8 @@ struct DeviceLayerWeights {
   DeviceBuffer<float> gate_up_bias;     // [2 I] or empty
   DeviceBuffer<uint16_t> down_proj;     // bf16 [H, I]
   DeviceBuffer<float> down_bias;        // [H] or empty
+  // AWQ checkpoints only (else empty): the same four linears in int4.
+  DeviceAwqLinear qkv_awq, o_awq, gate_up_awq, down_awq;
 };
 
 struct DeviceWeights {
@@ -32,6 +37,8 @@ struct DeviceWeights {
   DeviceBuffer<float> final_norm;       // [H]
   DeviceBuffer<uint16_t> lm_head_own;   // bf16 [V, H] when untied; empty when tied
   const uint16_t* lm_head = nullptr;    // bf16 [V, H]: lm_head_own, or embed_tokens when tied
+  int64_t awq_group_size = 0;           // 0: bf16 linears; else the layers' *_awq fields hold them
+  int64_t max_awq_elements = 0;         // largest n x k of an AWQ linear (the dequantise workspace)
 
   int64_t bytes() const;                // device bytes held, for the start-up report
 };
