@@ -133,10 +133,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * kAttentionRowsPerCta;
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_out, Alloc<float>(partial_rows * c.head_dim, "split-KV partial outputs"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_ml, Alloc<float>(partial_rows * 2, "split-KV partial max/sum"));
-  // Split-KV runs only when (items x KV heads) < SMs: one counter per such pair.
-  ERNIE_ASSIGN_OR_RETURN(ws.attn_split_counters, Alloc<int32_t>(b->num_sms_, "split-KV counters"));
-  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemset(ws.attn_split_counters.data(), 0, ws.attn_split_counters.bytes()),
-                             "cudaMemset of split-KV counters");
   ERNIE_ASSIGN_OR_RETURN(ws.awq_weights, Alloc<uint16_t>(b->weights_.max_awq_elements, "AWQ dequantise workspace"));
   ERNIE_ASSIGN_OR_RETURN(ws.logits, Alloc<float>(b->logit_rows_per_pass_ * c.vocab_size, "logits"));
   ERNIE_ASSIGN_OR_RETURN(ws.inv_freq, Alloc<float>(c.head_dim / 2, "rotary frequencies"));

@@ -46,7 +46,6 @@ struct Workspace {
   DeviceBuffer<uint16_t> act;     // bf16 [T, I] silu(gate) * up
   DeviceBuffer<float> attn_partial_out;  // split-KV partial outputs [PagedAttentionPartialCtas, kAttentionRowsPerCta, head_dim]
   DeviceBuffer<float> attn_partial_ml;   // their (max, sum) [PagedAttentionPartialCtas, kAttentionRowsPerCta, 2]
-  DeviceBuffer<int32_t> attn_split_counters;  // [num_sms] finished splits per (item, KV head); zero between steps
   DeviceBuffer<uint16_t> awq_weights;  // bf16 [n, k] of the largest AWQ linear, dequantised for large steps; else empty
   DeviceBuffer<float> logits;     // [logit_rows_per_pass, V]
   DeviceBuffer<float> inv_freq;   // [head_dim / 2] rotary inverse frequencies
@@ -55,7 +54,7 @@ struct Workspace {
 
   int64_t bytes() const {
     return static_cast<int64_t>(x.bytes() + h.bytes() + qkv.bytes() + attn.bytes() + proj.bytes() + gate_up.bytes() +
-                                act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + attn_split_counters.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes());
+                                act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes());
   }
 };
 

@@ -63,8 +63,7 @@ absl::Status CudaBackendImpl::RotaryAndAttention(int64_t layer, int32_t tokens) 
                                                    .head_dim = static_cast<int32_t>(c.head_dim),
                                                    .num_splits = splits,
                                                    .partial_out = ws_.attn_partial_out.data(),
-                                                   .partial_ml = ws_.attn_partial_ml.data(),
-                                                   .split_counters = ws_.attn_split_counters.data()},
+                                                   .partial_ml = ws_.attn_partial_ml.data()},
                                                   s),
                              "paged attention kernel");
   return absl::OkStatus();

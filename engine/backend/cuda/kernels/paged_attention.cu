@@ -11,52 +11,7 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kRowsPerWarp = kAttentionRowsPerCta / kWarps;
 constexpr int kKeysPerChunk = 32;  // one key per lane in the score phase
-
-struct MergeScratch {
-  float weight[kMaxAttentionSplits][kAttentionRowsPerCta];  // e^(m_z - M) / sum
-  float ml[kMaxAttentionSplits][kAttentionRowsPerCta][2];   // each split's (max, sum)
-};
-
-// Run by the last CTA of an (item, KV head) pair to finish its split:
-// out = sum_z e^(m_z - M) acc_z / sum_z e^(m_z - M) l_z with M the largest
-// m_z (finite, since split 0 holds key 0, which every row sees). The other
-// splits' partials are read through L2 (__ldcg): they were written by other
-// SMs, and this SM's L1 is not coherent with theirs.
-template <int D>
-__device__ void MergeSplits(const PagedAttentionParams& p, int64_t first_cta, int rows, int64_t token_begin,
-                            int kv_head, int group, MergeScratch& s) {
-  for (int t = threadIdx.x; t < p.num_splits * kAttentionRowsPerCta; t += blockDim.x) {
-    const int z = t / kAttentionRowsPerCta, r = t % kAttentionRowsPerCta;
-    const int64_t row = (first_cta + z) * kAttentionRowsPerCta + r;
-    s.ml[z][r][0] = r < rows ? __ldcg(p.partial_ml + row * 2) : -INFINITY;
-    s.ml[z][r][1] = r < rows ? __ldcg(p.partial_ml + row * 2 + 1) : 0.0f;
-  }
-  __syncthreads();
-  if (threadIdx.x < rows) {
-    const int r = threadIdx.x;
-    float max_m = -INFINITY;
-    for (int z = 0; z < p.num_splits; ++z) max_m = fmaxf(max_m, s.ml[z][r][0]);
-    float sum = 0.0f;
-    for (int z = 0; z < p.num_splits; ++z) {
-      // A split with no key visible to the row (max -inf) weighs 0.
-      const float w = s.ml[z][r][0] == -INFINITY ? 0.0f : expf(s.ml[z][r][0] - max_m);
-      s.weight[z][r] = w;
-      sum += w * s.ml[z][r][1];
-    }
-    for (int z = 0; z < p.num_splits; ++z) s.weight[z][r] /= sum;
-  }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
-    const int r = idx / D, d = idx % D;
-    float value = 0.0f;
-#pragma unroll 8
-    for (int z = 0; z < p.num_splits; ++z)
-      value += s.weight[z][r] * __ldcg(p.partial_out + ((first_cta + z) * kAttentionRowsPerCta + r) * D + d);
-    const int64_t t = token_begin + r / group;
-    const int head = kv_head * group + r % group;
-    p.out[(t * p.num_heads + head) * D + d] = __float2bfloat16(value);
-  }
-}
+constexpr int kMergeThreads = 256;
 
 // Grid: (num_items, num_kv_heads, num_splits). The CTA walks its split of the
 // sequence's positions in chunks of 32: all threads load the chunk's K and V
@@ -64,8 +19,7 @@ __device__ void MergeSplits(const PagedAttentionParams& p, int64_t first_cta, in
 // updates its query rows together: lane j scores key j for every row, the
 // warp takes each row's max and sum, and lane l accumulates output dims l,
 // l + 32, ... of every row over the chunk's keys. With one split it writes the normalised bf16 output; with several,
-// the unnormalised partial output and its (max, sum), and the pair's last
-// CTA to finish merges them (MergeSplits).
+// the unnormalised partial output and its (max, sum) for MergeSplitsKernel.
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttentionParams p) {
   constexpr int kDimsPerLane = (D + 31) / 32;
@@ -198,19 +152,6 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
         p.partial_ml[(cta * kAttentionRowsPerCta + r) * 2 + 1] = l[i];
       }
     }
-    // The last of the pair's CTAs to get here merges (no separate launch);
-    // it resets the counter for the next step (graphs replay the same one).
-    __threadfence();
-    __syncthreads();
-    __shared__ bool last;
-    const int64_t pair = int64_t{blockIdx.x} * p.num_kv_heads + kv_head;
-    if (threadIdx.x == 0) last = atomicAdd(p.split_counters + pair, 1) == p.num_splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    __shared__ MergeScratch scratch;
-    MergeSplits<D>(p, pair * p.num_splits, rows, item.token_begin, kv_head, group, scratch);
-    if (threadIdx.x == 0) p.split_counters[pair] = 0;
     return;
   }
 #pragma unroll
@@ -229,11 +170,62 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
   }
 }
 
+// Grid: (num_items, num_kv_heads). out = sum_z e^(m_z - M) acc_z / sum_z e^(m_z - M) l_z
+// with M the largest m_z: finite, since split 0 holds key 0, which every row
+// sees. The (max, sum) pairs go through shared memory first, so the loads of
+// the partial outputs are independent and pipeline.
+template <int D>
+__global__ void __launch_bounds__(kMergeThreads) MergeSplitsKernel(PagedAttentionParams p) {
+  __shared__ float weight[kMaxAttentionSplits][kAttentionRowsPerCta];  // e^(m_z - M), then / sum
+  __shared__ float ml[kMaxAttentionSplits][kAttentionRowsPerCta][2];
+  kernels::AllowDependentLaunch();
+  const AttentionWorkItem item = p.items[blockIdx.x];
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int rows = item.num_tokens * group;
+  const int64_t first_cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits;
+  for (int t = threadIdx.x; t < p.num_splits * kAttentionRowsPerCta; t += blockDim.x) {
+    const int z = t / kAttentionRowsPerCta, r = t % kAttentionRowsPerCta;
+    const int64_t row = (first_cta + z) * kAttentionRowsPerCta + r;
+    ml[z][r][0] = r < rows ? p.partial_ml[row * 2] : -INFINITY;
+    ml[z][r][1] = r < rows ? p.partial_ml[row * 2 + 1] : 0.0f;
+  }
+  __syncthreads();
+  if (threadIdx.x < rows) {
+    const int r = threadIdx.x;
+    float max_m = -INFINITY;
+    for (int z = 0; z < p.num_splits; ++z) max_m = fmaxf(max_m, ml[z][r][0]);
+    float sum = 0.0f;
+    for (int z = 0; z < p.num_splits; ++z) {
+      // A split with no key visible to the row (max -inf) weighs 0.
+      const float w = ml[z][r][0] == -INFINITY ? 0.0f : expf(ml[z][r][0] - max_m);
+      weight[z][r] = w;
+      sum += w * ml[z][r][1];
+    }
+    for (int z = 0; z < p.num_splits; ++z) weight[z][r] /= sum;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
+    const int r = idx / D, d = idx % D;
+    float value = 0.0f;
+#pragma unroll 8
+    for (int z = 0; z < p.num_splits; ++z)
+      value += weight[z][r] * p.partial_out[((first_cta + z) * kAttentionRowsPerCta + r) * D + d];
+    const int64_t t = item.token_begin + r / group;
+    const int head = kv_head * group + r % group;
+    p.out[(t * p.num_heads + head) * D + d] = __float2bfloat16(value);
+  }
+}
+
 template <int D>
 cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_items), static_cast<unsigned>(p.num_kv_heads),
                   static_cast<unsigned>(p.num_splits));
   PagedAttentionKernel<D><<<grid, kWarps * 32, 0, stream>>>(p);
+  if (p.num_splits == 1) return cudaGetLastError();
+  const cudaError_t launched = cudaGetLastError();
+  if (launched != cudaSuccess) return launched;
+  MergeSplitsKernel<D><<<dim3(grid.x, grid.y), kMergeThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -261,7 +253,7 @@ cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t str
       p.num_heads % p.num_kv_heads != 0 || p.num_heads / p.num_kv_heads > kAttentionRowsPerCta ||
       p.cache.head_dim != p.head_dim || p.cache.num_kv_heads != p.num_kv_heads || p.num_splits < 1 ||
       p.num_splits > kMaxAttentionSplits ||
-      (p.num_splits > 1 && (p.partial_out == nullptr || p.partial_ml == nullptr || p.split_counters == nullptr)))
+      (p.num_splits > 1 && (p.partial_out == nullptr || p.partial_ml == nullptr)))
     return cudaErrorInvalidValue;
   switch (p.head_dim) {
     case 8: return Launch<8>(p, stream);

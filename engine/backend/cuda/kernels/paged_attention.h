@@ -8,8 +8,7 @@
 // Split-KV: when a step has too few (item, KV head) pairs to fill the GPU (a
 // decode batch of one has two), each pair's context is cut into num_splits
 // ranges, one CTA each, writing unnormalised partial outputs with their
-// running max and sum; the last CTA of the pair to finish rescales and adds
-// them (a counter per pair tells which one is last). The number
+// running max and sum; a merge kernel then rescales and adds them. The number
 // of splits depends only on the number of items (PagedAttentionSplits), so a
 // captured CUDA graph stays valid for every context length.
 #pragma once
@@ -45,9 +44,6 @@ struct PagedAttentionParams {
   int32_t num_splits = 1;
   float* partial_out = nullptr;  // [num_items * num_kv_heads * num_splits, kAttentionRowsPerCta, head_dim]
   float* partial_ml = nullptr;   // [num_items * num_kv_heads * num_splits, kAttentionRowsPerCta, 2]: max, sum
-  // [num_items * num_kv_heads] splits finished per pair; zero before the
-  // launch, and left zero by it (the pair's last CTA resets its counter).
-  int32_t* split_counters = nullptr;
 };
 
 // Splits per (item, KV head) for a step of `num_items` items on a device of
