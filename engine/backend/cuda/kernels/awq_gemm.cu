@@ -16,6 +16,7 @@
 #include <cuda_fp16.h>
 
 #include "engine/backend/cuda/kernels/awq_gemm.h"
+#include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
 
 namespace ernie::cuda {
@@ -49,6 +50,8 @@ __device__ __forceinline__ float RecordScale(uint32_t rec) {
 
 template <int kTiles>
 __global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
+  kernels::AllowDependentLaunch();
+  kernels::WaitForPrerequisiteGrids();  // launched as a dependent: see LaunchDependent
   __shared__ uint4 ring[kLinearWarps][kStages][kRingPieces];
   static_assert(sizeof(ring) >= sizeof(float) * kLinearWarps * 16 * 8 * kTiles, "the reduction reuses the ring");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -174,8 +177,8 @@ cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_
   const int k_slices = p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, p.w.k / kBlockK, resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
-  AwqGemvKernel<kTiles><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices, group_shift);
-  return cudaGetLastError();
+  return kernels::LaunchDependent(AwqGemvKernel<kTiles>, grid, dim3(32 * kLinearWarps), 0, stream, p, k_slices,
+                                  group_shift);
 }
 
 bool AlignedTo(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 
@@ -43,6 +44,26 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
 // Both are no-ops for kernels launched without the attribute.
 __device__ __forceinline__ void AllowDependentLaunch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void WaitForPrerequisiteGrids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Launches `kernel` as a programmatic dependent of the kernel before it on
+// `stream`: its launch and start overlap that kernel's tail. The kernel must
+// call WaitForPrerequisiteGrids before touching memory earlier work writes
+// or reads.
+template <typename... Params, typename... Args>
+cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                            cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute dependent;
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &dependent;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
 
 // Eight bf16 values (16 bytes, 16-byte aligned) widened to float.
 __device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst) {

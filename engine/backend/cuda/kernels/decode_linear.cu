@@ -154,17 +154,8 @@ cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
   const int pairs = p.epilogue == DecodeEpilogue::kSiluMul ? p.n / 2 : (p.n + 1) / 2;
   const int ctas = std::min(kMaxCtas, (pairs + kWarps - 1) / kWarps);
   // A programmatic dependent launch: see the kernel.
-  cudaLaunchAttribute dependent;
-  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  dependent.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(ctas));
-  config.blockDim = dim3(kWarps * 32);
-  config.dynamicSmemBytes = sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k);
-  config.stream = stream;
-  config.attrs = &dependent;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, DecodeLinearKernel<M>, p);
+  return kernels::LaunchDependent(DecodeLinearKernel<M>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
+                                  sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k), stream, p);
 }
 
 template <int M>
