@@ -83,7 +83,7 @@ absl::StatusOr<std::vector<std::string>> ApplyVllmOptions(const std::string& mod
                                                      "this is not an AutoAWQ checkpoint"));
   }
   if (is_awq)
-    notes.push_back(absl::StrCat(model_dir, " is an AutoAWQ checkpoint: 4-bit weights, dequantised on the fly"));
+    notes.push_back(absl::StrCat(model_dir, " is an AutoAWQ checkpoint: 4-bit weights (int4 kernels on CUDA, dequantised on the fly on the CPU)"));
 
   // vLLM: auto = the model's generation_config.json; vllm = none (OpenAI's
   // defaults); a folder = that folder's generation_config.json instead.

@@ -119,9 +119,9 @@ absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& c) {
   std::string backend = c.backend;
 #if ERNIE_HAVE_CUDA_BACKEND
   // auto: the GPU when there is one and the model is one the CUDA backend runs
-  // (dense, float weights: AWQ checkpoints run on the CPU until the int4 kernels land).
+  // (dense, bf16/f16/f32 or AWQ int4 linears).
   if (backend == "auto")
-    backend = CudaDeviceCount() > 0 && mc.architecture == Architecture::kErnie45Dense && !mc.awq ? "cuda" : "cpu";
+    backend = CudaDeviceCount() > 0 && mc.architecture == Architecture::kErnie45Dense ? "cuda" : "cpu";
   if (backend == "cuda") {
     ERNIE_ASSIGN_OR_RETURN(const int64_t pool_tokens, CreateCudaServing(c, *out.model, max_len, out));
     out.engine.max_model_len = std::min(max_len, pool_tokens);
