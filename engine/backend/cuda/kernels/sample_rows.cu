@@ -176,15 +176,29 @@ __device__ KeptSet SelectPrefix(const RowWeights& weight, int32_t vocab, bool by
     }
     __syncthreads();
     const uint32_t prefix = s.prefix;
-    for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
-      const float w = weight(i);
-      if (w <= 0.0f) continue;
+    // Most weights share a handful of level-0 buckets (their exponent), so
+    // one shared atomic per token would serialise on them. Lanes of a warp
+    // that hit the same bucket add up first (match + shuffles) and one of
+    // them does the atomics. The loop is warp-uniform for the collectives.
+    const int lane = threadIdx.x % 32;
+    constexpr uint32_t kNoBucket = 0xffffffffu;
+    for (int32_t base = 0; base < vocab; base += kThreads) {
+      const int32_t i = base + static_cast<int32_t>(threadIdx.x);
+      const float w = i < vocab ? weight(i) : 0.0f;
       const uint32_t key = __float_as_uint(w);
-      if (level > 0 && (key >> (shift + kBucketBits)) != (prefix >> (shift + kBucketBits))) continue;
-      const uint32_t bucket = level == 0 ? min(key >> shift, static_cast<uint32_t>(kBuckets - 1))
-                                         : (key >> shift) & (kBuckets - 1);
-      atomicAdd(&s.hist_count[bucket], 1u);
-      atomicAdd(&s.hist_mass[bucket], static_cast<double>(w));
+      uint32_t bucket = kNoBucket;
+      if (w > 0.0f && (level == 0 || (key >> (shift + kBucketBits)) == (prefix >> (shift + kBucketBits))))
+        bucket = level == 0 ? min(key >> shift, static_cast<uint32_t>(kBuckets - 1)) : (key >> shift) & (kBuckets - 1);
+      const uint32_t peers = __match_any_sync(kFullMask, bucket);
+      double group_mass = 0.0;
+      for (int src = 0; src < 32; ++src) {  // in lane order: the same sum whichever lane leads
+        const double v = __shfl_sync(kFullMask, static_cast<double>(w), src);
+        if ((peers >> src) & 1u) group_mass += v;
+      }
+      if (bucket != kNoBucket && __ffs(peers) - 1 == lane) {
+        atomicAdd(&s.hist_count[bucket], static_cast<uint32_t>(__popc(peers)));
+        atomicAdd(&s.hist_mass[bucket], group_mass);
+      }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
