@@ -114,7 +114,7 @@ std::vector<float> GroupScales(const LayerJob& job, int64_t layer, cpu::LinearIn
   return r.scales;
 }
 
-void QuantizeDenseLayer(const LayerJob& job, int64_t layer, const Ernie45LayerWeights& l) {
+void QuantizeLayer(const LayerJob& job, int64_t layer, const Ernie45LayerWeights& l) {
   const ModelConfig& c = job.config;
   const int64_t group = job.options.group_size;
   FloatLinear q = Load(l.q_proj), k = Load(l.k_proj), v = Load(l.v_proj), o = Load(l.o_proj);
@@ -200,7 +200,7 @@ absl::Status QuantizeModel(const QuantizeOptions& o) {
   OutputCheckpoint out(*model->checkpoint);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const LayerJob job{c, o, acts.empty() ? nullptr : &acts[static_cast<size_t>(i)], pool, out};
-    QuantizeDenseLayer(job, i, model->weights.layers[static_cast<size_t>(i)]);
+    QuantizeLayer(job, i, model->weights.layers[static_cast<size_t>(i)]);
     std::fprintf(stderr, "ernie-quantize: layer %lld/%lld (%.1f s)\n", static_cast<long long>(i + 1),
                  static_cast<long long>(c.num_layers), Seconds(start));
   }

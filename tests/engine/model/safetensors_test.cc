@@ -41,6 +41,17 @@ TEST(SafetensorsTest, ParsesTensorsAndMetadata) {
   EXPECT_EQ(r->metadata.at("format"), "pt");
 }
 
+TEST(SafetensorsTest, ReadsInt32ForAwqPackedWeights) {
+  // AWQ's qweight/qzeros: 4 bytes an element, so [2, 3] I32 spans 24 bytes, not 12.
+  const std::string header = R"({"q":{"dtype":"I32","shape":[2,3],"data_offsets":[0,24]}})";
+  auto r = ParseSafetensors(SafetensorsBytes(header, Data(24)), "f.safetensors");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tensors.at("q").dtype, DType::kI32);
+  EXPECT_NE(ErrorOf(SafetensorsBytes(R"({"q":{"dtype":"I32","shape":[2,3],"data_offsets":[0,12]}})", Data(12)))
+                .find("shape [2, 3] of I32 needs 24 bytes but data_offsets span 12"),
+            std::string::npos);
+}
+
 TEST(SafetensorsTest, RejectsShortFile) { EXPECT_NE(ErrorOf({1, 2, 3}).find("shorter than"), std::string::npos); }
 
 TEST(SafetensorsTest, RejectsHeaderLengthBeyondFile) {

@@ -30,6 +30,8 @@ using testing::TensorMap;
 const std::string kData = std::string(ERNIE_TEST_DATA_DIR) + "/dense_reference/";
 const std::string kBiasGqa = kData + "gqa4_bf16_bias_untied_v515";  // hidden 128, 8 q / 2 kv heads, biases
 const std::string kTiedMha = kData + "gqa1_f32_tied_v97";           // hidden 64, 4 q / 4 kv heads: o_proj folds
+// MoE layers 1.. with 16 experts of width 32 and one shared expert, hidden 64, vocab 515.
+const std::string kMoe = std::string(ERNIE_TEST_DATA_DIR) + "/moe_reference/moe_e16_k4_shared1_bf16";
 
 std::string Quantize(const std::string& in, const std::string& out, const std::string& args) {
   const CommandResult r = RunCommand(std::string("'") + ERNIE_QUANTIZE_BINARY + "' '" + in + "' '" + out +
@@ -108,7 +110,8 @@ class AwqModelTest : public ::testing::Test {
              {kBiasGqa, "bias_awq64", "--method awq --group-size 64 --calib-tokens 96"},
              {kBiasGqa, "bias_rtn64", "--method rtn --group-size 64"},
              {kTiedMha, "tied_awq32", "--method awq --group-size 32 --calib-tokens 96"},
-             {kTiedMha, "tied_rtn32", "--method rtn --group-size 32"}}) {
+             {kTiedMha, "tied_rtn32", "--method rtn --group-size 32"},
+             {kMoe, "moe_awq32", "--method awq --group-size 32 --calib-tokens 64"}}) {
       const std::string err = Quantize(in, *dir_ / name, args);
       ASSERT_EQ(err, "") << name;
     }
@@ -266,6 +269,25 @@ TEST_F(AwqModelTest, ModulesToNotConvertKeepsAFloatLinear) {
   EXPECT_NE(e.find("is AWQ, but modules_to_not_convert keeps this linear float"), std::string::npos) << e;
 }
 
+TEST_F(AwqModelTest, MoeExpertsAndSharedExpertsBindAsAwq) {
+  auto m = LoadModel(Dir("moe_awq32"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  int moe_layers = 0;
+  for (const Ernie45LayerWeights& l : (*m)->weights.layers) {
+    EXPECT_TRUE(l.q_proj.is_awq());
+    if (!l.is_moe) continue;
+    ++moe_layers;
+    ASSERT_EQ(l.moe.experts.size(), 16u);
+    for (const MlpWeights& e : l.moe.experts) {
+      EXPECT_TRUE(e.gate_proj.is_awq() && e.up_proj.is_awq() && e.down_proj.is_awq());
+      EXPECT_EQ(e.down_proj.in_features(), 32);
+    }
+    EXPECT_TRUE(l.moe.shared.gate_proj.is_awq() && l.moe.shared.down_proj.is_awq());
+    EXPECT_EQ(l.moe.router->dtype == DType::kI32, false);  // the router stays float
+  }
+  EXPECT_GT(moe_layers, 0);
+}
+
 // --- the int4 kernel --------------------------------------------------------
 
 TEST_F(AwqModelTest, Int4LinearEqualsTheDequantisedWeights) {
@@ -314,7 +336,7 @@ std::vector<float> Logits(const std::string& dir, const std::vector<int32_t>& to
 TEST_F(AwqModelTest, LogitsMatchAFloatCheckpointOfTheDequantisedWeights) {
   std::vector<int32_t> tokens;
   for (int i = 0; i < 75; ++i) tokens.push_back(3 + (i * 53) % 500);
-  for (const std::string name : {"bias_awq64", "tied_awq32"}) {
+  for (const std::string name : {"bias_awq64", "tied_awq32", "moe_awq32"}) {
     const std::string ref = *dir_ / (name + "_dequantised");
     ASSERT_EQ(testing::DequantizedCopy(Dir(name), ref), "");
     std::vector<int32_t> t = tokens;
