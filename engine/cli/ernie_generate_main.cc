@@ -73,8 +73,6 @@ int main(int argc, char** argv) {
   const auto load_start = std::chrono::steady_clock::now();
   auto model = ernie::LoadModel(flags->model_dir);
   if (!model.ok()) return Fail(model.status());
-  // AWQ checkpoints run on the CPU until the CUDA backend has int4 kernels.
-  if (flags->backend == "auto" && (*model)->config.awq) backend_name = "cpu";
   auto defaults = ernie::LoadGenerationDefaults(flags->model_dir);
   if (!defaults.ok()) return Fail(defaults.status());
 
