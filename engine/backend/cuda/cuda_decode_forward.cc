@@ -6,8 +6,6 @@
 //   act   = silu(g) * u, [g|u] = RMSNorm(x) W_gu^T   norm prologue, SiLU epilogue
 //   x    += act W_down^T + b_down                 residual add epilogue
 // and the logit pass: logits = RMSNorm(x[row]) lm_head^T for the logit rows.
-// AWQ models run the same kernels on their int4 linears (dequantised in
-// registers); embeddings and lm_head are bf16 either way.
 // Differences from the cuBLAS path: the normalised input and the SiLU
 // output stay float32 (cuBLAS reads them as bf16), so this path is, if
 // anything, closer to the CPU reference.
@@ -24,18 +22,6 @@ namespace {
 const __nv_bfloat16* Bf16(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<const __nv_bfloat16*>(b.data()); }
 const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullptr : b.data(); }
 
-// `p` with the linear's weights: bf16, or AWQ int4 when `awq` is not empty.
-DecodeLinearParams WithWeights(DecodeLinearParams p, const DeviceBuffer<uint16_t>& bf16, const DeviceAwqLinear& awq) {
-  if (awq.empty()) {
-    p.w = Bf16(bf16);
-  } else {
-    p.w_int4 = awq.rows.data();
-    p.w_int4_scales = awq.scale_pairs();
-    p.group_size = awq.group_size;
-  }
-  return p;
-}
-
 }  // namespace
 
 absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
@@ -50,47 +36,47 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
     ERNIE_CUDA_RETURN_IF_ERROR(
-        LaunchDecodeLinear(WithWeights({.x_f32 = ws_.x.data(),
-                                        .norm_weight = w.input_norm.data(),
-                                        .eps = c.rms_norm_eps,
-                                        .y = ws_.qkv.data(),  // the rotary kernel adds the bias, as on the cuBLAS path
-                                        .m = tokens,
-                                        .n = static_cast<int32_t>(c.q_size() + 2 * c.kv_size()),
-                                        .k = hidden},
-                                       w.qkv, w.qkv_awq),
+        LaunchDecodeLinear({.x_f32 = ws_.x.data(),
+                            .norm_weight = w.input_norm.data(),
+                            .eps = c.rms_norm_eps,
+                            .w = Bf16(w.qkv),
+                            .y = ws_.qkv.data(),  // the bias is added by the rotary kernel, as on the cuBLAS path
+                            .m = tokens,
+                            .n = static_cast<int32_t>(c.q_size() + 2 * c.kv_size()),
+                            .k = hidden},
                            s),
         absl::StrCat("decode qkv kernel, layer ", layer));
     ERNIE_RETURN_IF_ERROR(RotaryAndAttention(layer, tokens));
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear(WithWeights({.x_bf16 = Bf16(ws_.attn),
-                                                               .bias = OrNull(w.o_bias),
-                                                               .y = ws_.x.data(),
-                                                               .m = tokens,
-                                                               .n = hidden,
-                                                               .k = static_cast<int32_t>(c.q_size()),
-                                                               .epilogue = DecodeEpilogue::kAddResidual},
-                                                              w.o_proj, w.o_awq),
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_bf16 = Bf16(ws_.attn),
+                                                   .w = Bf16(w.o_proj),
+                                                   .bias = OrNull(w.o_bias),
+                                                   .y = ws_.x.data(),
+                                                   .m = tokens,
+                                                   .n = hidden,
+                                                   .k = static_cast<int32_t>(c.q_size()),
+                                                   .epilogue = DecodeEpilogue::kAddResidual},
                                                   s),
                                absl::StrCat("decode o_proj kernel, layer ", layer));
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear(WithWeights({.x_f32 = ws_.x.data(),
-                                                               .norm_weight = w.post_attn_norm.data(),
-                                                               .eps = c.rms_norm_eps,
-                                                               .bias = OrNull(w.gate_up_bias),
-                                                               .y = act,
-                                                               .m = tokens,
-                                                               .n = static_cast<int32_t>(2 * c.intermediate_size),
-                                                               .k = hidden,
-                                                               .epilogue = DecodeEpilogue::kSiluMul},
-                                                              w.gate_up, w.gate_up_awq),
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_f32 = ws_.x.data(),
+                                                   .norm_weight = w.post_attn_norm.data(),
+                                                   .eps = c.rms_norm_eps,
+                                                   .w = Bf16(w.gate_up),
+                                                   .bias = OrNull(w.gate_up_bias),
+                                                   .y = act,
+                                                   .m = tokens,
+                                                   .n = static_cast<int32_t>(2 * c.intermediate_size),
+                                                   .k = hidden,
+                                                   .epilogue = DecodeEpilogue::kSiluMul},
                                                   s),
                                absl::StrCat("decode gate/up kernel, layer ", layer));
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear(WithWeights({.x_f32 = act,
-                                                               .bias = OrNull(w.down_bias),
-                                                               .y = ws_.x.data(),
-                                                               .m = tokens,
-                                                               .n = hidden,
-                                                               .k = static_cast<int32_t>(c.intermediate_size),
-                                                               .epilogue = DecodeEpilogue::kAddResidual},
-                                                              w.down_proj, w.down_awq),
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_f32 = act,
+                                                   .w = Bf16(w.down_proj),
+                                                   .bias = OrNull(w.down_bias),
+                                                   .y = ws_.x.data(),
+                                                   .m = tokens,
+                                                   .n = hidden,
+                                                   .k = static_cast<int32_t>(c.intermediate_size),
+                                                   .epilogue = DecodeEpilogue::kAddResidual},
                                                   s),
                                absl::StrCat("decode down_proj kernel, layer ", layer));
   }

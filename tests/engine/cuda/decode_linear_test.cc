@@ -23,7 +23,6 @@ using cuda::DecodeEpilogue;
 using cuda::DecodeLinearParams;
 using cuda::kDecodeLinearMaxRows;
 using cuda::LaunchDecodeLinear;
-using cuda::LaunchInt4RowsDequantize;
 using cuda::PrepareDecodeLinear;
 
 template <typename T>
@@ -45,13 +44,11 @@ struct Case {
   int32_t m, n, k;
   DecodeEpilogue epilogue;
   bool bf16_input, norm, gather, bias;
-  int32_t int4_group = 0;  // > 0: AWQ-style int4 weights with this group size instead of bf16
 };
 
 std::string Name(const Case& c) {
   return absl::StrCat("m=", c.m, " n=", c.n, " k=", c.k, " epilogue=", static_cast<int>(c.epilogue),
-                      " bf16_input=", c.bf16_input, " norm=", c.norm, " gather=", c.gather, " bias=", c.bias,
-                      " int4_group=", c.int4_group);
+                      " bf16_input=", c.bf16_input, " norm=", c.norm, " gather=", c.gather, " bias=", c.bias);
 }
 
 void RunCase(const Case& c) {
@@ -70,27 +67,6 @@ void RunCase(const Case& c) {
   for (size_t i = 0; i < w.size(); ++i) {
     w[i] = FloatToBf16(uni(rng) * 0.1f);
     w_f[i] = Bf16ToFloat(w[i]);
-  }
-  // int4: q and z in 0..15, s an fp16-representable value; w = (q - z) * s exactly.
-  std::vector<uint32_t> w4;
-  std::vector<float> w4_scales;
-  if (c.int4_group > 0) {
-    const int32_t groups = c.k / c.int4_group;
-    w4.assign(static_cast<size_t>(c.n) * (c.k / 8), 0u);
-    w4_scales.resize(static_cast<size_t>(c.n) * groups * 2);
-    std::uniform_int_distribution<uint32_t> nibble(0, 15);
-    for (int32_t o = 0; o < c.n; ++o)
-      for (int32_t g = 0; g < groups; ++g) {
-        const float s = F16ToFloat(FloatToF16(0.002f + 0.02f * std::abs(uni(rng))));
-        const auto z = static_cast<float>(nibble(rng));
-        w4_scales[static_cast<size_t>((o * groups + g) * 2)] = s;
-        w4_scales[static_cast<size_t>((o * groups + g) * 2 + 1)] = -z * s;
-        for (int32_t i = g * c.int4_group; i < (g + 1) * c.int4_group; ++i) {
-          const uint32_t q = nibble(rng);
-          w4[static_cast<size_t>(o) * (c.k / 8) + static_cast<size_t>(i / 8)] |= q << (4 * (i % 8));
-          w_f[static_cast<size_t>(o) * c.k + i] = (static_cast<float>(q) - z) * s;
-        }
-      }
   }
   for (auto& v : norm_w) v = 0.5f + uni(rng);
   for (auto& v : bias) v = uni(rng);
@@ -133,9 +109,7 @@ void RunCase(const Case& c) {
 
   float* d_x = c.bf16_input ? nullptr : Upload(x);
   uint16_t* d_xbf = c.bf16_input ? Upload(x_bf) : nullptr;
-  uint16_t* d_w = c.int4_group > 0 ? nullptr : Upload(w);
-  uint32_t* d_w4 = c.int4_group > 0 ? Upload(w4) : nullptr;
-  float* d_w4s = c.int4_group > 0 ? Upload(w4_scales) : nullptr;
+  uint16_t* d_w = Upload(w);
   float* d_norm = Upload(norm_w);
   float* d_bias = Upload(bias);
   int32_t* d_rows = Upload(rows);
@@ -146,9 +120,6 @@ void RunCase(const Case& c) {
                              .norm_weight = c.norm ? d_norm : nullptr,
                              .eps = 1e-5f,
                              .w = reinterpret_cast<const __nv_bfloat16*>(d_w),
-                             .w_int4 = d_w4,
-                             .w_int4_scales = reinterpret_cast<const float2*>(d_w4s),
-                             .group_size = c.int4_group,
                              .bias = c.bias ? d_bias : nullptr,
                              .y = d_y,
                              .m = c.m,
@@ -163,18 +134,6 @@ void RunCase(const Case& c) {
   const double tol = 2e-5 * std::sqrt(static_cast<double>(c.k)) * 4.0;
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], expect[i], tol * (1.0 + std::abs(expect[i]))) << "output " << i;
-  if (c.int4_group > 0) {
-    // The dequantiser for large steps: bf16 of the exact (q - z) * s.
-    uint16_t* d_deq = nullptr;
-    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d_deq), w_f.size() * 2), cudaSuccess);
-    ASSERT_EQ(LaunchInt4RowsDequantize(d_w4, reinterpret_cast<const float2*>(d_w4s), c.n, c.k, c.int4_group,
-                                       reinterpret_cast<__nv_bfloat16*>(d_deq), nullptr),
-              cudaSuccess);
-    const auto deq = Download(d_deq, w_f.size());
-    for (size_t i = 0; i < deq.size(); ++i) ASSERT_EQ(deq[i], FloatToBf16(w_f[i])) << "dequantised weight " << i;
-    cudaFree(d_deq);
-  }
-  for (void* ptr : {static_cast<void*>(d_w4), static_cast<void*>(d_w4s)}) cudaFree(ptr);
   for (void* ptr : {static_cast<void*>(d_x), static_cast<void*>(d_xbf), static_cast<void*>(d_w),
                     static_cast<void*>(d_norm), static_cast<void*>(d_bias), static_cast<void*>(d_rows),
                     static_cast<void*>(d_y)})
@@ -196,14 +155,6 @@ TEST(DecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
   RunCase({3, 3, 24, DecodeEpilogue::kStore, true, false, false, false});
   RunCase({7, 333, 1000, DecodeEpilogue::kAddResidual, false, true, false, true});
   RunCase({5, 22, 264, DecodeEpilogue::kSiluMul, false, true, true, true});
-  // int4 weights (AWQ): every row count, each epilogue, group sizes 32, 64 and 128.
-  for (int32_t m = 1; m <= kDecodeLinearMaxRows; ++m) {
-    RunCase({m, 2560, 1024, DecodeEpilogue::kStore, false, true, false, m % 2 == 0, 128});
-    RunCase({m, 6144, 1024, DecodeEpilogue::kSiluMul, false, true, false, false, 64});
-    RunCase({m, 1024, 3072, DecodeEpilogue::kAddResidual, false, false, false, true, 128});
-  }
-  RunCase({3, 22, 96, DecodeEpilogue::kAddResidual, true, false, false, true, 32});
-  RunCase({7, 333, 2048, DecodeEpilogue::kStore, false, true, true, false, 32});
   // lm_head-sized: more row pairs than CTAs, so warps loop.
   RunCase({2, 40001, 64, DecodeEpilogue::kStore, false, true, true, false});
 }

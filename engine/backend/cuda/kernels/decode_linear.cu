@@ -58,16 +58,7 @@ __device__ void LoadInputRows(const DecodeLinearParams& p, float* xs) {
 
 // Each warp owns a pair of weight rows (a, b): (2j, 2j + 1), or (j, width + j)
 // for kSiluMul, and computes both dots for all M input rows.
-// int4 weights: a lane's 16-byte load is 32 consecutive weights of a row
-// (one group's worth at most), dequantised in registers as fma(q, s, -z s).
-constexpr int kInt4ChunksInFlight = 2;
-
-__device__ __forceinline__ float Nibble(uint32_t word, int t) {
-  // The 4-bit value as float: OR it into the mantissa of 2^23, subtract 2^23 (exact).
-  return __uint_as_float(0x4B000000u | ((word >> (4 * t)) & 0xFu)) - 8388608.0f;
-}
-
-template <int M, bool kInt4>
+template <int M>
 __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearParams p) {
   extern __shared__ float xs[];  // [M, k]
   // Launched as a programmatic dependent (LaunchDecodeLinear): the weights do
@@ -85,21 +76,6 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
     return b < p.n ? b : row_a(j);
   };
   uint4 ra[kChunksInFlight], rb[kChunksInFlight];
-  uint4 qa[kInt4ChunksInFlight], qb[kInt4ChunksInFlight];
-  float2 sa[kInt4ChunksInFlight], sb[kInt4ChunksInFlight];
-  auto load_int4_chunks = [&](int j, int base) {
-    const int64_t words = p.k / 8, groups = p.k / p.group_size;
-#pragma unroll
-    for (int u = 0; u < kInt4ChunksInFlight; ++u) {
-      const int i = base + u * 32 * 32;
-      if (i < p.k) {
-        qa[u] = __ldg(reinterpret_cast<const uint4*>(p.w_int4 + row_a(j) * words + i / 8));
-        qb[u] = __ldg(reinterpret_cast<const uint4*>(p.w_int4 + row_b(j) * words + i / 8));
-        sa[u] = __ldg(p.w_int4_scales + row_a(j) * groups + i / p.group_size);
-        sb[u] = __ldg(p.w_int4_scales + row_b(j) * groups + i / p.group_size);
-      }
-    }
-  };
   auto load_chunks = [&](int j, int base) {
     const __nv_bfloat16* wa = p.w + row_a(j) * p.k;
     const __nv_bfloat16* wb = p.w + row_b(j) * p.k;
@@ -112,10 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
       }
     }
   };
-  if (first_pair < pairs) {
-    if constexpr (kInt4) load_int4_chunks(first_pair, lane * 32);
-    else load_chunks(first_pair, lane * 8);
-  }
+  if (first_pair < pairs) load_chunks(first_pair, lane * 8);
 
   kernels::WaitForPrerequisiteGrids();
   LoadInputRows<M>(p, xs);
@@ -128,39 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
 #pragma unroll
     for (int r = 0; r < M; ++r) acc[r][0] = acc[r][1] = 0.0f;
 
-    if constexpr (kInt4) {
-      for (int base = lane * 32; base < p.k; base += 32 * 32 * kInt4ChunksInFlight) {
-        if (j != first_pair || base != lane * 32) load_int4_chunks(j, base);  // the first ones are in already
-#pragma unroll
-        for (int u = 0; u < kInt4ChunksInFlight; ++u) {
-          const int i = base + u * 32 * 32;
-          if (i >= p.k) break;
-          const uint32_t wa[4] = {qa[u].x, qa[u].y, qa[u].z, qa[u].w};
-          const uint32_t wb[4] = {qb[u].x, qb[u].y, qb[u].z, qb[u].w};
-#pragma unroll
-          for (int word = 0; word < 4; ++word) {
-            float fa[8], fb[8];
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-              fa[t] = fmaf(Nibble(wa[word], t), sa[u].x, sa[u].y);
-              fb[t] = fmaf(Nibble(wb[word], t), sb[u].x, sb[u].y);
-            }
-#pragma unroll
-            for (int r = 0; r < M; ++r) {
-              const float4 x0 = *reinterpret_cast<const float4*>(xs + r * p.k + i + 8 * word);
-              const float4 x1 = *reinterpret_cast<const float4*>(xs + r * p.k + i + 8 * word + 4);
-              const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-              for (int e = 0; e < 8; ++e) {
-                acc[r][0] = fmaf(fa[e], xv[e], acc[r][0]);
-                acc[r][1] = fmaf(fb[e], xv[e], acc[r][1]);
-              }
-            }
-          }
-        }
-      }
-    }
-    for (int base = lane * 8; !kInt4 && base < p.k; base += 32 * 8 * kChunksInFlight) {
+    for (int base = lane * 8; base < p.k; base += 32 * 8 * kChunksInFlight) {
       if (j != first_pair || base != lane * 8) load_chunks(j, base);  // the first ones are in already
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
@@ -208,39 +149,19 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   }
 }
 
-template <int M, bool kInt4>
+template <int M>
 cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
   const int pairs = p.epilogue == DecodeEpilogue::kSiluMul ? p.n / 2 : (p.n + 1) / 2;
   const int ctas = std::min(kMaxCtas, (pairs + kWarps - 1) / kWarps);
   // A programmatic dependent launch: see the kernel.
-  return kernels::LaunchDependent(DecodeLinearKernel<M, kInt4>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
+  return kernels::LaunchDependent(DecodeLinearKernel<M>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
                                   sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k), stream, p);
 }
 
 template <int M>
-cudaError_t LaunchRows(const DecodeLinearParams& p, cudaStream_t stream) {
-  return p.w_int4 != nullptr ? Launch<M, true>(p, stream) : Launch<M, false>(p, stream);
-}
-
-template <int M>
 cudaError_t AllowSharedMemory(int32_t max_k) {
-  const int bytes = std::max(static_cast<int>(sizeof(float)) * M * max_k, 0);
-  const cudaError_t e = cudaFuncSetAttribute(DecodeLinearKernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(DecodeLinearKernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-
-// One thread per 4-bit word: 8 weights of one row.
-__global__ void Int4RowsDequantizeKernel(const uint32_t* w_int4, const float2* scales, int32_t n, int32_t k,
-                                         int32_t group_size, __nv_bfloat16* out) {
-  const int64_t words = int64_t{n} * (k / 8);
-  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < words; idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t row = idx / (k / 8), first = (idx % (k / 8)) * 8;
-    const uint32_t word = w_int4[idx];
-    const float2 sz = scales[row * (k / group_size) + first / group_size];
-#pragma unroll
-    for (int t = 0; t < 8; ++t) out[row * k + first + t] = __float2bfloat16(fmaf(Nibble(word, t), sz.x, sz.y));
-  }
+  const int bytes = static_cast<int>(sizeof(float)) * M * max_k;
+  return cudaFuncSetAttribute(DecodeLinearKernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, std::max(bytes, 0));
 }
 
 }  // namespace
@@ -256,34 +177,20 @@ cudaError_t PrepareDecodeLinear(int32_t max_k) {
 
 cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream) {
   const bool one_input = (p.x_f32 != nullptr) != (p.x_bf16 != nullptr);
-  const bool one_weight = (p.w != nullptr) != (p.w_int4 != nullptr);
-  const bool int4_ok = p.w_int4 == nullptr || (p.w_int4_scales != nullptr && p.group_size >= 32 &&
-                                               p.group_size % 32 == 0 && p.k % p.group_size == 0);
-  if (!one_input || !one_weight || !int4_ok || p.y == nullptr || p.m < 1 || p.m > kDecodeLinearMaxRows ||
-      p.n <= 0 || p.k <= 0 || p.k % 8 != 0 || (p.norm_weight != nullptr && p.x_f32 == nullptr) ||
+  if (!one_input || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kDecodeLinearMaxRows || p.n <= 0 ||
+      p.k <= 0 || p.k % 8 != 0 || (p.norm_weight != nullptr && p.x_f32 == nullptr) ||
       (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 2 != 0))
     return cudaErrorInvalidValue;
   switch (p.m) {
-    case 1: return LaunchRows<1>(p, stream);
-    case 2: return LaunchRows<2>(p, stream);
-    case 3: return LaunchRows<3>(p, stream);
-    case 4: return LaunchRows<4>(p, stream);
-    case 5: return LaunchRows<5>(p, stream);
-    case 6: return LaunchRows<6>(p, stream);
-    case 7: return LaunchRows<7>(p, stream);
-    default: return LaunchRows<8>(p, stream);
+    case 1: return Launch<1>(p, stream);
+    case 2: return Launch<2>(p, stream);
+    case 3: return Launch<3>(p, stream);
+    case 4: return Launch<4>(p, stream);
+    case 5: return Launch<5>(p, stream);
+    case 6: return Launch<6>(p, stream);
+    case 7: return Launch<7>(p, stream);
+    default: return Launch<8>(p, stream);
   }
-}
-
-cudaError_t LaunchInt4RowsDequantize(const uint32_t* w_int4, const float2* scales, int32_t n, int32_t k,
-                                     int32_t group_size, __nv_bfloat16* out, cudaStream_t stream) {
-  if (w_int4 == nullptr || scales == nullptr || out == nullptr || n <= 0 || k <= 0 || group_size < 32 ||
-      group_size % 32 != 0 || k % group_size != 0)
-    return cudaErrorInvalidValue;
-  const int64_t words = int64_t{n} * (k / 8);
-  const int blocks = static_cast<int>(std::min<int64_t>((words + 255) / 256, 8192));
-  Int4RowsDequantizeKernel<<<blocks, 256, 0, stream>>>(w_int4, scales, n, k, group_size, out);
-  return cudaGetLastError();
 }
 
 }  // namespace ernie::cuda

@@ -38,12 +38,7 @@ struct DecodeLinearParams {
   const int32_t* row_index = nullptr;     // [m] or nullptr
   const float* norm_weight = nullptr;     // [k]: RMS-normalise each input row first (x_f32 only), or nullptr
   float eps = 1e-5f;
-  // Weights: exactly one of `w` (bf16) and `w_int4` (AWQ, the layout of
-  // RepackAwqRows in device_awq_linear.h).
   const __nv_bfloat16* w = nullptr;       // [n, k] bf16 (nn.Linear layout)
-  const uint32_t* w_int4 = nullptr;       // [n, k / 8]: word j of row r holds q[r][8j + t] in bits 4t..4t+3
-  const float2* w_int4_scales = nullptr;  // [n, k / group_size]: (s, -z * s), so w = fma(q, s, -z s), exact
-  int32_t group_size = 0;                 // int4 only: a multiple of 32 dividing k
   const float* bias = nullptr;            // [n] or nullptr
   float* y = nullptr;                     // kStore, kAddResidual: [m, n]; kSiluMul: [m, n / 2]
   int32_t m = 0;                          // 1..kDecodeLinearMaxRows
@@ -59,11 +54,5 @@ cudaError_t PrepareDecodeLinear(int32_t max_k);
 // cudaErrorInvalidValue for bad sizes or pointers (no launch); else the
 // launch's error.
 cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream);
-
-// bf16 W [n, k] = (q - z) * s of int4 weights in DecodeLinearParams' layout,
-// one rounding, for cuBLAS on steps too large for the decode kernels. `out`
-// holds n * k values.
-cudaError_t LaunchInt4RowsDequantize(const uint32_t* w_int4, const float2* scales, int32_t n, int32_t k,
-                                     int32_t group_size, __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace ernie::cuda
