@@ -65,9 +65,8 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, si
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
-// Eight bf16 values (16 bytes, 16-byte aligned) widened to float.
-__device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+// Eight bf16 values (one 16-byte load, already made) widened to float.
+__device__ __forceinline__ void WidenBf16x8(const uint4& raw, float* dst) {
   const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -75,6 +74,11 @@ __device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst)
     dst[2 * i] = f.x;
     dst[2 * i + 1] = f.y;
   }
+}
+
+// Eight bf16 values (16 bytes, 16-byte aligned) loaded and widened to float.
+__device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst) {
+  WidenBf16x8(*reinterpret_cast<const uint4*>(src), dst);
 }
 
 }  // namespace ernie::cuda::kernels

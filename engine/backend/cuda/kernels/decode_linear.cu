@@ -11,17 +11,6 @@ constexpr int kWarps = 4;           // per CTA: small CTAs, so even n = 1024 spr
 constexpr int kChunksInFlight = 4;  // 16-byte loads per weight row issued before the first FMA
 constexpr int kMaxCtas = 4096;      // beyond this, warps loop over further row pairs (lm_head)
 
-// Eight bf16 (one 16-byte load) widened to float.
-__device__ __forceinline__ void Widen(const uint4& raw, float* out) {
-  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(pairs[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
-
 // Input row r into xs[r][0..k) as float32, RMS-normalised when asked. One
 // warp per row; a lane touches only its own elements, so no barrier sits
 // between the load and the scaling.
@@ -39,7 +28,7 @@ __device__ void LoadInputRows(const DecodeLinearParams& p, float* xs) {
         const float4 b = *reinterpret_cast<const float4*>(p.x_f32 + src * p.k + i + 4);
         v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
       } else {
-        Widen(*reinterpret_cast<const uint4*>(p.x_bf16 + src * p.k + i), v);
+        kernels::WidenBf16x8(*reinterpret_cast<const uint4*>(p.x_bf16 + src * p.k + i), v);
       }
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -108,8 +97,8 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
         const int i = base + u * 32 * 8;
         if (i >= p.k) break;
         float fa[8], fb[8];
-        Widen(ra[u], fa);
-        Widen(rb[u], fb);
+        kernels::WidenBf16x8(ra[u], fa);
+        kernels::WidenBf16x8(rb[u], fb);
 #pragma unroll
         for (int r = 0; r < M; ++r) {
           const float4 x0 = *reinterpret_cast<const float4*>(xs + r * p.k + i);
