@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "boost/asio/write.hpp"
 #include "boost/asio/dispatch.hpp"
@@ -153,8 +154,14 @@ void Session::OnHeaderRead(beast::error_code ec) {
 
 void Session::OnRequestRead(beast::error_code ec) {
   if (closed_) return;
-  if (ec == http::error::body_limit) return FailBeforeDispatch(413, "request body too large");
-  if (ec == http::error::header_limit) return FailBeforeDispatch(431, "request headers too large");
+  if (ec == http::error::body_limit) {
+    return FailBeforeDispatch(413, absl::StrCat("request body too large: the limit is ", options_.max_body_bytes,
+                                                " bytes (--max-body-bytes)"));
+  }
+  if (ec == http::error::header_limit) {
+    return FailBeforeDispatch(431, absl::StrCat("request headers too large: the limit is ", options_.max_header_bytes,
+                                                " bytes (--max-header-bytes)"));
+  }
   if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
       ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
     return Close();
