@@ -44,7 +44,7 @@ describe(`overload: ${clients} clients against capacity ${maxNumSeqs + maxWaitin
     return results;
   }
 
-  test('every request completes or gets 429/503 promptly; memory bounded; metrics match the clients', async () => {
+  test('every request completes or gets 429/503 promptly; memory bounded; metrics match the clients', async (t) => {
     const route = 'route="/v1/completions"';
     // Warm-up wave: allocators and connection pools reach their working size.
     await offer(2000);
@@ -68,6 +68,7 @@ describe(`overload: ${clients} clients against capacity ${maxNumSeqs + maxWaitin
       // None hangs: even a completed one is bounded by the queue ahead of it.
       assert.ok(r.closedAt - r.sentAt < 15_000, `a request took ${r.closedAt - r.sentAt} ms`);
     }
+    t.diagnostic(`completed ${tally.ok}, 429 ${tally[429]}, 503 ${tally[503]}, other ${tally.other.length}`);
     assert.deepEqual(tally.other, [], 'lost or failed requests');
     assert.ok(tally.ok >= 4, JSON.stringify(tally));
     assert.ok(tally[429] >= clients, `the load should be refused often: ${JSON.stringify(tally)}`);
@@ -83,6 +84,7 @@ describe(`overload: ${clients} clients against capacity ${maxNumSeqs + maxWaitin
 
     for (const [name, pid] of Object.entries(pids)) {
       const grown = rssKiB(pid) - rssWarm[name];
+      t.diagnostic(`${name} RSS ${rssWarm[name]} -> ${rssWarm[name] + grown} KiB`);
       assert.ok(grown < 48 * 1024, `${name} RSS grew ${grown} KiB under overload (from ${rssWarm[name]} KiB)`);
     }
   });

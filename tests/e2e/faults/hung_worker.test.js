@@ -13,7 +13,7 @@ describe('a hung worker (instant backend, --first-token-timeout-s 2 --stall-time
   let stack;
   let worker;
   before(async () => {
-    stack = await startStack({ args: ['--backend', 'instant', '--max-model-len', '200000',
+    stack = await startStack({ args: ['--backend', 'instant', '--max-model-len', '200000', '--max-num-seqs', '4',
                                       '--first-token-timeout-s', String(timeoutS), '--stall-timeout-s', String(timeoutS)] });
     worker = stack.childPid('ernie-worker');
   });
@@ -29,7 +29,7 @@ describe('a hung worker (instant backend, --first-token-timeout-s 2 --stall-time
   });
 
   test('streams in flight end with a deadline error event, new requests get 503 or 504, within the deadline', async () => {
-    const body = { model: stack.model, prompt: '27182', max_tokens: 150000, ignore_eos: true, stream: true };
+    const body = { model: stack.model, prompt: '27182', max_tokens: 120000, ignore_eos: true, stream: true };
     const streams = [sendRequest(stack.url, '/v1/completions', body),
                      sendRequest(stack.url, '/v1/completions', { ...body, stream: false })];
     await streams[0].firstData;

@@ -40,7 +40,7 @@ describe('faults under ernie-serve (instant backend)', () => {
   });
   after(async () => { await stack?.stop(); });
 
-  const long = (stream) => ({ model: stack.model, prompt: '31415', max_tokens: 150000, ignore_eos: true, stream });
+  const long = (stream) => ({ model: stack.model, prompt: '31415', max_tokens: 120000, ignore_eos: true, stream });
 
   test('kill -9 of the worker mid-stream: error events and 503 within a second, restart, served again', async () => {
     const streams = [sendRequest(stack.url, '/v1/completions', long(true)),
