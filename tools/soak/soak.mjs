@@ -7,7 +7,7 @@
 // warm-up to the end. Writes a log (one JSON line per sample and a summary).
 //
 //   tools/soak/run [--minutes 30] [--warmup-minutes 3] [--clients 32] [--backend cpu|instant]
-//                  [--max-num-seqs 8] [--max-waiting-requests 8] [--cancel-rate 0.1]
+//                  [--max-num-seqs 8] [--max-waiting-requests 8] [--cancel-rate 0.1] [--kv-cache-bytes 16777216]
 //                  [--log FILE] [--seed S] [--build BUILD_DIR]
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -24,6 +24,9 @@ const { values: opts } = parseArgs({
     'max-num-seqs': { type: 'string', default: '8' },
     'max-waiting-requests': { type: 'string', default: '8' },
     'cancel-rate': { type: 'string', default: '0.1' },
+    // Small on purpose: the whole pool is in use (and its pages resident) well before the warm-up
+    // ends, so RSS growth after it measures leaks, not first touches of the KV cache.
+    'kv-cache-bytes': { type: 'string', default: String(16 << 20) },
     'request-timeout-s': { type: 'string', default: '120' },
     log: { type: 'string' },
     seed: { type: 'string', default: String(Date.now() % 100000) },
@@ -85,7 +88,8 @@ function randomRequest(model) {
 }
 
 const stack = await startStack({ args: ['--backend', opts.backend, '--max-num-seqs', opts['max-num-seqs'],
-                                        '--max-waiting-requests', opts['max-waiting-requests'], '--max-model-len', '2048'] });
+                                        '--max-waiting-requests', opts['max-waiting-requests'], '--max-model-len', '1024',
+                                        '--kv-cache-bytes', opts['kv-cache-bytes']] });
 const pids = { gateway: stack.childPid('ernie-gateway'), worker: stack.childPid('ernie-worker'),
                tokenizer: stack.childPid('ernie-tokenizer') };
 const rss = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, rssKiB(pid)]));
@@ -123,7 +127,7 @@ async function client() {
     } else if (outcome === 'rejected') {
       tally.rejected++;
       if (r.headers['retry-after'] !== '1') failures.push({ kind: 'no Retry-After', status: r.status });
-      await sleep(50);
+      await sleep(between(200, 1000));  // as Retry-After: 1 allows
     } else if (outcome === 'cancelled') {
       tally.cancelled++;
     } else {
