@@ -55,20 +55,27 @@ describe(`overload: ${clients} clients against capacity ${maxNumSeqs + maxWaitin
 
     const results = await offer(8000);
     const tally = { ok: 0, 429: 0, 503: 0, other: [] };
+    const refusalMs = [];
     for (const r of results) {
       const outcome = outcomeOf(r);
       if (outcome === 'ok') tally.ok++;
       else if (outcome === 'rejected') {
         tally[r.status]++;
         assert.equal(r.headers['retry-after'], '1', `${r.status} without Retry-After`);
-        assert.ok(r.closedAt - r.sentAt < 1000, `a ${r.status} took ${r.closedAt - r.sentAt} ms`);
+        // Promptly: no queueing for a refusal (the bound leaves room for a machine shared by many).
+        assert.ok(r.closedAt - r.sentAt < 3000, `a ${r.status} took ${r.closedAt - r.sentAt} ms`);
+        refusalMs.push(r.closedAt - r.sentAt);
       } else {
         tally.other.push({ status: r.status, outcome, tail: r.events.slice(-2), json: r.json, error: r.networkError });
       }
       // None hangs: even a completed one is bounded by the queue ahead of it.
       assert.ok(r.closedAt - r.sentAt < 15_000, `a request took ${r.closedAt - r.sentAt} ms`);
     }
-    t.diagnostic(`completed ${tally.ok}, 429 ${tally[429]}, 503 ${tally[503]}, other ${tally.other.length}`);
+    refusalMs.sort((a, b) => a - b);
+    const median = refusalMs[Math.floor(refusalMs.length / 2)];
+    t.diagnostic(`completed ${tally.ok}, 429 ${tally[429]}, 503 ${tally[503]}, other ${tally.other.length}; ` +
+                 `refusals answered in ${median} ms (median), ${refusalMs.at(-1)} ms (max)`);
+    assert.ok(median < 500, `refusals took ${median} ms at the median`);
     assert.deepEqual(tally.other, [], 'lost or failed requests');
     assert.ok(tally.ok >= 4, JSON.stringify(tally));
     assert.ok(tally[429] >= clients, `the load should be refused often: ${JSON.stringify(tally)}`);
