@@ -22,6 +22,8 @@ absl::StatusOr<GatewayOptions> ParseGatewayOptions(int argc, char** argv) {
   std::string generation_config_json;
   int read_timeout_s = 60, write_timeout_s = 30;
   int poll_interval_ms = 200;
+  std::string probe_auth;
+  double first_token_timeout_s = 300, stall_timeout_s = 120, request_timeout_s = 0;
   uint32_t port = 8000;
   po::options_description flags("ernie-gateway: the OpenAI-compatible HTTP API of ernie-serve");
   // clang-format off
@@ -48,6 +50,32 @@ absl::StatusOr<GatewayOptions> ParseGatewayOptions(int argc, char** argv) {
     ("max-model-len", po::value<int32_t>(&options.app.fallback_max_model_len)->default_value(0),
      "model length to assume until a worker reports its own")
     ("max-n", po::value<int>(&options.app.limits.max_n)->default_value(128), "largest n accepted")
+    ("max-tokens-limit", po::value<int64_t>(&options.app.limits.max_tokens)->default_value(131072),
+     "largest max_tokens / max_completion_tokens accepted (larger: 400)")
+    ("max-prompt-tokens", po::value<int64_t>(&options.app.limits.max_prompt_tokens)->default_value(0),
+     "largest prompt in tokens (larger: 400; 0: only the model length limits it)")
+    ("max-stop-strings", po::value<int>(&options.app.limits.max_stop_strings)->default_value(16),
+     "most entries of `stop`")
+    ("max-stop-string-bytes", po::value<size_t>(&options.app.limits.max_stop_string_bytes)->default_value(256),
+     "longest stop string in bytes")
+    ("max-logit-bias", po::value<int>(&options.app.limits.max_logit_bias)->default_value(1024),
+     "most entries of `logit_bias`")
+    ("probe-auth", po::value<std::string>(&probe_auth)->default_value("open"),
+     "open: /health, /ready, /version and /metrics need no key; keyed: they need the API key too")
+    ("first-token-timeout-s", po::value<double>(&first_token_timeout_s)->default_value(300),
+     "a worker that sends no first token within this many seconds: 504 (0: no limit)")
+    ("stall-timeout-s", po::value<double>(&stall_timeout_s)->default_value(120),
+     "a worker that sends no next token within this many seconds while the gateway waits: 504 (0: no limit)")
+    ("request-timeout-s", po::value<double>(&request_timeout_s)->default_value(0),
+     "the gRPC deadline of a whole generation (504 after it; 0: none)")
+    ("upstream-tls-ca", po::value<std::string>(&options.upstream_tls.ca_file),
+     "PEM CA that signed the tokenizer's and workers' certificates: TLS to them")
+    ("upstream-tls-cert", po::value<std::string>(&options.upstream_tls.cert_file),
+     "PEM client certificate for mutual TLS (with --upstream-tls-key)")
+    ("upstream-tls-key", po::value<std::string>(&options.upstream_tls.key_file), "PEM key of --upstream-tls-cert")
+    ("upstream-tls-server-name", po::value<std::string>(&options.workers.tls_server_name),
+     "name the tokenizer's and workers' certificates carry (default: the host of each address; workers found by "
+     "--worker-dns are dialled by IP, so give the name their certificate has)")
     ("max-body-bytes", po::value<size_t>(&options.http.max_body_bytes)->default_value(8u << 20),
      "largest request body (larger: 413)")
     ("max-header-bytes", po::value<size_t>(&options.http.max_header_bytes)->default_value(64u << 10),
@@ -82,6 +110,29 @@ absl::StatusOr<GatewayOptions> ParseGatewayOptions(int argc, char** argv) {
   if (options.workers.addresses.empty() && options.workers.dns_name.empty()) {
     return absl::InvalidArgumentError("give at least one --worker HOST:PORT or --worker-dns HOST:PORT");
   }
+  if (probe_auth != "open" && probe_auth != "keyed") {
+    return absl::InvalidArgumentError(absl::StrCat("--probe-auth must be open or keyed, got '", probe_auth, "'"));
+  }
+  options.app.probes_need_key = probe_auth == "keyed";
+  if (options.app.limits.max_n < 1 || options.app.limits.max_tokens < 1 || options.app.limits.max_prompt_tokens < 0 ||
+      options.app.limits.max_stop_strings < 0 || options.app.limits.max_logit_bias < 0) {
+    return absl::InvalidArgumentError(
+        "--max-n and --max-tokens-limit must be positive; --max-prompt-tokens, --max-stop-strings and "
+        "--max-logit-bias must not be negative");
+  }
+  if (first_token_timeout_s < 0 || stall_timeout_s < 0 || request_timeout_s < 0) {
+    return absl::InvalidArgumentError(
+        "--first-token-timeout-s, --stall-timeout-s and --request-timeout-s must not be negative");
+  }
+  auto millis = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0)); };
+  options.app.upstream_timeouts = UpstreamTimeouts{.first_token = millis(first_token_timeout_s),
+                                                   .stall = millis(stall_timeout_s),
+                                                   .deadline = millis(request_timeout_s)};
+  if (absl::Status tls = options.upstream_tls.Validate("--upstream-tls"); !tls.ok()) return tls;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      services::MakeChannelCredentials(options.upstream_tls);
+  if (!credentials.ok()) return credentials.status();
+  options.workers.credentials = *credentials;
   options.http.read_timeout = std::chrono::seconds(read_timeout_s);
   options.http.write_timeout = std::chrono::seconds(write_timeout_s);
   options.workers.poll_interval = std::chrono::milliseconds(std::max(10, poll_interval_ms));

@@ -8,6 +8,7 @@
 #include "gateway/http/http_server.h"
 #include "gateway/routes/gateway_app.h"
 #include "gateway/upstream/worker_pool.h"
+#include "services/common/grpc_tls.h"
 
 namespace ernie::gateway {
 
@@ -16,6 +17,7 @@ struct GatewayOptions {
   GatewayConfig app;
   WorkerPoolOptions workers;
   std::string tokenizer_address;
+  services::TlsFiles upstream_tls;  // TLS to the tokenizer and workers (none: plaintext)
   int drain_timeout_s = 30;  // SIGTERM: how long requests in flight may take before the process exits
 };
 

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  TokenizerClient tokenizer(options->tokenizer_address);
+  TokenizerClient tokenizer(options->tokenizer_address, options->workers.credentials, options->workers.tls_server_name);
   tokenizer.Start();
   WorkerPool workers(options->workers);
   workers.Start();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "boost/asio/write.hpp"
 #include "boost/asio/dispatch.hpp"
@@ -70,6 +71,14 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnWritten(beast::error_code ec, size_t bytes);
   void FinishExchange();
   void Close();
+  // Close() for a reader cut off as too slow: the connection is reset (RST)
+  // so the bytes already in the kernel's send buffer (megabytes on loopback)
+  // are dropped now, and the client sees the cut at once, not after it
+  // has read them.
+  void Abort();
+  // While congested the socket lingers 0 s: if the write timeout fires then
+  // (beast closes the socket itself), the close is a reset, as in Abort().
+  void UpdateLinger();
   void FireClosed();
   void FireWritable();
   void FailBeforeDispatch(int status, std::string_view message);
@@ -86,6 +95,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool watching_ = false;          // a close-watch read is pending
   bool writing_ = false;           // an async_write is pending
   bool closed_ = false;
+  bool reset_on_close_ = false;    // SO_LINGER 0 is set (see UpdateLinger)
   std::deque<std::string> queue_;  // bytes waiting for the socket
   std::function<void()> on_closed_;
   std::vector<std::function<void()>> on_writable_;
@@ -153,8 +163,14 @@ void Session::OnHeaderRead(beast::error_code ec) {
 
 void Session::OnRequestRead(beast::error_code ec) {
   if (closed_) return;
-  if (ec == http::error::body_limit) return FailBeforeDispatch(413, "request body too large");
-  if (ec == http::error::header_limit) return FailBeforeDispatch(431, "request headers too large");
+  if (ec == http::error::body_limit) {
+    return FailBeforeDispatch(413, absl::StrCat("request body too large: the limit is ", options_.max_body_bytes,
+                                                " bytes (--max-body-bytes)"));
+  }
+  if (ec == http::error::header_limit) {
+    return FailBeforeDispatch(431, absl::StrCat("request headers too large: the limit is ", options_.max_header_bytes,
+                                                " bytes (--max-header-bytes)"));
+  }
   if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::eof ||
       ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
     return Close();
@@ -248,7 +264,7 @@ void Session::PostSend(uint64_t exchange, std::string data) {
   asio::dispatch(stream_.get_executor(), [self = shared_from_this(), exchange, c = std::move(chunk)]() mutable {
     if (exchange != self->exchange_ || self->phase_ != Phase::kStreaming || self->closed_) return;
     self->Enqueue(std::move(c));
-    if (self->buffered_bytes() > self->options_.buffer_hard_bytes) self->Close();  // reader far too slow
+    if (self->buffered_bytes() > self->options_.buffer_hard_bytes) self->Abort();  // reader far too slow
   });
 }
 
@@ -284,6 +300,7 @@ void Session::PostWhenWritable(uint64_t exchange, std::function<void()> resume) 
 void Session::Enqueue(std::string bytes) {
   buffered_.fetch_add(bytes.size(), std::memory_order_relaxed);
   queue_.push_back(std::move(bytes));
+  UpdateLinger();
   if (!writing_) WriteNext();
 }
 
@@ -301,8 +318,9 @@ void Session::WriteNext() {
 void Session::OnWritten(beast::error_code ec, size_t bytes) {
   writing_ = false;
   if (closed_) return;
-  if (ec) return Close();  // timeout (slow reader) or a broken connection
+  if (ec) return Close();  // timeout (a reader that stopped: reset if congested) or a broken connection
   buffered_.fetch_sub(bytes, std::memory_order_relaxed);
+  UpdateLinger();
   std::string& front = queue_.front();
   if (bytes < front.size()) {
     front.erase(0, bytes);
@@ -335,6 +353,23 @@ void Session::FailBeforeDispatch(int status, std::string_view message) {
   keep_alive_ = false;  // the stream position is unknown after a parse failure
   answered_ = false;
   RespondOnStrand(HttpResponse{.status = status, .body = PlainError(message)});
+}
+
+void Session::UpdateLinger() {
+  const bool congested_now = buffered_bytes() > options_.buffer_high_bytes;
+  const bool drained = buffered_bytes() <= options_.buffer_low_bytes;
+  if (congested_now == reset_on_close_ || (!congested_now && !drained)) return;
+  beast::error_code ignored;
+  stream_.socket().set_option(asio::socket_base::linger(congested_now, 0), ignored);
+  reset_on_close_ = congested_now;
+}
+
+void Session::Abort() {
+  if (closed_) return;
+  beast::error_code ignored;
+  stream_.socket().set_option(asio::socket_base::linger(true, 0), ignored);  // close() sends RST
+  stream_.socket().close(ignored);
+  Close();
 }
 
 void Session::Close() {

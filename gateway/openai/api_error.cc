@@ -43,7 +43,8 @@ ApiError MethodNotAllowed(std::string_view method, std::string_view path) {
 }
 
 ApiError ServiceUnavailable(std::string message) {
-  return ApiError{.status = 503, .message = std::move(message), .type = ErrorTypeForStatus(503)};
+  // Retry-After: a 503 is temporary here (starting, restarting, draining).
+  return ApiError{.status = 503, .message = std::move(message), .type = ErrorTypeForStatus(503), .retry_after_seconds = 1};
 }
 
 ApiError InternalError(std::string message) {

@@ -61,6 +61,11 @@ void ReadGenerationParams(FieldReader& reader, const GenerationLimits& limits,
   if (auto n = reader.Integer("n", 1, limits.max_n)) out->n = static_cast<int>(*n);
   for (const char* name : max_tokens_fields) {
     auto value = reader.Integer(name, 1, kMaxInt32);
+    if (value && *value > limits.max_tokens) {
+      reader.Fail(name, absl::StrCat("'", name, "' is ", *value, ", above this server's limit of ", limits.max_tokens,
+                                     " (--max-tokens-limit)"));
+      value.reset();
+    }
     if (value && !out->max_tokens) out->max_tokens = value;
   }
   out->temperature = reader.Number("temperature", 0.0, std::numeric_limits<double>::max());
@@ -82,6 +87,9 @@ void ReadGenerationParams(FieldReader& reader, const GenerationLimits& limits,
     if (!bias->is_object()) {
       reader.Fail("logit_bias", absl::StrCat("'logit_bias' must be an object of token id -> bias, got ",
                                              JsonTypeName(*bias)));
+    } else if (bias->size() > static_cast<size_t>(limits.max_logit_bias)) {
+      reader.Fail("logit_bias", absl::StrCat("'logit_bias' has ", bias->size(), " entries, above this server's limit of ",
+                                             limits.max_logit_bias, " (--max-logit-bias)"));
     } else {
       for (const auto& [key, value] : bias->items()) {
         const std::string param = absl::StrCat("logit_bias.", key);
@@ -115,7 +123,19 @@ void ReadGenerationParams(FieldReader& reader, const GenerationLimits& limits,
     }
   }
   if (auto stop = reader.StringOrStringList("stop")) {
-    for (std::string& s : *stop) {
+    if (stop->size() > static_cast<size_t>(limits.max_stop_strings)) {
+      reader.Fail("stop", absl::StrCat("'stop' has ", stop->size(), " strings, above this server's limit of ",
+                                       limits.max_stop_strings, " (--max-stop-strings)"));
+      stop->clear();
+    }
+    for (size_t i = 0; i < stop->size(); ++i) {
+      std::string& s = (*stop)[i];
+      if (s.size() > limits.max_stop_string_bytes) {
+        reader.Fail(stop->size() == 1 && reader.Get("stop")->is_string() ? std::string("stop") : absl::StrCat("stop[", i, "]"),
+                    absl::StrCat("stop string of ", s.size(), " bytes is above this server's limit of ",
+                                 limits.max_stop_string_bytes, " bytes (--max-stop-string-bytes)"));
+        break;
+      }
       if (!s.empty()) out->stop.push_back(std::move(s));  // an empty stop string matches nothing
     }
   }

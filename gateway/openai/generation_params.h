@@ -34,10 +34,17 @@ absl::StatusOr<GenerationDefaults> LoadGenerationDefaults(const std::string& mod
 // The same from a JSON object's text (the --generation-config flag).
 absl::StatusOr<GenerationDefaults> ParseGenerationDefaults(const std::string& json_text, const std::string& origin);
 
+// What one request may ask for: each limit is a flag of ernie-gateway, and a
+// request beyond it gets a 400 naming the field and the limit.
 struct GenerationLimits {
-  int max_n = 128;            // n above this is refused
-  int max_logprobs = 20;      // top_logprobs / completions logprobs above this are refused
-  int32_t vocab_size = 0;     // > 0: logit_bias and stop_token_ids must be below it
+  int max_n = 128;                     // n above this is refused (--max-n)
+  int max_logprobs = 20;               // top_logprobs / completions logprobs above this are refused
+  int32_t vocab_size = 0;              // > 0: logit_bias and stop_token_ids must be below it
+  int64_t max_tokens = 131072;         // max_tokens above this is refused (--max-tokens-limit)
+  int64_t max_prompt_tokens = 0;       // > 0: longer prompts are refused (--max-prompt-tokens)
+  int max_stop_strings = 16;           // entries of `stop` (--max-stop-strings)
+  size_t max_stop_string_bytes = 256;  // bytes of one stop string (--max-stop-string-bytes)
+  int max_logit_bias = 1024;           // entries of `logit_bias` (--max-logit-bias)
 };
 
 struct GenerationParams {

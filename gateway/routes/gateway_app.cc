@@ -96,6 +96,11 @@ void GatewayApp::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> ra
                                               {"Access-Control-Max-Age", "86400"}}});
     return;
   }
+  // Everything under /v1 needs the key, known route or not (no probing for routes without one).
+  const bool under_v1 = request.path == "/v1" || absl::StartsWith(request.path, "/v1/");
+  if (under_v1 && request.method != "OPTIONS" && !api_keys_.Allows(request.Header("authorization"))) {
+    return channel->Respond(ErrorResponse(Unauthorized()));
+  }
   if (is_page) {
     if (auto file = ServeStaticFile(config_.web_dir, request.path)) return channel->Respond(std::move(*file));
     return channel->Respond(ErrorResponse(NotFound(absl::StrCat("No route or file for GET ", request.path))));
@@ -108,7 +113,7 @@ void GatewayApp::Handle(HttpRequest request, std::shared_ptr<ResponseChannel> ra
     response.headers.emplace_back("Allow", std::string(route->method));
     return channel->Respond(std::move(response));
   }
-  if (route->needs_key && !api_keys_.Allows(request.Header("authorization"))) {
+  if ((route->needs_key || config_.probes_need_key) && !api_keys_.Allows(request.Header("authorization"))) {
     return channel->Respond(ErrorResponse(Unauthorized()));
   }
 

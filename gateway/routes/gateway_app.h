@@ -14,6 +14,7 @@
 #include "gateway/routes/api_keys.h"
 #include "gateway/routes/gateway_metrics.h"
 #include "gateway/upstream/tokenizer_client.h"
+#include "gateway/upstream/upstream_timeouts.h"
 #include "gateway/upstream/worker_pool.h"
 
 namespace ernie::gateway {
@@ -22,10 +23,12 @@ struct GatewayConfig {
   std::string served_model_name;   // the only model name accepted
   std::string model_dir;           // reported as the model's root
   std::vector<std::string> api_keys;
+  bool probes_need_key = false;    // --probe-auth keyed: /health, /ready, /version, /metrics need the key too
   bool cors = false;
   std::string web_dir;             // the chat page's folder
   GenerationDefaults defaults;     // generation_config.json
   GenerationLimits limits;
+  UpstreamTimeouts upstream_timeouts;  // first token, stall and deadline of Worker.Generate calls
   int32_t fallback_max_model_len = 0;  // when no worker has reported one yet (0: unknown)
   std::string version;
 };

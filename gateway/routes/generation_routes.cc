@@ -27,6 +27,14 @@ std::optional<ApiError> CheckModel(const std::string& requested, const std::stri
   return error;
 }
 
+// 400 when a prompt has more tokens than --max-prompt-tokens allows (0: no
+// limit beyond the model length, which ResolveMaxTokens checks).
+std::optional<ApiError> CheckPromptTokens(size_t tokens, int64_t limit, const std::string& field) {
+  if (limit <= 0 || static_cast<int64_t>(tokens) <= limit) return std::nullopt;
+  return BadField(field, absl::StrCat("the prompt has ", tokens, " tokens, above this server's limit of ", limit,
+                                      " (--max-prompt-tokens)"));
+}
+
 }  // namespace
 
 void GatewayApp::HandleChat(const HttpRequest& request, const std::string& request_id,
@@ -55,13 +63,19 @@ void GatewayApp::HandleChat(const HttpRequest& request, const std::string& reque
   spec.params = std::move(chat.params);
   spec.defaults = config_.defaults;
   const int32_t model_len = max_model_len();
-  GenerationServices services{.workers = workers_, .table = tokenizer_->table(), .metrics = &metrics_};
+  GenerationServices services{.workers = workers_, .table = tokenizer_->table(), .metrics = &metrics_,
+                              .timeouts = config_.upstream_timeouts};
+  const int64_t prompt_limit = config_.limits.max_prompt_tokens;
   tokenizer_->ApplyChatTemplate(
       input, request_id,
-      [spec = std::move(spec), services, model_len, channel](absl::StatusOr<std::vector<int32_t>> ids) mutable {
+      [spec = std::move(spec), services, model_len, prompt_limit,
+       channel](absl::StatusOr<std::vector<int32_t>> ids) mutable {
         if (!ids.ok()) {
           if (services.metrics) services.metrics->UpstreamError("tokenizer", absl::StatusCodeToString(ids.status().code()));
           return channel->Respond(ErrorResponse(ApiErrorFromStatus(ids.status(), "tokenizer")));
+        }
+        if (auto error = CheckPromptTokens(ids->size(), prompt_limit, "messages")) {
+          return channel->Respond(ErrorResponse(*error));
         }
         auto budget = ResolveMaxTokens(static_cast<int64_t>(ids->size()), spec.params.max_tokens, model_len,
                                        spec.defaults.max_new_tokens, "messages");
@@ -82,6 +96,7 @@ struct PromptGathering {
   GenerationServices services;
   std::shared_ptr<ResponseChannel> channel;
   int32_t model_len = 0;
+  int64_t prompt_limit = 0;  // --max-prompt-tokens
   size_t pending = 0;
   bool failed = false;
 
@@ -94,6 +109,10 @@ struct PromptGathering {
       return channel->Respond(ErrorResponse(ApiErrorFromStatus(ids.status(), "tokenizer")));
     }
     const std::string field = spec.prompts.size() > 1 ? absl::StrCat("prompt[", index, "]") : "prompt";
+    if (auto error = CheckPromptTokens(ids->size(), prompt_limit, field)) {
+      failed = true;
+      return channel->Respond(ErrorResponse(*error));
+    }
     auto budget = ResolveMaxTokens(static_cast<int64_t>(ids->size()), spec.params.max_tokens, model_len,
                                    spec.defaults.max_new_tokens, field);
     if (auto* error = std::get_if<ApiError>(&budget)) {
@@ -128,9 +147,11 @@ void GatewayApp::HandleCompletions(const HttpRequest& request, const std::string
   gathering->spec.request_id = request_id;
   gathering->spec.params = std::move(completion.params);
   gathering->spec.defaults = config_.defaults;
-  gathering->services = GenerationServices{.workers = workers_, .table = tokenizer_->table(), .metrics = &metrics_};
+  gathering->services = GenerationServices{.workers = workers_, .table = tokenizer_->table(), .metrics = &metrics_,
+                                             .timeouts = config_.upstream_timeouts};
   gathering->channel = channel;
   gathering->model_len = max_model_len();
+  gathering->prompt_limit = config_.limits.max_prompt_tokens;
   gathering->pending = completion.prompts.size();
   gathering->spec.prompts.resize(completion.prompts.size());
   for (size_t i = 0; i < completion.prompts.size(); ++i) {

@@ -30,6 +30,7 @@ class ChoiceDecoder {
   const std::string& text() const { return text_; }  // everything shown so far
 
  private:
+  std::shared_ptr<const tokenizer::DetokenizerTable> table_;  // what ids have text
   tokenizer::IncrementalDetokenizer detokenizer_;
   StopStringMatcher stop_;
   std::string text_;  // the concatenation of every returned delta

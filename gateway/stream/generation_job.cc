@@ -93,7 +93,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
         },
         .on_done = [self, g](const grpc::Status& status) { self->OnDone(g, status); }};
     std::shared_ptr<GenerateCall> call =
-        GenerateCall::Start(lease->endpoint->stub.get(), request, spec_.request_id, std::move(handlers));
+        GenerateCall::Start(lease->endpoint->stub.get(), request, spec_.request_id, std::move(handlers),
+                            services_.timeouts);
     lock.lock();
     // The call may have failed and been retried already: then it is not
     // this group's call any more.

@@ -18,6 +18,7 @@
 #include "gateway/openai/generation_params.h"
 #include "gateway/openai/response_json.h"
 #include "gateway/routes/gateway_metrics.h"
+#include "gateway/upstream/upstream_timeouts.h"
 #include "gateway/upstream/worker_pool.h"
 #include "services/tokenizer/detokenizer/detokenizer_table.h"
 
@@ -43,6 +44,7 @@ struct GenerationServices {
   WorkerPool* workers = nullptr;
   std::shared_ptr<const tokenizer::DetokenizerTable> table;
   GatewayMetrics* metrics = nullptr;  // not owned; null: nothing is recorded
+  UpstreamTimeouts timeouts;          // limits on waiting for the worker
 };
 
 // Starts the job; it answers on `channel` by itself.

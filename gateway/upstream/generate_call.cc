@@ -1,19 +1,26 @@
 #include "gateway/upstream/generate_call.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace ernie::gateway {
 
 std::shared_ptr<GenerateCall> GenerateCall::Start(ernie::v1::Worker::Stub* stub,
                                                   const ernie::v1::GenerateRequest& request,
-                                                  const std::string& request_id, Handlers handlers) {
+                                                  const std::string& request_id, Handlers handlers,
+                                                  const UpstreamTimeouts& timeouts) {
   std::shared_ptr<GenerateCall> call(new GenerateCall());
   call->self_ = call;
   call->request_ = request;
   call->handlers_ = std::move(handlers);
+  call->timeouts_ = timeouts;
   call->context_.AddMetadata("x-request-id", request_id);
+  if (timeouts.deadline.count() > 0) call->context_.set_deadline(std::chrono::system_clock::now() + timeouts.deadline);
   stub->async()->Generate(&call->context_, &call->request_, call.get());
   call->reading_ = true;
+  call->read_started_ = std::chrono::steady_clock::now();
   call->StartRead(&call->response_);
   call->StartCall();
+  if (timeouts.first_token.count() > 0 || timeouts.stall.count() > 0) UpstreamWatchdog::Instance().Watch(call);
   return call;
 }
 
@@ -21,15 +28,33 @@ void GenerateCall::ReadNext() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (done_ || reading_) return;
   reading_ = true;
+  read_started_ = std::chrono::steady_clock::now();
   StartRead(&response_);
 }
 
 void GenerateCall::Cancel() { context_.TryCancel(); }
 
+bool GenerateCall::Overdue(std::chrono::steady_clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_ || !reading_ || timed_out_) return false;
+  const std::chrono::milliseconds limit = received_ ? timeouts_.stall : timeouts_.first_token;
+  return limit.count() > 0 && now - read_started_ > limit;
+}
+
+void GenerateCall::TimeOut() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;
+    timed_out_ = true;
+  }
+  context_.TryCancel();
+}
+
 void GenerateCall::OnReadDone(bool ok) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     reading_ = false;
+    if (ok) received_ = true;
   }
   if (!ok) return;
   // Moved out first: the handler may start the next read into response_.
@@ -40,14 +65,28 @@ void GenerateCall::OnReadDone(bool ok) {
 }
 
 void GenerateCall::OnDone(const grpc::Status& status) {
+  bool timed_out = false;
+  bool received = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
+    timed_out = timed_out_;
+    received = received_;
   }
   std::shared_ptr<GenerateCall> keep_alive = std::move(self_);  // released when this returns
   Handlers handlers = std::move(handlers_);
   handlers_ = {};
-  if (handlers.on_done) handlers.on_done(status);
+  // Our own cancellation for a timeout reads as CANCELLED: say what it was.
+  grpc::Status reported = status;
+  if (timed_out && !status.ok()) {
+    const auto limit = received ? timeouts_.stall : timeouts_.first_token;
+    reported = grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        absl::StrCat(received ? "no further token" : "no first token", " from the worker within ",
+                     std::chrono::duration<double>(limit).count(), " s (",
+                     received ? "--stall-timeout-s" : "--first-token-timeout-s", ")"));
+  }
+  if (handlers.on_done) handlers.on_done(reported);
 }
 
 }  // namespace ernie::gateway

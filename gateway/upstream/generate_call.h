@@ -11,12 +11,14 @@
 #include <string>
 
 #include "ernie/v1/worker.grpc.pb.h"
+#include "gateway/upstream/upstream_timeouts.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 
 namespace ernie::gateway {
 
 class GenerateCall : public grpc::ClientReadReactor<ernie::v1::GenerateResponse>,
+                     public WatchedCall,
                      public std::enable_shared_from_this<GenerateCall> {
  public:
   struct Handlers {
@@ -28,9 +30,11 @@ class GenerateCall : public grpc::ClientReadReactor<ernie::v1::GenerateResponse>
   };
 
   // Starts the call and the first read. `request_id` goes out as metadata
-  // "x-request-id".
+  // "x-request-id". A call that waits for the worker longer than `timeouts`
+  // allow ends with DEADLINE_EXCEEDED (the watchdog cancels it).
   static std::shared_ptr<GenerateCall> Start(ernie::v1::Worker::Stub* stub, const ernie::v1::GenerateRequest& request,
-                                             const std::string& request_id, Handlers handlers);
+                                             const std::string& request_id, Handlers handlers,
+                                             const UpstreamTimeouts& timeouts = {});
 
   void ReadNext();  // no-op once the call is over
   void Cancel();    // safe at any time, from any thread
@@ -38,6 +42,10 @@ class GenerateCall : public grpc::ClientReadReactor<ernie::v1::GenerateResponse>
   // Reactor callbacks (gRPC's threads).
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
+
+  // WatchedCall (the watchdog's thread).
+  bool Overdue(std::chrono::steady_clock::time_point now) override;
+  void TimeOut() override;
 
  private:
   GenerateCall() = default;
@@ -49,6 +57,10 @@ class GenerateCall : public grpc::ClientReadReactor<ernie::v1::GenerateResponse>
   std::mutex mutex_;
   bool done_ = false;     // OnDone ran: no more reads may start
   bool reading_ = false;  // a StartRead is outstanding
+  UpstreamTimeouts timeouts_;
+  std::chrono::steady_clock::time_point read_started_;  // when the outstanding read began
+  bool received_ = false;   // a message arrived (the first-token limit is over)
+  bool timed_out_ = false;  // TimeOut() cancelled the call: report DEADLINE_EXCEEDED
   std::shared_ptr<GenerateCall> self_;  // keeps the reactor alive until OnDone
 };
 

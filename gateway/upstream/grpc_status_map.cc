@@ -35,6 +35,10 @@ ApiError ApiErrorFromGrpc(const grpc::Status& status, std::string_view service_v
       break;
     case grpc::StatusCode::UNAVAILABLE:
       error.message = absl::StrCat("The ", service, " is unavailable: ", status.error_message());
+      error.retry_after_seconds = 1;  // a restarted server is back within seconds
+      break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      error.message = absl::StrCat("The ", service, " did not answer in time: ", status.error_message());
       break;
     default:
       error.message = status.error_message().empty()

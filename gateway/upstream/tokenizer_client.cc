@@ -33,10 +33,15 @@ tokenizer::Vocabulary VocabularyFromProto(const ernie::v1::Vocabulary& proto) {
   return vocabulary;
 }
 
-TokenizerClient::TokenizerClient(const std::string& address) {
+TokenizerClient::TokenizerClient(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                 const std::string& tls_server_name) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 256 << 20);  // the vocabulary is a few MB
-  channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  // A restarted server is back within seconds: reconnect soon, not after gRPC's default 2-minute backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  if (!tls_server_name.empty()) args.SetSslTargetNameOverride(tls_server_name);
+  channel_ = grpc::CreateCustomChannel(address, credentials ? credentials : grpc::InsecureChannelCredentials(), args);
   stub_ = ernie::v1::Tokenizer::NewStub(channel_);
 }
 

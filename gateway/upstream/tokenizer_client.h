@@ -15,13 +15,18 @@
 
 #include "absl/status/statusor.h"
 #include "ernie/v1/tokenizer.grpc.pb.h"
+#include "grpcpp/security/credentials.h"
 #include "services/tokenizer/detokenizer/detokenizer_table.h"
 
 namespace ernie::gateway {
 
 class TokenizerClient {
  public:
-  explicit TokenizerClient(const std::string& address);
+  // `credentials` null: plaintext. `tls_server_name`: the name to check the
+  // server's certificate against ("": the address's host).
+  explicit TokenizerClient(const std::string& address,
+                           std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+                           const std::string& tls_server_name = "");
   ~TokenizerClient();  // Stop()s
 
   // Fetches the vocabulary in the background, every `retry` until it works.

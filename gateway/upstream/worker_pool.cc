@@ -55,7 +55,13 @@ std::shared_ptr<WorkerPool::Worker> WorkerPool::AddWorkerLocked(const std::strin
   endpoint->address = address;
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
-  endpoint->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  // A restarted server is back within seconds: reconnect soon, not after gRPC's default 2-minute backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // Workers found by DNS are dialled by IP: their certificate names the Service instead.
+  if (!options_.tls_server_name.empty()) args.SetSslTargetNameOverride(options_.tls_server_name);
+  endpoint->channel = grpc::CreateCustomChannel(
+      address, options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(), args);
   endpoint->stub = ernie::v1::Worker::NewStub(endpoint->channel);
   auto worker = std::make_shared<Worker>();
   worker->endpoint = std::move(endpoint);

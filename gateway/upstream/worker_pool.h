@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ernie/v1/worker.grpc.pb.h"
+#include "grpcpp/security/credentials.h"
 #include "gateway/upstream/worker_choice.h"
 
 namespace ernie::gateway {
@@ -29,6 +30,8 @@ struct WorkerPoolOptions {
   std::chrono::milliseconds poll_timeout{1000};
   std::chrono::milliseconds dns_interval{5000};
   WorkerChoiceOptions choice;
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: plaintext
+  std::string tls_server_name;  // TLS: the name the workers' certificates carry ("" : the address's host)
 };
 
 // One worker; the stub is shared with in-flight calls, so it outlives a

@@ -15,12 +15,14 @@
 #include "services/launcher/child_process.h"
 #include "services/launcher/http_probe.h"
 #include "services/launcher/launcher_options.h"
+#include "services/launcher/startup_checks.h"
 #include "services/launcher/vllm_compat.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using ernie::launcher::ChildProcess;
+namespace exit_code = ernie::launcher;
 
 void Log(const std::string& line) { std::cerr << "ernie-serve: " << line << std::endl; }
 
@@ -84,18 +86,31 @@ int main(int argc, char** argv) {
     model = options->demo_dir;
     if (!fs::exists(fs::path(model) / "config.json")) {
       Log(absl::StrCat("making the demo checkpoint in ", model));
-      if (RunToCompletion((fs::path(bin) / "ernie-make-model").string(), {model, "--shape", "demo", "--seed", "1"}) != 0) {
-        Log("could not make the demo checkpoint");
-        return 1;
+      std::error_code ec;
+      const bool existed = fs::exists(model, ec);
+      const int status =
+          RunToCompletion((fs::path(bin) / "ernie-make-model").string(), {model, "--shape", "demo", "--seed", "1"});
+      if (status != 0) {
+        // A half-written checkpoint must not pass for a whole one next time.
+        if (!existed) fs::remove_all(model, ec);
+        Log(absl::StrCat("could not write the demo checkpoint in ", model, " (ernie-make-model exited with status ",
+                         status, "; its message above names the file: a full disk, a file size limit or a "
+                         "read-only folder)"));
+        return exit_code::kExitCannotWrite;
       }
     }
   }
   auto resolved = ernie::launcher::ResolveModelDir(model);
   if (!resolved.ok()) {
     Log(std::string(resolved.status().message()));
-    return 1;
+    return ernie::launcher::ExitCodeFor(resolved.status());
   }
   model = *resolved;
+  // Fail here, naming the file, rather than as a server that dies while starting.
+  if (absl::Status readable = ernie::launcher::CheckModelReadable(model); !readable.ok()) {
+    Log(absl::StrCat("model ", model, " cannot be served: ", readable.message()));
+    return ernie::launcher::ExitCodeFor(readable);
+  }
   auto notes = ernie::launcher::ApplyVllmOptions(model, &*options);
   if (!notes.ok()) {
     Log(std::string(notes.status().message()));
@@ -124,22 +139,37 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i + 1 < options->gateway_args.size(); ++i)
     if (options->gateway_args[i] == "--served-model-name")
       worker_args.insert(worker_args.end(), {"--served-model-name", options->gateway_args[i + 1]});
+  // --internal-tls-dir: mutual TLS on the gateway -> tokenizer / worker links.
+  std::vector<std::string> server_tls, client_tls;
+  if (!options->internal_tls_dir.empty()) {
+    const fs::path dir(options->internal_tls_dir);
+    for (const char* name : {"ca.crt", "server.crt", "server.key", "client.crt", "client.key"}) {
+      if (absl::Status file = ernie::launcher::CheckReadableFile((dir / name).string()); !file.ok()) {
+        Log(absl::StrCat("--internal-tls-dir: ", file.message()));
+        return exit_code::kExitUsage;
+      }
+    }
+    server_tls = {"--tls-cert", (dir / "server.crt").string(), "--tls-key", (dir / "server.key").string(),
+                  "--tls-ca", (dir / "ca.crt").string()};
+    client_tls = {"--upstream-tls-ca", (dir / "ca.crt").string(), "--upstream-tls-cert",
+                  (dir / "client.crt").string(), "--upstream-tls-key", (dir / "client.key").string()};
+  }
   std::vector<std::unique_ptr<ChildProcess>> children;
   children.push_back(std::make_unique<ChildProcess>(
       "tokenizer", (fs::path(bin) / "ernie-tokenizer").string(),
       with({"--model", model, "--host", "127.0.0.1", "--port", std::to_string(tokenizer_port), "--metrics-port",
             std::to_string(tokenizer_metrics_port)},
-           options->tokenizer_args)));
+           with(server_tls, options->tokenizer_args))));
   children.push_back(std::make_unique<ChildProcess>(
       "worker", (fs::path(bin) / "ernie-worker").string(),
       with({"--model", model, "--host", "127.0.0.1", "--port", std::to_string(worker_port), "--metrics-port",
             std::to_string(worker_metrics_port)},
-           worker_args)));
+           with(server_tls, worker_args))));
   children.push_back(std::make_unique<ChildProcess>(
       "gateway", (fs::path(bin) / "ernie-gateway").string(),
       with({"--model", model, "--tokenizer", absl::StrCat("127.0.0.1:", tokenizer_port), "--worker",
             absl::StrCat("127.0.0.1:", worker_port), "--host", options->host, "--port", std::to_string(options->port)},
-           options->gateway_args)));
+           with(client_tls, options->gateway_args))));
   for (auto& c : children) {
     if (auto s = c->Start(); !s.ok()) {
       Log(std::string(s.message()));
@@ -163,7 +193,7 @@ int main(int argc, char** argv) {
       if (c->Exited(&status)) {
         Log(absl::StrCat(c->name(), " exited with status ", status, " while starting: ", c->CommandLine()));
         StopAll(children);
-        return 1;
+        return exit_code::kExitServerFailed;
       }
     }
     ready = ernie::launcher::HttpGetStatus(options->host, options->port, "/ready", 1000) == 200;

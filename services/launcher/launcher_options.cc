@@ -40,7 +40,19 @@ const std::map<std::string, OptionSpec>& Options() {
       {"api-key", {kGateway, true, "accepted API key (repeatable; or env ERNIE_API_KEY)"}},
       {"cors", {kGateway, false, "allow cross-origin requests"}},
       {"web-dir", {kGateway, true, "folder of the chat page"}},
-      {"max-body-bytes", {kGateway, true, "largest HTTP request body"}},
+      {"max-body-bytes", {kGateway, true, "largest HTTP request body (larger: 413; default 8 MiB)"}},
+      {"max-n", {kGateway, true, "largest n of a request (default 128)"}},
+      {"max-tokens-limit", {kGateway, true, "largest max_tokens of a request (default 131072)"}},
+      {"max-prompt-tokens", {kGateway, true, "largest prompt in tokens (default 0: the model length)"}},
+      {"max-stop-strings", {kGateway, true, "most stop strings of a request (default 16)"}},
+      {"max-stop-string-bytes", {kGateway, true, "longest stop string in bytes (default 256)"}},
+      {"max-logit-bias", {kGateway, true, "most logit_bias entries of a request (default 1024)"}},
+      {"probe-auth", {kGateway, true, "open (default) | keyed: whether /health, /ready, /version, /metrics need the API key"}},
+      {"first-token-timeout-s", {kGateway, true, "504 when the worker sends no first token in this time (default 300)"}},
+      {"stall-timeout-s", {kGateway, true, "504 when the worker sends no next token in this time (default 120)"}},
+      {"request-timeout-s", {kGateway, true, "deadline of a whole generation (default 0: none)"}},
+      {"write-timeout-s", {kGateway, true, "a client that reads nothing for this long is cut off (default 30)"}},
+      {"internal-tls-dir", {kLauncher, true, "folder with ca.crt, server.crt, server.key, client.crt, client.key: mutual TLS between the servers"}},
       {"generation-config", {kLauncher, true, "auto (the model's generation_config.json) | vllm (none) | FOLDER (its generation_config.json)"}},
       {"backend", {kWorker, true, "auto | cpu | cuda | instant"}},
       {"kv-cache-bytes", {kWorker, true, "KV cache size in bytes (default: sized to need)"}},
@@ -96,6 +108,7 @@ absl::Status Apply(const std::string& name, const std::string& value, LauncherOp
   else if (name == "ready-timeout-s") return int_value(&o->ready_timeout_s, 1, 86400);
   else if (name == "max-restarts") return int_value(&o->max_restarts, 0, 1000);
   else if (name == "bin-dir") o->bin_dir = value;
+  else if (name == "internal-tls-dir") o->internal_tls_dir = value;
   else if (name == "tokenizer-arg") o->tokenizer_args.push_back(value);
   else if (name == "worker-arg") o->worker_args.push_back(value);
   else if (name == "gateway-arg") o->gateway_args.push_back(value);

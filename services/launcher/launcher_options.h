@@ -21,6 +21,7 @@ struct LauncherOptions {
   int ready_timeout_s = 600;         // wait this long for /ready
   int max_restarts = 5;              // per child, before the launcher gives up
   std::string bin_dir;               // where ernie-tokenizer, ernie-worker, ernie-gateway live
+  std::string internal_tls_dir;      // ca.crt, server.crt/.key, client.crt/.key: mutual TLS inside
   std::vector<std::string> tokenizer_args, worker_args, gateway_args;  // forwarded options
   // vLLM's serve options, checked by vllm_compat.h before anything starts.
   std::string dtype = "auto";        // auto | half | float16 | bfloat16 | float | float32

@@ -28,7 +28,10 @@ int Run(int argc, char** argv) {
       "max-input-bytes", po::value(&options.service.max_input_bytes)->default_value(options.service.max_input_bytes),
       "largest accepted input (text or chat JSON bytes, 4 bytes per id)")(
       "metrics-port", po::value(&metrics_port)->default_value(0),
-      "Prometheus /metrics over HTTP on --host at this port (0: off)");
+      "Prometheus /metrics over HTTP on --host at this port (0: off)")(
+      "tls-cert", po::value(&options.tls.cert_file), "PEM certificate: serve gRPC over TLS (with --tls-key)")(
+      "tls-key", po::value(&options.tls.key_file), "PEM private key of --tls-cert")(
+      "tls-ca", po::value(&options.tls.ca_file), "PEM CA: require client certificates it signed (mutual TLS)");
   po::variables_map values;
   try {
     po::store(po::parse_command_line(argc, argv, flags), values);
@@ -43,6 +46,14 @@ int Run(int argc, char** argv) {
   }
   if (options.service.max_input_bytes <= 0) {
     std::cerr << kName << ": --max-input-bytes must be positive\n";
+    return 2;
+  }
+  if (absl::Status tls = options.tls.Validate("--tls"); !tls.ok()) {
+    std::cerr << kName << ": " << tls.message() << "\n";
+    return 2;
+  }
+  if (!options.tls.ca_file.empty() && options.tls.cert_file.empty()) {
+    std::cerr << kName << ": --tls-ca needs --tls-cert and --tls-key\n";
     return 2;
   }
   if (metrics_port < 0 || metrics_port > 65535) {

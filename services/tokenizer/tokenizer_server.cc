@@ -15,10 +15,12 @@ absl::StatusOr<std::unique_ptr<TokenizerServer>> TokenizerServer::Start(std::sha
   std::unique_ptr<TokenizerServer> server(new TokenizerServer());
   server->host_ = options.host;
   server->service_ = std::make_unique<TokenizerService>(std::move(tokenizer), options.service);
+  auto credentials = services::MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(options.host, ":", options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(address, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   // Leave room above the input limit so our own check (with its message)
   // answers oversized requests rather than the transport.

@@ -8,6 +8,7 @@
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
+#include "services/common/grpc_tls.h"
 #include "services/tokenizer/tokenizer_service.h"
 
 namespace ernie::tokenizer {
@@ -15,6 +16,7 @@ namespace ernie::tokenizer {
 struct TokenizerServerOptions {
   std::string host = "127.0.0.1";
   int port = 50051;  // 0 picks a free port
+  services::TlsFiles tls;  // none: plaintext; cert + key: TLS; + ca: mutual TLS
   TokenizerServiceOptions service;
 };
 

@@ -85,6 +85,9 @@ const std::map<std::string, Setter>& Fields() {
       {"metrics_port", Int(&WorkerConfig::metrics_port, 0, 65535)},
       {"metrics_host", String(&WorkerConfig::metrics_host)},
       {"served_model_name", String(&WorkerConfig::served_model_name)},
+      {"tls_cert", String(&WorkerConfig::tls_cert)},
+      {"tls_key", String(&WorkerConfig::tls_key)},
+      {"tls_ca", String(&WorkerConfig::tls_ca)},
       {"instant_vocab", Int(&WorkerConfig::instant_vocab, 4, 1 << 20)},
       {"seed",
        [](const std::string& v, WorkerConfig* c) -> absl::Status {
@@ -160,6 +163,8 @@ absl::StatusOr<WorkerConfig> ParseWorkerFlags(const std::vector<std::string>& ar
     if (!s.ok()) return s;
   }
   if (config.model.empty() && config.backend != "instant") return Bad("--model", "is required");
+  if (config.tls_cert.empty() != config.tls_key.empty()) return Bad("--tls-cert", "and --tls-key must be given together");
+  if (!config.tls_ca.empty() && config.tls_cert.empty()) return Bad("--tls-ca", "needs --tls-cert and --tls-key");
   return config;
 }
 
@@ -170,6 +175,7 @@ std::string WorkerUsage() {
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
          "         [--threads N] [--drain-timeout-s 30] [--instant-vocab 512] [--seed S]\n"
          "         [--metrics-port 0] [--metrics-host HOST] [--served-model-name NAME]\n"
+         "         [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]  (TLS; with a CA, mutual TLS)\n"
          "Every flag is also a key of the YAML file (dashes become underscores); flags win.\n";
 }
 

@@ -31,6 +31,9 @@ struct WorkerConfig {
   int metrics_port = 0;                 // Prometheus /metrics over HTTP; 0: off
   std::string metrics_host;             // empty: the same as host
   std::string served_model_name;        // the model_name label on metrics; empty: the model folder's name
+  std::string tls_cert;                 // PEM certificate: serve gRPC over TLS (with tls_key)
+  std::string tls_key;                  // PEM key of tls_cert
+  std::string tls_ca;                   // PEM CA: require client certificates it signed (mutual TLS)
 };
 
 // Loads `path` (a YAML mapping of the keys above). Unknown keys and values of

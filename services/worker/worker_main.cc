@@ -17,6 +17,7 @@
 #include "services/common/metrics/metrics_http_server.h"
 #include "services/common/metrics/process_metrics.h"
 #include "engine/sample/philox.h"
+#include "services/common/grpc_tls.h"
 #include "services/worker/backend_factory.h"
 #include "services/worker/worker_config.h"
 #include "services/worker/worker_metrics.h"
@@ -59,13 +60,19 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  auto credentials = ernie::services::MakeServerCredentials(
+      {.cert_file = config->tls_cert, .key_file = config->tls_key, .ca_file = config->tls_ca});
+  if (!credentials.ok()) {
+    std::cerr << "ernie-worker: " << credentials.status().message() << "\n";
+    return 2;
+  }
   // Serve health (NOT_SERVING) while the model loads.
   grpc::EnableDefaultHealthCheckService(true);
   ernie::worker::WorkerService service;
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string address = absl::StrCat(config->host, ":", config->port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, *credentials, &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(64 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

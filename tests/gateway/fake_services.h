@@ -125,7 +125,7 @@ class FakeWorker final : public ernie::v1::Worker::Service {
       saw_cancel = context->IsCancelled();
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
     }
-    return grpc::Status::OK;
+    return end_with;
   }
   grpc::Status Abort(grpc::ServerContext*, const ernie::v1::AbortRequest*, ernie::v1::AbortResponse*) override {
     return grpc::Status::OK;
@@ -148,6 +148,7 @@ class FakeWorker final : public ernie::v1::Worker::Service {
   ernie::v1::FinishReason finish = ernie::v1::FINISH_REASON_STOP;
   grpc::Status fail = grpc::Status::OK;  // set before the request: returned at once
   bool hang = false;                     // after the script, wait to be cancelled
+  grpc::Status end_with = grpc::Status::OK;  // returned after the script (a failure mid-stream)
   std::atomic<int> running{0};
   std::atomic<int> generate_calls{0};
   std::atomic<bool> saw_cancel{false};

@@ -372,7 +372,9 @@ TEST(GatewayServerTest, WorkerQueueFullIs429WithRetryAfter) {
 
 TEST(GatewayServerTest, ErrorAfterTheStreamStartedIsAnErrorEvent) {
   Harness h;
-  h.worker().chunks = {{3}, {999}};  // an id outside the vocabulary, after the stream began
+  h.worker().chunks = {{3}};
+  h.worker().finish = ernie::v1::FINISH_REASON_UNSPECIFIED;  // not finished when it fails
+  h.worker().end_with = grpc::Status(grpc::StatusCode::INTERNAL, "engine step failed");  // after the stream began
   const ClientResponse r = h.Post("/v1/chat/completions", ChatBody({{"stream", true}}));
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("data: {\"error\":"), std::string::npos) << r.body;

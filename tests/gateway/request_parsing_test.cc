@@ -139,6 +139,38 @@ TEST(ChatRequestTest, BadFieldsNameTheField) {
   }
 }
 
+// Each request limit (a gateway flag) is a 400 naming the field, the limit and the flag.
+TEST(ChatRequestTest, LimitsNameFieldLimitAndFlag) {
+  const GenerationLimits limits{.max_n = 8, .vocab_size = 100, .max_tokens = 50, .max_stop_strings = 3,
+                                .max_stop_string_bytes = 5, .max_logit_bias = 2};
+  Json many_biases = Json::object();
+  for (int id = 0; id < 3; ++id) many_biases[std::to_string(id)] = 1;
+  struct LimitCase {
+    Json extra;
+    std::string param;
+    std::string words;  // must appear in the message
+  };
+  const std::vector<LimitCase> cases = {
+      {{{"max_tokens", 51}}, "max_tokens", "limit of 50 (--max-tokens-limit)"},
+      {{{"max_completion_tokens", 77}}, "max_completion_tokens", "77, above this server's limit of 50"},
+      {{{"stop", {"a", "b", "c", "d"}}}, "stop", "4 strings, above this server's limit of 3 (--max-stop-strings)"},
+      {{{"stop", {"a", "abcdef"}}}, "stop[1]", "6 bytes is above this server's limit of 5 bytes"},
+      {{{"stop", "abcdef"}}, "stop", "(--max-stop-string-bytes)"},
+      {{{"logit_bias", many_biases}}, "logit_bias", "3 entries, above this server's limit of 2 (--max-logit-bias)"},
+  };
+  for (const LimitCase& c : cases) {
+    auto parsed = ParseChatCompletionRequest(Chat(c.extra), limits);
+    const ApiError* error = std::get_if<ApiError>(&parsed);
+    ASSERT_NE(error, nullptr) << c.extra.dump();
+    EXPECT_EQ(error->status, 400);
+    EXPECT_EQ(error->param.value_or("<none>"), c.param) << error->message;
+    EXPECT_NE(error->message.find(c.words), std::string::npos) << error->message;
+  }
+  // At every limit the request is accepted.
+  Json at_limits = Chat({{"max_tokens", 50}, {"stop", {"a", "b", "abcde"}}, {"logit_bias", {{"1", 1}, {"2", 2}}}});
+  EXPECT_TRUE(std::holds_alternative<ChatCompletionRequest>(ParseChatCompletionRequest(at_limits, limits)));
+}
+
 TEST(ChatRequestTest, BadMessagesNameTheMessage) {
   const std::vector<std::pair<Json, std::string>> cases = {
       {Json::array(), "messages"},

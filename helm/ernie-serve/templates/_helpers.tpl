@@ -69,3 +69,37 @@ initContainers:
       - {name: models, mountPath: /models}
 {{- end }}
 {{- end -}}
+
+{{/* The action of a probe on a gRPC port: (dict "root" $ "port" 50051). The
+grpc.health.v1 check, or with internalTls a TCP connect: kubelet's gRPC probe
+speaks plaintext only (the gateway still checks each worker's health itself). */}}
+{{- define "ernie.grpcProbeAction" -}}
+{{- if .root.Values.internalTls.enabled -}}
+tcpSocket: {port: {{ .port }}}
+{{- else -}}
+grpc: {port: {{ .port }}}
+{{- end -}}
+{{- end -}}
+
+{{/* Server flags for internalTls (tokenizer and worker). */}}
+{{- define "ernie.serverTlsArgs" -}}
+{{- if .Values.internalTls.enabled }}
+- --tls-cert=/etc/ernie-tls/tls.crt
+- --tls-key=/etc/ernie-tls/tls.key
+- --tls-ca=/etc/ernie-tls/ca.crt
+{{- end }}
+{{- end -}}
+
+{{- define "ernie.tlsVolumeMount" -}}
+{{- if .Values.internalTls.enabled }}
+- {name: internal-tls, mountPath: /etc/ernie-tls, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "ernie.tlsVolume" -}}
+{{- if .Values.internalTls.enabled }}
+- name: internal-tls
+  secret:
+    secretName: {{ required "internalTls.secretName is required with internalTls.enabled" .Values.internalTls.secretName }}
+{{- end }}
+{{- end -}}

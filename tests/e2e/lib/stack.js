@@ -35,7 +35,7 @@ export function freePort() {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Direct children of `pid` (Linux /proc).
-function childPids(pid) {
+export function childPids(pid) {
   const out = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -50,7 +50,7 @@ function childPids(pid) {
   return out;
 }
 
-function commandLine(pid) {
+export function commandLine(pid) {
   return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
 }
 
@@ -70,7 +70,7 @@ function workerAddressOf(launcherPid) {
  * (e.g. ['--backend', 'instant'] or ['--api-key', 'k']). Resolves once the
  * launcher prints "Running on".
  */
-export async function startStack({ args = [], readyTimeoutMs = 120_000 } = {}) {
+export async function startStack({ args = [], readyTimeoutMs = 120_000, workerAddress = true } = {}) {
   mkdirSync(artifactsDir, { recursive: true });
   const port = await freePort();
   const argv = ['--demo', '--demo-dir', demoDir, '--port', String(port), ...args];
@@ -94,8 +94,33 @@ export async function startStack({ args = [], readyTimeoutMs = 120_000 } = {}) {
     url,
     port,
     model: demoModel,
-    workerAddress: workerAddressOf(child.pid),
+    workerAddress: workerAddress ? workerAddressOf(child.pid) : null,
+    pid: child.pid,
     log: () => log,
+    // The pid of the launcher's child whose binary is `binary` (e.g. 'ernie-worker'), or null.
+    childPid(binary) {
+      for (const pid of childPids(child.pid)) {
+        try {
+          if (commandLine(pid)[0]?.endsWith(binary)) return pid;
+        } catch {
+          // ended while we looked
+        }
+      }
+      return null;
+    },
+    // Polls /ready until 200 (after a restart), or throws.
+    async waitReady(timeoutMs = 20_000) {
+      const until = Date.now() + timeoutMs;
+      while (Date.now() < until) {
+        try {
+          if ((await fetch(`${url}/ready`)).status === 200) return;
+        } catch {
+          // the gateway is not listening
+        }
+        await sleep(50);
+      }
+      throw new Error(`not ready after ${timeoutMs} ms:\n${log.slice(-4000)}`);
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
@@ -103,8 +128,8 @@ export async function startStack({ args = [], readyTimeoutMs = 120_000 } = {}) {
       clearTimeout(timer);
     },
     // Gauges and counters of the gateway's Prometheus text, by series name.
-    async metrics() {
-      const text = await (await fetch(`${url}/metrics`)).text();
+    async metrics(headers = {}) {
+      const text = await (await fetch(`${url}/metrics`, { headers })).text();
       // Keyed by the full series ("name{labels}") and, summed over its label
       // sets, by the bare metric name (every series carries model_name).
       const values = {};
@@ -140,4 +165,14 @@ export async function startStack({ args = [], readyTimeoutMs = 120_000 } = {}) {
     },
   };
   return stack;
+}
+
+// Resident set size of a process in KiB (VmRSS), or null when it is gone.
+export function rssKiB(pid) {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) : null;
+  } catch {
+    return null;
+  }
 }
