@@ -34,19 +34,22 @@ std::variant<HttpRequest, HttpReadError> ParseHttpRequest(std::string_view bytes
   parser.header_limit(static_cast<std::uint32_t>(max_header_bytes));
   boost::beast::error_code ec;
   size_t used = 0;
-  // put() consumes what it can and says need_more when the rest of the
-  // message is not there yet; here no more bytes will come, so the end of
-  // the buffer is the end of the stream.
+  // put() consumes what it can and says need_more (or consumes nothing)
+  // when the rest of the message is not there yet; here no more bytes will
+  // come, so the end of the buffer is the end of the stream.
   while (!parser.is_done()) {
     const size_t n = parser.put(boost::asio::buffer(bytes.data() + used, bytes.size() - used), ec);
     used += n;
-    if (ec == http::error::need_more) {
-      ec = {};
-      if (n > 0 && used < bytes.size()) continue;
-      parser.put_eof(ec);
+    if (ec == http::error::need_more) ec = {};
+    if (ec) break;
+    if (n == 0) {  // no progress: the rest of the message is not in `bytes`
+      if (parser.got_some()) {
+        parser.put_eof(ec);
+      } else {
+        ec = http::error::partial_message;  // not a byte of a request
+      }
       break;
     }
-    if (ec) break;
   }
   if (!ec && !parser.is_done()) ec = http::error::partial_message;
   if (ec == http::error::body_limit) return HttpReadError{413, "request body too large"};
