@@ -21,6 +21,7 @@
 #include "boost/beast/http/parser.hpp"
 #include "boost/beast/http/read.hpp"
 #include "boost/beast/http/string_body.hpp"
+#include "gateway/http/request_reader.h"
 
 namespace ernie::gateway {
 namespace {
@@ -177,19 +178,8 @@ void Session::OnRequestRead(beast::error_code ec) {
   }
   if (ec) return FailBeforeDispatch(400, "malformed HTTP request");
 
-  http::request<http::string_body> message = parser_->release();
+  HttpRequest request = ToHttpRequest(parser_->release());
   parser_.reset();
-  HttpRequest request;
-  request.method = std::string(message.method_string());
-  request.target = std::string(message.target());
-  const size_t query = request.target.find('?');
-  request.path = request.target.substr(0, query);
-  for (const auto& field : message) {
-    request.headers.emplace_back(absl::AsciiStrToLower(std::string(field.name_string())),
-                                 std::string(field.value()));
-  }
-  request.keep_alive = message.keep_alive();
-  request.body = std::move(message.body());
   Dispatch(std::move(request));
 }
 

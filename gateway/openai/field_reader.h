@@ -15,7 +15,11 @@ namespace ernie::gateway {
 
 using Json = nlohmann::ordered_json;
 
-// Parses a request body that must be one JSON object.
+// Deeper nesting of arrays and objects in a request body is refused (400).
+inline constexpr int kMaxJsonNesting = 128;
+
+// Parses a request body that must be one JSON object, nested at most
+// kMaxJsonNesting levels.
 std::optional<ApiError> ParseJsonObject(const std::string& body, Json* out);
 
 class FieldReader {

@@ -1,5 +1,6 @@
 #include "gateway/openai/generation_params.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -17,6 +18,21 @@ absl::Status ReadOptionalNumber(const nlohmann::json& config, const char* key, c
   if (it == config.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_number()) return absl::InvalidArgumentError(absl::StrCat(origin, ": '", key, "' must be a number"));
   *out = it->get<double>();
+  return absl::OkStatus();
+}
+
+// An integer (written 50 or 50.0) in [min, max]; anything else, a huge
+// 5e100 included, is an error rather than an undefined conversion.
+absl::Status ReadOptionalInteger(const nlohmann::json& config, const char* key, const std::string& origin,
+                                 int64_t min, int64_t max, std::optional<int64_t>* out) {
+  std::optional<double> number;
+  if (absl::Status status = ReadOptionalNumber(config, key, origin, &number); !status.ok() || !number) return status;
+  if (!(std::floor(*number) == *number && *number >= static_cast<double>(min) &&
+        *number <= static_cast<double>(max))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": '", key, "' must be an integer between ", min, " and ", max, ", got ", *number));
+  }
+  *out = static_cast<int64_t>(*number);
   return absl::OkStatus();
 }
 
@@ -38,11 +54,11 @@ absl::StatusOr<GenerationDefaults> ParseGenerationDefaults(const std::string& js
   if (status.ok()) status = ReadOptionalNumber(config, "presence_penalty", origin, &defaults.presence_penalty);
   if (status.ok()) status = ReadOptionalNumber(config, "frequency_penalty", origin, &defaults.frequency_penalty);
   if (!status.ok()) return status;
-  std::optional<double> top_k, max_new_tokens;
-  if (status = ReadOptionalNumber(config, "top_k", origin, &top_k); !status.ok()) return status;
-  if (status = ReadOptionalNumber(config, "max_new_tokens", origin, &max_new_tokens); !status.ok()) return status;
-  if (top_k) defaults.top_k = static_cast<int64_t>(*top_k);
-  if (max_new_tokens) defaults.max_new_tokens = static_cast<int64_t>(*max_new_tokens);
+  if (status = ReadOptionalInteger(config, "top_k", origin, -1, kMaxInt32, &defaults.top_k); !status.ok()) {
+    return status;
+  }
+  status = ReadOptionalInteger(config, "max_new_tokens", origin, 0, kMaxInt32, &defaults.max_new_tokens);
+  if (!status.ok()) return status;
   if (greedy) defaults.temperature = 0.0;
   return defaults;
 }

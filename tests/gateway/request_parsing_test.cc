@@ -287,5 +287,19 @@ TEST(GenerationDefaultsTest, ReadsGenerationConfigAndMergesWithRequest) {
   EXPECT_FLOAT_EQ(openai.top_p(), 1.0f);
 }
 
+// top_k and max_new_tokens are integers (50.0 counts) in range; the
+// openai_request fuzz target found 5.5e100 converted to int64 unchecked
+// (undefined behaviour; its input is in tests/fuzz/regressions).
+TEST(GenerationDefaultsTest, IntegerKeysMustBeIntegersInRange) {
+  auto defaults = ParseGenerationDefaults(R"({"top_k":50.0,"max_new_tokens":128})", "t");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(*defaults->top_k, 50);
+  EXPECT_EQ(*defaults->max_new_tokens, 128);
+  EXPECT_EQ(ParseGenerationDefaults(R"({"top_k":5.5e100})", "cfg").status().message(),
+            "cfg: 'top_k' must be an integer between -1 and 2147483647, got 5.5e+100");
+  EXPECT_EQ(ParseGenerationDefaults(R"({"max_new_tokens":1.5})", "cfg").status().message(),
+            "cfg: 'max_new_tokens' must be an integer between 0 and 2147483647, got 1.5");
+}
+
 }  // namespace
 }  // namespace ernie::gateway

@@ -91,6 +91,8 @@ class Parser {
   // name stored in *found_end) or, when `ends` is empty, the end of input.
   absl::StatusOr<Body> ParseBody(std::initializer_list<std::string_view> ends, const Token* opener,
                                  std::string* found_end) {
+    Nesting nesting(this);
+    if (!nesting.Deeper()) return TooDeep();
     Body body;
     while (true) {
       const Token& token = Current();
@@ -349,10 +351,13 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseExpression(bool with_conditional) {
+    Nesting nesting(this);
+    if (!nesting.Deeper()) return TooDeep();
     if (!with_conditional) return ParseOr();
     const SourcePos pos = Current().pos;
     ERNIE_ASSIGN_OR_RETURN(ExprPtr expr, ParseOr());
     while (SkipName("if")) {
+      if (!nesting.Deeper()) return TooDeep();
       ExprPtr conditional = MakeExpr(Expr::Kind::kConditional, pos);
       ERNIE_ASSIGN_OR_RETURN(ExprPtr condition, ParseOr());
       ExprPtr otherwise;
@@ -369,7 +374,9 @@ class Parser {
 
   absl::StatusOr<ExprPtr> ParseOr() {
     ERNIE_ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
+    Nesting chain(this);
     while (IsName("or")) {
+      if (!chain.Deeper()) return TooDeep();
       const SourcePos pos = Current().pos;
       Advance();
       ERNIE_ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
@@ -383,7 +390,9 @@ class Parser {
 
   absl::StatusOr<ExprPtr> ParseAnd() {
     ERNIE_ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
+    Nesting chain(this);
     while (IsName("and")) {
+      if (!chain.Deeper()) return TooDeep();
       const SourcePos pos = Current().pos;
       Advance();
       ERNIE_ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
@@ -397,6 +406,8 @@ class Parser {
 
   absl::StatusOr<ExprPtr> ParseNot() {
     if (IsName("not")) {
+      Nesting nesting(this);
+      if (!nesting.Deeper()) return TooDeep();
       const SourcePos pos = Current().pos;
       Advance();
       ERNIE_ASSIGN_OR_RETURN(ExprPtr operand, ParseNot());
@@ -444,10 +455,12 @@ class Parser {
 
   absl::StatusOr<ExprPtr> ParseBinaryLevel(std::initializer_list<std::string_view> ops, SubParser next) {
     ERNIE_ASSIGN_OR_RETURN(ExprPtr left, (this->*next)());
+    Nesting chain(this);
     while (Current().type == TokenType::kOperator) {
       bool matched = false;
       for (const std::string_view op : ops) matched = matched || Current().text == op;
       if (!matched) break;
+      if (!chain.Deeper()) return TooDeep();
       ExprPtr node = MakeExpr(Expr::Kind::kBinary, Current().pos);
       node->name = Current().text;
       Advance();
@@ -481,6 +494,8 @@ class Parser {
   absl::StatusOr<ExprPtr> ParseUnary(bool with_filters) {
     ExprPtr node;
     if (IsOp("-") || IsOp("+")) {
+      Nesting nesting(this);
+      if (!nesting.Deeper()) return TooDeep();
       node = MakeExpr(IsOp("-") ? Expr::Kind::kNeg : Expr::Kind::kPos, Current().pos);
       Advance();
       ERNIE_ASSIGN_OR_RETURN(ExprPtr operand, ParseUnary(false));
@@ -589,7 +604,9 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParsePostfix(ExprPtr node) {
+    Nesting chain(this);
     while (true) {
+      if (!chain.Deeper()) return TooDeep();
       if (IsOp(".")) {
         const SourcePos pos = Current().pos;
         Advance();
@@ -700,7 +717,9 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseFilterExpr(ExprPtr node) {
+    Nesting chain(this);
     while (true) {
+      if (!chain.Deeper()) return TooDeep();
       if (IsOp("|")) {
         Advance();
         const SourcePos pos = Current().pos;
@@ -747,9 +766,37 @@ class Parser {
     }
   }
 
+  // Levels of nesting: blocks, expressions inside one another, unary
+  // operators, and each operator, filter, call or subscript chained onto an
+  // operand (each makes the tree one level deeper). Parsing, evaluating and
+  // freeing a tree recurse once per level, so the depth is bounded: a
+  // hostile template is an error rather than a stack overflow. Real chat
+  // templates nest fewer than 30 levels.
+  class Nesting {
+   public:
+    explicit Nesting(Parser* parser) : parser_(parser) {}
+    ~Nesting() { parser_->nesting_ -= levels_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+    // Opens one more level until this object goes; false when too deep.
+    [[nodiscard]] bool Deeper() {
+      ++levels_;
+      return ++parser_->nesting_ <= kMaxNesting;
+    }
+
+   private:
+    Parser* parser_;
+    int levels_ = 0;
+  };
+  static constexpr int kMaxNesting = 256;
+  absl::Status TooDeep() const {
+    return ErrorAt(Current().pos, Cat("template nested deeper than ", kMaxNesting, " levels"));
+  }
+
   std::vector<Token> tokens_;
   size_t index_ = 0;    // the current token
   int loop_depth_ = 0;  // for loops enclosing the current statement
+  int nesting_ = 0;     // levels of Nesting open now
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <set>
@@ -32,6 +33,7 @@ class CollectingSink : public RequestSink {
     if (out.finish_reason != FinishReason::kNone) {
       ++s.finishes;
       s.finish = out.finish_reason;
+      ++finished_samples;
     }
     ++messages;
   }
@@ -46,6 +48,7 @@ class CollectingSink : public RequestSink {
   std::map<int, Sample> samples;
   absl::Status error;
   int messages = 0;
+  std::atomic<int> finished_samples{0};  // the one field another thread may poll
 };
 
 struct Prompt {
@@ -234,7 +237,12 @@ TEST(EngineLoopTest, ThreadedSubmitStreamsAndStops) {
     EXPECT_FALSE(loop.Submit({.request_id = "x", .prompt_token_ids = {}, .sink = sink}).ok());
     ASSERT_TRUE(loop.Submit({.request_id = "a", .prompt_token_ids = {5, 6, 7},
                              .sampling = {.temperature = 0, .ignore_eos = true, .max_tokens = 50}, .sink = sink}).ok());
-    for (int i = 0; i < 200 && sink->samples[0].finishes == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Only the atomic is read while the engine thread runs (TSan found this
+    // loop reading the map the engine thread was writing); the rest after
+    // the loop's thread has joined.
+    for (int i = 0; i < 200 && sink->finished_samples.load() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   EXPECT_EQ(sink->samples[0].tokens.size(), 50u);
   EXPECT_EQ(sink->samples[0].finish, FinishReason::kLength);

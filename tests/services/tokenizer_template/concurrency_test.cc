@@ -60,8 +60,11 @@ TEST(ChatTemplateConcurrencyTest, TwentyTurnRenderIsWellUnderOneMillisecond) {
     const double per_render_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / kRenders;
     // A loose bound (the budget is 1 ms; a render takes tens of microseconds)
-    // so a busy CI machine does not make it flaky.
+    // so a busy CI machine does not make it flaky. Not under a sanitizer,
+    // which slows every allocation several times over.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     EXPECT_LT(per_render_us, 1000.0) << name;
+#endif
     std::printf("%s: %.1f us per 20-turn render\n", name, per_render_us);
   }
 }

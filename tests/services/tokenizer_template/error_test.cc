@@ -94,3 +94,41 @@ TEST(ChatTemplateErrorTest, RuntimeErrorsCarryPositionAndMessage) {
 
 }  // namespace
 }  // namespace ernie::chat_template
+
+namespace ernie::chat_template {
+namespace {
+
+// Nesting is bounded (crash inputs of the chat_template fuzz target, in
+// tests/fuzz/regressions, overflowed the stack before): deep parentheses,
+// operator and filter chains, `not`s and blocks are a parse error naming
+// where the limit was passed, while nesting as deep as real templates use
+// still parses.
+TEST(ChatTemplateErrorTest, NestingDeeperThanTheLimitIsAnError) {
+  const auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  EXPECT_EQ(ParseError("{{ " + repeat("(", 300) + "1" + repeat(")", 300) + " }}").rfind(
+                "chat template syntax error at line 1, column ", 0),
+            0u);
+  EXPECT_NE(ParseError("{{ " + repeat("(", 300) + "1" + repeat(")", 300) + " }}").find("nested deeper than 256 levels"),
+            std::string::npos);
+  EXPECT_NE(ParseError("{{ 1" + repeat("+1", 300) + " }}").find("nested deeper than 256 levels"), std::string::npos);
+  EXPECT_NE(ParseError("{{ x" + repeat("|trim", 300) + " }}").find("nested deeper than 256 levels"),
+            std::string::npos);
+  EXPECT_NE(ParseError("{{ " + repeat("not ", 300) + "x }}").find("nested deeper than 256 levels"),
+            std::string::npos);
+  EXPECT_NE(ParseError(repeat("{% if x %}", 300) + repeat("{% endif %}", 300)).find("nested deeper than 256"),
+            std::string::npos);
+
+  auto fine = ChatTemplate::Parse(repeat("{% if true %}", 20) + "{{ " + repeat("(", 30) + "1" + repeat("+1", 30) +
+                                  repeat(")", 30) + " }}" + repeat("{% endif %}", 20));
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  auto rendered = fine->Render(nlohmann::ordered_json::object());
+  ASSERT_TRUE(rendered.ok()) << rendered.status();
+  EXPECT_EQ(*rendered, "31");
+}
+
+}  // namespace
+}  // namespace ernie::chat_template
