@@ -161,4 +161,15 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& model_
   return model;
 }
 
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& model_dir, const std::string& load_format) {
+  if (load_format == "auto" || load_format == "safetensors") return LoadModel(model_dir);
+  if (load_format != "dummy")
+    return absl::InvalidArgumentError(
+        absl::StrCat("--load-format '", load_format, "' is not one of auto, safetensors, dummy"));
+  auto model = std::make_unique<LoadedModel>();
+  ERNIE_ASSIGN_OR_RETURN(model->config, LoadModelConfig(model_dir));
+  model->dummy_weights = true;
+  return model;
+}
+
 }  // namespace ernie

@@ -78,13 +78,23 @@ struct Ernie45Weights {
 absl::StatusOr<Ernie45Weights> BindErnie45Weights(const ModelConfig& config, const Checkpoint& checkpoint);
 
 // A loaded model: config, defaults, the mapped checkpoint and bound weights.
+// With dummy_weights (vLLM's --load-format dummy) there is no checkpoint and
+// `weights` is empty: a backend that can makes random weights of the
+// config's shapes itself (the CUDA one, on the device); others refuse it.
 struct LoadedModel {
   ModelConfig config;
   std::unique_ptr<Checkpoint> checkpoint;
   Ernie45Weights weights;
+  bool dummy_weights = false;
 };
 
 // Reads config.json and the safetensors of `model_dir` and binds the weights.
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& model_dir);
+
+// How a model's weights are found: "auto" and "safetensors" read the
+// checkpoint (LoadModel); "dummy" reads config.json only and leaves the
+// weights to the backend (LoadedModel::dummy_weights). Anything else is
+// InvalidArgument naming the choices.
+absl::StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& model_dir, const std::string& load_format);
 
 }  // namespace ernie

@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   }
   model = *resolved;
   // Fail here, naming the file, rather than as a server that dies while starting.
-  if (absl::Status readable = ernie::launcher::CheckModelReadable(model); !readable.ok()) {
+  if (absl::Status readable = ernie::launcher::CheckModelReadable(model, options->load_format != "dummy");
+      !readable.ok()) {
     Log(absl::StrCat("model ", model, " cannot be served: ", readable.message()));
     return ernie::launcher::ExitCodeFor(readable);
   }

@@ -55,6 +55,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"internal-tls-dir", {kLauncher, true, "folder with ca.crt, server.crt, server.key, client.crt, client.key: mutual TLS between the servers"}},
       {"generation-config", {kLauncher, true, "auto (the model's generation_config.json) | vllm (none) | FOLDER (its generation_config.json)"}},
       {"backend", {kWorker, true, "auto | cpu | cuda | instant"}},
+      {"load-format", {kWorker, true, "auto | safetensors | dummy (random weights made on the GPU from config.json: benchmarks)"}},
       {"kv-cache-bytes", {kWorker, true, "KV cache size in bytes (default: sized to need)"}},
       {"gpu-memory-utilization", {kWorker, true, "CUDA: fraction of free memory for the KV cache"}},
       {"block-size", {kWorker, true, "tokens per KV block (default 16)"}},
@@ -115,6 +116,7 @@ absl::Status Apply(const std::string& name, const std::string& value, LauncherOp
   else if (name == "config") {}  // applied first, separately
   else if (name == "dtype") o->dtype = value;
   else if (name == "quantization") o->quantization = value;
+  else if (name == "load-format") o->load_format = value;
   else if (name == "tensor-parallel-size") return int_value(&o->tensor_parallel_size, 1, 1024);
   else if (name == "generation-config") o->generation_config = value;
   const std::string flag = absl::StrCat("--", name);

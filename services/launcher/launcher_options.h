@@ -26,6 +26,7 @@ struct LauncherOptions {
   // vLLM's serve options, checked by vllm_compat.h before anything starts.
   std::string dtype = "auto";        // auto | half | float16 | bfloat16 | float | float32
   std::string quantization;          // "" or awq
+  std::string load_format;           // as given to --load-format (also forwarded to the worker); "" = auto
   int tensor_parallel_size = 1;
   std::string generation_config = "auto";  // auto | vllm | FOLDER
 };

@@ -33,7 +33,7 @@ absl::Status CheckReadable(const fs::path& path) {
 
 }  // namespace
 
-absl::Status CheckModelReadable(const std::string& model_dir) {
+absl::Status CheckModelReadable(const std::string& model_dir, bool weights_needed) {
   const fs::path dir(model_dir);
   if (absl::Status config = CheckReadable(dir / "config.json"); !config.ok()) return config;
   for (const char* name : {"tokenizer.model", "tokenizer_config.json", "generation_config.json"}) {
@@ -49,7 +49,7 @@ absl::Status CheckModelReadable(const std::string& model_dir) {
     if (absl::Status file = CheckReadable(entry.path()); !file.ok()) return file;
   }
   if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot list ", model_dir, ": ", ec.message()));
-  if (weights == 0) return absl::NotFoundError(absl::StrCat(model_dir, " holds no *.safetensors weights"));
+  if (weights == 0 && weights_needed) return absl::NotFoundError(absl::StrCat(model_dir, " holds no *.safetensors weights"));
   return absl::OkStatus();
 }
 

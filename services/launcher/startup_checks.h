@@ -25,7 +25,8 @@ enum ExitCode : int {
 // first bytes; the worker maps the rest). NotFound names a missing file
 // (config.json, or no safetensors at all); PermissionDenied / DataLoss name
 // the file that cannot be read and why (errno's text).
-absl::Status CheckModelReadable(const std::string& model_dir);
+// weights_needed false (--load-format dummy): config and tokenizer only.
+absl::Status CheckModelReadable(const std::string& model_dir, bool weights_needed = true);
 
 // One file opens and its first bytes read (NotFound / PermissionDenied /
 // DataLoss naming it otherwise).

@@ -102,7 +102,7 @@ absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& c) {
     return out;
   }
 
-  ERNIE_ASSIGN_OR_RETURN(out.model, LoadModel(c.model));
+  ERNIE_ASSIGN_OR_RETURN(out.model, LoadModel(c.model, c.load_format));
   const ModelConfig& mc = out.model->config;
   ERNIE_ASSIGN_OR_RETURN(GenerationDefaults defaults, LoadGenerationDefaults(c.model));
   for (int64_t id : mc.eos_token_ids) out.engine.eos_token_ids.push_back(static_cast<int32_t>(id));
@@ -119,9 +119,11 @@ absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& c) {
   std::string backend = c.backend;
 #if ERNIE_HAVE_CUDA_BACKEND
   // auto: the GPU when there is one and the model is one the CUDA backend runs
-  // (dense, bf16/f16/f32 or AWQ int4 linears).
-  if (backend == "auto")
-    backend = CudaDeviceCount() > 0 && mc.architecture == Architecture::kErnie45Dense ? "cuda" : "cpu";
+  // (dense with bf16/f16/f32 or AWQ int4 linears; MoE with float experts).
+  if (backend == "auto") {
+    const bool cuda_runs_it = mc.architecture == Architecture::kErnie45Dense || !mc.awq.has_value();
+    backend = CudaDeviceCount() > 0 && (cuda_runs_it || out.model->dummy_weights) ? "cuda" : "cpu";
+  }
   if (backend == "cuda") {
     ERNIE_ASSIGN_OR_RETURN(const int64_t pool_tokens, CreateCudaServing(c, *out.model, max_len, out));
     out.engine.max_model_len = std::min(max_len, pool_tokens);

@@ -66,6 +66,13 @@ const std::map<std::string, Setter>& Fields() {
          c->backend = v;
          return absl::OkStatus();
        }},
+      {"load_format",
+       [](const std::string& v, WorkerConfig* c) -> absl::Status {
+         if (v != "auto" && v != "safetensors" && v != "dummy")
+           return absl::InvalidArgumentError(absl::StrCat("'", v, "' is not auto, safetensors or dummy"));
+         c->load_format = v;
+         return absl::OkStatus();
+       }},
       {"kv_cache_bytes", Int64(&WorkerConfig::kv_cache_bytes)},
       {"gpu_memory_utilization",
        [](const std::string& v, WorkerConfig* c) -> absl::Status {
@@ -170,7 +177,8 @@ absl::StatusOr<WorkerConfig> ParseWorkerFlags(const std::vector<std::string>& ar
 
 std::string WorkerUsage() {
   return "usage: ernie-worker --model DIR [--config FILE.yaml] [--host 127.0.0.1] [--port 50052]\n"
-         "         [--backend auto|cpu|cuda|instant] [--kv-cache-bytes N] [--gpu-memory-utilization F]\n"
+         "         [--backend auto|cpu|cuda|instant] [--load-format auto|safetensors|dummy]\n"
+         "         [--kv-cache-bytes N] [--gpu-memory-utilization F]\n"
          "         [--block-size 16] [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--max-model-len N]\n"
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
          "         [--threads N] [--drain-timeout-s 30] [--instant-vocab 512] [--seed S]\n"

@@ -16,6 +16,7 @@ struct WorkerConfig {
   std::string host = "127.0.0.1";       // loopback unless asked otherwise
   int port = 50052;
   std::string backend = "auto";         // auto | cpu | cuda | instant
+  std::string load_format = "auto";     // auto | safetensors | dummy (random weights on the GPU, vLLM's --load-format dummy)
   int64_t kv_cache_bytes = 0;           // 0: sized to max_num_seqs x max_model_len, capped (see README)
   double gpu_memory_utilization = 0;    // CUDA only: fraction of free memory for KV (0: unused)
   int block_size = 16;                  // tokens per KV block

@@ -39,6 +39,7 @@ absl::Status MakeModel(const MakeModelOptions& options) {
   ERNIE_RETURN_IF_ERROR(PrepareOutputDir(options.output_dir));
   ERNIE_RETURN_IF_ERROR(WriteBinaryFile(options.output_dir + "/tokenizer.model", tokenizer));
   ERNIE_RETURN_IF_ERROR(WriteConfigFiles(options.output_dir, options.shape, options.dtype));
+  if (options.config_only) return absl::OkStatus();
   const CheckpointOptions checkpoint{.seed = options.seed,
                                      .dtype = options.dtype,
                                      .max_shard_bytes = options.max_shard_bytes};

@@ -44,12 +44,15 @@ absl::StatusOr<MakeModelOptions> ParseMakeModelArgs(const std::vector<std::strin
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
-    } else if (arg != "--help") {
+    } else if (arg != "--help" && arg != "--config-only") {
       if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value"));
       value = args[++i];
     }
     if (arg == "--help") {
       return absl::InvalidArgumentError("help requested");
+    } else if (arg == "--config-only") {
+      if (eq != std::string::npos) return absl::InvalidArgumentError("--config-only takes no value");
+      options.config_only = true;
     } else if (arg == "--shape") {
       shape_name = value;
     } else if (arg == "--seed") {

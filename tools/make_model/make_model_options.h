@@ -15,8 +15,10 @@ namespace ernie::make_model {
 inline constexpr char kMakeModelUsage[] =
     "usage: ernie-make-model DIR --shape demo|0.3b|21b-a3b --seed S\n"
     "                        [--max-shard-bytes N] [--dtype bfloat16|float16|float32]\n"
-    "                        [--corpus DIR]\n"
-    "Writes a random ERNIE-4.5 checkpoint in Hugging Face layout into DIR.";
+    "                        [--corpus DIR] [--config-only]\n"
+    "Writes a random ERNIE-4.5 checkpoint in Hugging Face layout into DIR.\n"
+    "--config-only writes everything but the safetensors (config, generation\n"
+    "config, tokenizer): a directory to serve with --load-format dummy.";
 
 struct MakeModelOptions {
   std::string output_dir;
@@ -25,6 +27,7 @@ struct MakeModelOptions {
   WeightDtype dtype = WeightDtype::kBFloat16;
   uint64_t max_shard_bytes = kDefaultMaxShardBytes;
   std::string corpus_dir;  // defaults to the corpus of the source tree
+  bool config_only = false;  // no weights: for --load-format dummy (shapes too large to write)
 };
 
 // Parses argv[1..]. Both "--flag value" and "--flag=value" are accepted.

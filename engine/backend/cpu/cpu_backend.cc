@@ -28,6 +28,8 @@ const float* OrNull(const std::vector<float>& v) { return v.empty() ? nullptr : 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const LoadedModel& model,
                                                                const CpuBackendOptions& options) {
   const ModelConfig& c = model.config;
+  if (model.dummy_weights)
+    return absl::InvalidArgumentError("--load-format dummy needs the CUDA backend (the CPU one runs checkpoint weights)");
   if (c.head_dim > 1024) return absl::InvalidArgumentError(absl::StrCat("head_dim ", c.head_dim, " is above 1024"));
   if (options.max_tokens_per_step <= 0) return absl::InvalidArgumentError("max_tokens_per_step must be positive");
   KvCacheShape shape{.num_layers = c.num_layers,

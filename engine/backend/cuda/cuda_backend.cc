@@ -9,6 +9,7 @@
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/copy_blocks.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
+#include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/util/status_macros.h"
 
@@ -33,8 +34,20 @@ namespace cuda {
 namespace {
 
 absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
-  if (c.architecture != Architecture::kErnie45Dense)
-    return absl::InvalidArgumentError("the CUDA backend runs dense ERNIE-4.5 models only");
+  if (c.architecture == Architecture::kErnie45Moe) {
+    const MoeConfig& m = c.moe;
+    if (c.awq.has_value())
+      return absl::InvalidArgumentError("AWQ mixture-of-experts checkpoints run on the CPU backend only (--backend cpu)");
+    if (c.use_bias) return absl::InvalidArgumentError("the CUDA backend runs MoE models without biases (use_bias false)");
+    if (m.num_experts > kMoeMaxExperts || m.top_k > kMoeMaxTopK)
+      return absl::InvalidArgumentError(absl::StrCat("the CUDA MoE kernels take at most ", kMoeMaxExperts,
+                                                     " experts and top_k ", kMoeMaxTopK, "; the model has ",
+                                                     m.num_experts, " and ", m.top_k));
+    if (m.intermediate_size % 8 != 0 || c.hidden_size % 8 != 0)
+      return absl::InvalidArgumentError(absl::StrCat("the CUDA MoE kernels need hidden_size and moe_intermediate_size ",
+                                                     "divisible by 8; the model has ", c.hidden_size, " and ",
+                                                     m.intermediate_size));
+  }
   if (c.num_layers < 1) return absl::InvalidArgumentError("the model has no layers");
   if (!PagedAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim)))
     return absl::InvalidArgumentError(
@@ -60,6 +73,8 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
+  if (o.moe_chunk_tokens < 1 || o.moe_chunk_tokens > (1 << 16))
+    return absl::InvalidArgumentError(absl::StrCat("moe_chunk_tokens must be in [1, 65536], got ", o.moe_chunk_tokens));
   if (o.graph_max_tokens < 0 || o.max_graphs < 0)
     return absl::InvalidArgumentError("graph_max_tokens and max_graphs must not be negative");
   return absl::OkStatus();
@@ -113,13 +128,22 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b->max_attention_splits_ = options.max_attention_splits;
   b->fused_decode_ = options.fused_decode;
-  ERNIE_CUDA_RETURN_IF_ERROR(
-      PrepareDecodeLinear(static_cast<int32_t>(std::max({c.hidden_size, c.q_size(), c.intermediate_size}))),
-      "decode kernels' shared memory");
+  // The fused decode kernels hold their input rows in shared memory: steps
+  // of up to decode_max_rows_ tokens take them (fewer than 8 when a layer is
+  // as wide as the 21B-A3B's dense MLP, 12288).
+  const auto decode_max_k = static_cast<int32_t>(std::max({c.hidden_size, c.q_size(), c.intermediate_size}));
+  cudaError_t smem_error = cudaSuccess;
+  b->decode_max_rows_ = options.fused_decode ? DecodeLinearMaxRows(decode_max_k, &smem_error) : 0;
+  ERNIE_CUDA_RETURN_IF_ERROR(smem_error, "cudaDeviceGetAttribute(shared memory per block)");
+  ERNIE_CUDA_RETURN_IF_ERROR(PrepareDecodeLinear(decode_max_k, b->decode_max_rows_), "decode kernels' shared memory");
   ERNIE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&b->num_sms_, cudaDevAttrMultiProcessorCount, options.device),
                              "cudaDeviceGetAttribute(multiprocessor count)");
 
-  ERNIE_ASSIGN_OR_RETURN(b->weights_, UploadWeights(model.weights));
+  if (model.dummy_weights) {
+    ERNIE_ASSIGN_OR_RETURN(b->weights_, MakeDummyWeights(c, /*seed=*/0));
+  } else {
+    ERNIE_ASSIGN_OR_RETURN(b->weights_, UploadWeights(model.weights));
+  }
 
   const int64_t t = options.max_tokens_per_step;
   Workspace& ws = b->ws_;
@@ -128,8 +152,26 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.qkv, Alloc<float>(t * (c.q_size() + 2 * c.kv_size()), "qkv activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn, Alloc<uint16_t>(t * c.q_size(), "attention output"));
   ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
-  ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(t * 2 * c.intermediate_size, "gate/up activations"));
-  ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * c.intermediate_size, "MLP activations"));
+  // The dense MLP's, or (MoE models) the shared experts' if wider.
+  const int64_t mlp_width = std::max(c.intermediate_size, c.moe.num_shared_experts * c.moe.intermediate_size);
+  ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(t * 2 * mlp_width, "gate/up activations"));
+  ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * mlp_width, "MLP activations"));
+  if (c.architecture == Architecture::kErnie45Moe) {
+    const MoeConfig& m = c.moe;
+    const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
+    const int64_t slots = MoeSlotCapacity(chunk * m.top_k, m.num_experts, 32);
+    b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * m.top_k, "MoE top-k experts"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_weights, Alloc<float>(chunk * m.top_k, "MoE top-k weights"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_slot_token, Alloc<int32_t>(slots, "MoE slot tokens"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_slot_of, Alloc<int32_t>(chunk * m.top_k, "MoE assignment slots"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_tile_expert, Alloc<int32_t>(slots / 8 + 1, "MoE tile experts"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_num_tiles, Alloc<int32_t>(1, "MoE tile count"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_act, Alloc<uint16_t>(slots * m.intermediate_size, "MoE expert activations"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_expert_out, Alloc<float>(slots * c.hidden_size, "MoE expert outputs"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_shared, Alloc<float>(chunk * c.hidden_size, "MoE shared expert output"));
+  }
   const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * kAttentionRowsPerCta;
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_out, Alloc<float>(partial_rows * c.head_dim, "split-KV partial outputs"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_ml, Alloc<float>(partial_rows * 2, "split-KV partial max/sum"));

@@ -1,4 +1,4 @@
-// The CUDA backend for dense ERNIE-4.5: the same function as the CPU
+// The CUDA backend for ERNIE-4.5, dense and mixture-of-experts: the same function as the CPU
 // reference (engine/backend/cpu), computed on one GPU with bf16 weights and
 // activations between kernels, float32 accumulation, a float32 residual
 // stream and a paged bf16 KV cache. Build-time availability: the target
@@ -43,6 +43,10 @@ struct CudaBackendOptions {
   // kernels (kernels/decode_linear.h: GEMV with the norms, SiLU and residual
   // adds folded in) instead of cuBLAS; false: cuBLAS for every step.
   bool fused_decode = true;
+  // MoE models: tokens one pass of the expert kernels takes (bounds the
+  // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
+  // go in chunks.
+  int64_t moe_chunk_tokens = 1024;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

@@ -49,12 +49,27 @@ struct Workspace {
   DeviceBuffer<uint16_t> awq_weights;  // bf16 [n, k] of the largest AWQ linear, dequantised for large steps; else empty
   DeviceBuffer<float> logits;     // [logit_rows_per_pass, V]
   DeviceBuffer<float> inv_freq;   // [head_dim / 2] rotary inverse frequencies
+  // MoE layers only (else empty), sized for one chunk of C = moe_chunk_tokens
+  // tokens (cuda_moe_forward.cc): S = MoeSlotCapacity(C top_k, E, 32) slots.
+  DeviceBuffer<float> moe_logits;          // [C, E] router logits, then probabilities
+  DeviceBuffer<int32_t> moe_topk_ids;      // [C, top_k]
+  DeviceBuffer<float> moe_topk_weights;    // [C, top_k]
+  DeviceBuffer<int32_t> moe_slot_token;    // [S] token of each slot (-1: padding)
+  DeviceBuffer<int32_t> moe_slot_of;       // [C, top_k] slot of each assignment
+  DeviceBuffer<int32_t> moe_tile_expert;   // [S / 8]
+  DeviceBuffer<int32_t> moe_num_tiles;     // [1]
+  DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
+  DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
+  DeviceBuffer<float> moe_shared;          // [C, H] shared experts' output
   DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
   PinnedBuffer<int32_t> copies_staging;  // host side of `copies`
 
   int64_t bytes() const {
     return static_cast<int64_t>(x.bytes() + h.bytes() + qkv.bytes() + attn.bytes() + proj.bytes() + gate_up.bytes() +
-                                act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes());
+                                act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes() +
+                                moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
+                                moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
+                                moe_num_tiles.bytes() + moe_act.bytes() + moe_expert_out.bytes() + moe_shared.bytes());
   }
 };
 
@@ -102,6 +117,9 @@ class CudaBackendImpl final : public CudaBackend {
   // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
+  // out (+)= the mixture-of-experts MLP of layer `layer` on h's `tokens`
+  // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc).
+  absl::Status MoeBlock(int64_t layer, int32_t tokens, const uint16_t* h, float* out, bool accumulate);
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
   // The same two for steps of at most kDecodeLinearMaxRows tokens (cuda_decode_forward.cc).
   absl::Status EnqueueDecodeLayers(int32_t tokens);
@@ -119,6 +137,8 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t num_sms_ = 1;      // the device's SMs: how many attention CTAs fill it
   int32_t max_attention_splits_ = 1;  // CudaBackendOptions::max_attention_splits
   bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
+  int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
+  int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
   CudaMemoryBreakdown memory_;
 
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order

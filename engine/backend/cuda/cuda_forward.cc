@@ -3,6 +3,7 @@
 //   x = embed(ids)
 //   per layer: x += o_proj(attention(rope(q), rope(k), v)) on RMSNorm(x)
 //              x += down(silu(gate(h)) * up(h)) on h = RMSNorm(x)
+//                   (MoE layers: the mixture of experts, cuda_moe_forward.cc)
 //   logits = lm_head(RMSNorm(x)) for the logit rows only.
 // Each residual add is fused into the RMSNorm that follows it, biases into
 // the kernel after their GEMM, and the rotary embedding into the write of K
@@ -91,20 +92,24 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
                     "residual add + RMSNorm kernel");
 }
 
-// proj = down(silu(gate(h)) * up(h)); for every layer but the last, also
+// proj = down(silu(gate(h)) * up(h)), or the MoE MLP of h; for every layer but the last, also
 // x += proj and h = the next layer's input norm of x. The last layer's add is
 // left to EnqueueLogitPass, which needs it for the logit rows only.
 absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
-  ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.h), tokens, c.hidden_size, w.gate_up, w.gate_up_awq, 2 * c.intermediate_size,
-                                  ws_.gate_up.data()));
-  ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(ws_.gate_up.data(), OrNull(w.gate_up_bias), tokens,
-                                              static_cast<int32_t>(c.intermediate_size), Bf16(ws_.act), s),
-                             "SiLU-and-mul kernel");
-  ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.act), tokens, c.intermediate_size, w.down_proj, w.down_awq, c.hidden_size,
-                                  ws_.proj.data()));
+  if (w.is_moe) {
+    ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, Raw(ws_.h), ws_.proj.data(), /*accumulate=*/false));
+  } else {
+    ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.h), tokens, c.hidden_size, w.gate_up, w.gate_up_awq,
+                                    2 * c.intermediate_size, ws_.gate_up.data()));
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(ws_.gate_up.data(), OrNull(w.gate_up_bias), tokens,
+                                                static_cast<int32_t>(c.intermediate_size), Bf16(ws_.act), s),
+                               "SiLU-and-mul kernel");
+    ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.act), tokens, c.intermediate_size, w.down_proj, w.down_awq,
+                                    c.hidden_size, ws_.proj.data()));
+  }
   if (layer + 1 == c.num_layers) return absl::OkStatus();
   return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
                                       .delta = ws_.proj.data(),
@@ -180,7 +185,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   // Decode-sized steps take the fused GEMV kernels; rows <= tokens, so their
   // logit passes do too.
   // (bf16 linears only: an AWQ model's decode steps take the int4 GEMV in RunLinear.)
-  const bool decode = fused_decode_ && weights_.awq_group_size == 0 && tokens <= kDecodeLinearMaxRows;
+  const bool decode = fused_decode_ && weights_.awq_group_size == 0 && tokens <= decode_max_rows_;
   auto layers = [&] { return decode ? EnqueueDecodeLayers(tokens) : EnqueueLayers(tokens); };
   auto logit_pass = [&](int32_t first, int32_t n) {
     return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);

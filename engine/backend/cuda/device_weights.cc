@@ -87,6 +87,42 @@ absl::StatusOr<DeviceBuffer<float>> UploadVectors(std::initializer_list<const Te
   return Upload(host, what);
 }
 
+// Row r of the interleaved gate|up stack of one expert (device_weights.h):
+// groups of 16 rows, 8 of gate then 8 of up.
+void AppendInterleavedGateUp(const TensorView& gate, const TensorView& up, std::vector<uint16_t>& out) {
+  std::vector<uint16_t> g, u;
+  AppendBf16(gate, g);
+  AppendBf16(up, u);
+  const int64_t width = gate.shape[0], hidden = gate.shape[1];
+  for (int64_t f0 = 0; f0 < width; f0 += 8)
+    for (const std::vector<uint16_t>* part : {&g, &u})
+      out.insert(out.end(), part->begin() + f0 * hidden, part->begin() + (f0 + 8) * hidden);
+}
+
+absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector<uint16_t>& staging) {
+  DeviceMoeWeights d;
+  for (const MlpWeights& e : m.experts)
+    if (e.gate_proj.is_awq() || e.gate_proj.bias != nullptr || e.gate_proj.weight->shape[0] % 8 != 0)
+      return absl::InvalidArgumentError(
+          "the CUDA backend runs MoE experts in bf16 without biases, of a width divisible by 8");
+  ERNIE_ASSIGN_OR_RETURN(d.router, UploadVectors({m.router}));
+  ERNIE_ASSIGN_OR_RETURN(d.correction_bias, UploadVectors({m.correction_bias}));
+  staging.clear();
+  for (const MlpWeights& e : m.experts) AppendInterleavedGateUp(*e.gate_proj.weight, *e.up_proj.weight, staging);
+  ERNIE_ASSIGN_OR_RETURN(d.experts_gate_up, Upload(staging, m.experts[0].gate_proj.weight->name + " (all experts' gate|up)"));
+  staging.clear();
+  for (const MlpWeights& e : m.experts) AppendBf16(*e.down_proj.weight, staging);
+  ERNIE_ASSIGN_OR_RETURN(d.experts_down, Upload(staging, m.experts[0].down_proj.weight->name + " (all experts' down)"));
+  if (m.has_shared) {
+    if (m.shared.gate_proj.is_awq() || m.shared.gate_proj.bias != nullptr)
+      return absl::InvalidArgumentError("the CUDA backend runs shared experts in bf16 without biases");
+    ERNIE_ASSIGN_OR_RETURN(d.shared_gate_up,
+                           UploadMatrices({m.shared.gate_proj.weight, m.shared.up_proj.weight}, staging));
+    ERNIE_ASSIGN_OR_RETURN(d.shared_down, UploadMatrices({m.shared.down_proj.weight}, staging));
+  }
+  return d;
+}
+
 }  // namespace
 
 int64_t DeviceWeights::bytes() const {
@@ -95,7 +131,7 @@ int64_t DeviceWeights::bytes() const {
     total += static_cast<int64_t>(l.input_norm.bytes() + l.post_attn_norm.bytes() + l.qkv.bytes() + l.qkv_bias.bytes() +
                                   l.o_proj.bytes() + l.o_bias.bytes() + l.gate_up.bytes() + l.gate_up_bias.bytes() +
                                   l.down_proj.bytes() + l.down_bias.bytes()) +
-             l.qkv_awq.bytes() + l.o_awq.bytes() + l.gate_up_awq.bytes() + l.down_awq.bytes();
+             l.qkv_awq.bytes() + l.o_awq.bytes() + l.gate_up_awq.bytes() + l.down_awq.bytes() + l.moe.bytes();
   }
   return total;
 }
@@ -120,13 +156,20 @@ absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& w) {
     } else {
       ERNIE_ASSIGN_OR_RETURN(dl.qkv, UploadMatrices({l.q_proj.weight, l.k_proj.weight, l.v_proj.weight}, staging));
       ERNIE_ASSIGN_OR_RETURN(dl.o_proj, UploadMatrices({l.o_proj.weight}, staging));
-      ERNIE_ASSIGN_OR_RETURN(dl.gate_up, UploadMatrices({l.gate_proj.weight, l.up_proj.weight}, staging));
-      ERNIE_ASSIGN_OR_RETURN(dl.down_proj, UploadMatrices({l.down_proj.weight}, staging));
+      if (!l.is_moe) {
+        ERNIE_ASSIGN_OR_RETURN(dl.gate_up, UploadMatrices({l.gate_proj.weight, l.up_proj.weight}, staging));
+        ERNIE_ASSIGN_OR_RETURN(dl.down_proj, UploadMatrices({l.down_proj.weight}, staging));
+      }
     }
     ERNIE_ASSIGN_OR_RETURN(dl.qkv_bias, UploadVectors({l.q_proj.bias, l.k_proj.bias, l.v_proj.bias}));
     ERNIE_ASSIGN_OR_RETURN(dl.o_bias, UploadVectors({l.o_proj.bias}));
-    ERNIE_ASSIGN_OR_RETURN(dl.gate_up_bias, UploadVectors({l.gate_proj.bias, l.up_proj.bias}));
-    ERNIE_ASSIGN_OR_RETURN(dl.down_bias, UploadVectors({l.down_proj.bias}));
+    if (l.is_moe) {
+      dl.is_moe = true;
+      ERNIE_ASSIGN_OR_RETURN(dl.moe, UploadMoe(l.moe, staging));
+    } else {
+      ERNIE_ASSIGN_OR_RETURN(dl.gate_up_bias, UploadVectors({l.gate_proj.bias, l.up_proj.bias}));
+      ERNIE_ASSIGN_OR_RETURN(dl.down_bias, UploadVectors({l.down_proj.bias}));
+    }
     d.layers.push_back(std::move(dl));
   }
   ERNIE_ASSIGN_OR_RETURN(d.final_norm, UploadVectors({w.final_norm}));

@@ -16,6 +16,24 @@
 
 namespace ernie::cuda {
 
+// A mixture-of-experts MLP (absent from dense layers: every buffer empty).
+// Experts are stacked so that one grouped launch (kernels/grouped_expert_gemv.h)
+// reaches all of them; each expert's gate and up rows are interleaved in
+// groups of 8 (8 gate rows, then the 8 up rows of the same features) so the
+// gate/up launch can end in SiLU-and-mul.
+struct DeviceMoeWeights {
+  DeviceBuffer<float> router;            // [E, H] float32, as the router runs
+  DeviceBuffer<float> correction_bias;   // [E]
+  DeviceBuffer<uint16_t> experts_gate_up;  // bf16 [E, 2 Im, H], interleaved as above
+  DeviceBuffer<uint16_t> experts_down;     // bf16 [E, H, Im]
+  DeviceBuffer<uint16_t> shared_gate_up;   // bf16 [2 Is, H]: rows gate, then up (cuBLAS + SiLU kernel); empty without shared experts
+  DeviceBuffer<uint16_t> shared_down;      // bf16 [H, Is]
+  int64_t bytes() const {
+    return static_cast<int64_t>(router.bytes() + correction_bias.bytes() + experts_gate_up.bytes() +
+                                experts_down.bytes() + shared_gate_up.bytes() + shared_down.bytes());
+  }
+};
+
 struct DeviceLayerWeights {
   DeviceBuffer<float> input_norm;       // [H]
   DeviceBuffer<float> post_attn_norm;   // [H]
@@ -29,6 +47,8 @@ struct DeviceLayerWeights {
   DeviceBuffer<float> down_bias;        // [H] or empty
   // AWQ checkpoints only (else empty): the same four linears in int4.
   DeviceAwqLinear qkv_awq, o_awq, gate_up_awq, down_awq;
+  bool is_moe = false;  // the MLP is `moe`; gate_up, down_proj and their biases are empty
+  DeviceMoeWeights moe;
 };
 
 struct DeviceWeights {
@@ -46,5 +66,12 @@ struct DeviceWeights {
 // Converts and uploads every tensor of `weights`; ResourceExhausted when the
 // device runs out of memory (the message names the tensor).
 absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& weights);
+
+// Weights of `config`'s shapes made on the device from `seed` (vLLM's
+// --load-format dummy): matrices uniform in +-0.02 sqrt(3) (std 0.02, the
+// models' initializer_range), norm weights 1, biases and the router's
+// correction bias small. For benchmarks of shapes too large to write to
+// disk; bf16 only (an AWQ config is refused). dummy_weights.cc.
+absl::StatusOr<DeviceWeights> MakeDummyWeights(const ModelConfig& config, uint64_t seed);
 
 }  // namespace ernie::cuda

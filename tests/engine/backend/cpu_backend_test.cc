@@ -115,3 +115,32 @@ TEST_F(CpuBackendTest, MalformedBatchesAreRefused) {
 
 }  // namespace
 }  // namespace ernie::cpu
+
+namespace ernie::cpu {
+namespace {
+
+// --load-format dummy: config only, no checkpoint; the CPU backend says it
+// needs CUDA rather than running on unbound weights. Unknown formats name
+// the choices.
+TEST(LoadFormatTest, DummyReadsTheConfigOnlyAndTheCpuBackendRefusesIt) {
+  const std::string dir = std::string(ERNIE_TEST_DATA_DIR) + "/moe_reference/moe_e8_k3_shared1_bf16";
+  auto dummy = LoadModel(dir, "dummy");
+  ASSERT_TRUE(dummy.ok()) << dummy.status();
+  EXPECT_TRUE((*dummy)->dummy_weights);
+  EXPECT_EQ((*dummy)->checkpoint, nullptr);
+  EXPECT_EQ((*dummy)->config.moe.num_experts, 8);
+  auto backend = CpuBackend::Create(**dummy, {.num_threads = 1, .block_size = 4, .num_blocks = 8});
+  ASSERT_FALSE(backend.ok());
+  EXPECT_NE(backend.status().message().find("--load-format dummy needs the CUDA backend"), std::string::npos);
+
+  auto real = LoadModel(dir, "safetensors");
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_FALSE((*real)->dummy_weights);
+  auto bad = LoadModel(dir, "pt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("'pt' is not one of auto, safetensors, dummy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ernie::cpu

@@ -15,11 +15,12 @@ std::string TestDataDir() {
   return env != nullptr && *env != '\0' ? std::string(env) : std::string(ERNIE_TEST_DATA_DIR);
 }
 
-std::vector<std::string> DenseReferenceCases() {
+std::vector<std::string> ReferenceCases(const std::string& folder) {
   std::vector<std::string> names;
   std::error_code error;  // a missing folder gives no cases (the suite then fails as uninstantiated)
-  for (const auto& entry : std::filesystem::directory_iterator(TestDataDir() + "/dense_reference", error))
-    if (std::filesystem::exists(entry.path() / "config.json")) names.push_back(entry.path().filename().string());
+  for (const auto& entry : std::filesystem::directory_iterator(TestDataDir() + "/" + folder, error))
+    if (std::filesystem::exists(entry.path() / "config.json"))
+      names.push_back(folder + "/" + entry.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -26,8 +26,8 @@ namespace ernie::testing {
 // binaries from another checkout path).
 std::string TestDataDir();
 
-// Every checkpoint directory name under tests/data/dense_reference.
-std::vector<std::string> DenseReferenceCases();
+// "FOLDER/NAME" for every checkpoint directory under tests/data/FOLDER.
+std::vector<std::string> ReferenceCases(const std::string& folder);
 
 // Block ids 0, 1, 2, ... covering `tokens` positions, offset by `first`.
 std::vector<int32_t> ConsecutiveBlocks(int64_t tokens, int64_t block_size, int32_t first = 0);

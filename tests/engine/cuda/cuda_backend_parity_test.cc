@@ -1,11 +1,14 @@
 // The CUDA backend computes the CPU float32 reference's function to bf16
-// precision, on every checkpoint in tests/data/dense_reference:
+// precision, on every checkpoint in tests/data/dense_reference and
+// tests/data/moe_reference (mixtures of experts: 4 to 16 experts, top 2 to
+// 6, with and without shared experts, MoE every layer or every other):
 // - teacher-forced logits (the prompt followed by Hugging Face's greedy
 //   tokens from expected.json), in one step and in chunks over a cached
 //   prefix, with two KV block sizes: per-position relative L2 error <= kBound;
 // - greedy decoding one token per step gives the CPU's tokens for as long as
 //   the CPU's top-1/top-2 logit gap exceeds kTieGap.
 //
+// (Mixtures of experts: see BoundsFor.)
 // kBound is 1.5x the yardstick of issue 7, Hugging Face bf16 against HF
 // float32 on the same inputs, measured on the device on the 0.3b shape
 // (teacher-forced, 64 tokens): max per-position relative L2 0.018 (median
@@ -26,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "engine/backend/cuda/kernels/paged_attention.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/cuda/backend_runner.h"
 
@@ -53,10 +57,13 @@ class CudaParityTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-    dir_ = TestDataDir() + "/dense_reference/" + GetParam();
+    dir_ = TestDataDir() + "/" + GetParam();
     auto m = LoadModel(dir_);
     ASSERT_TRUE(m.ok()) << m.status();
     model_ = std::move(*m);
+    if (!cuda::PagedAttentionSupportsHeadDim(static_cast<int32_t>(model_->config.head_dim)))
+      GTEST_SKIP() << GetParam() << ": head_dim " << model_->config.head_dim
+                   << " is not one the CUDA attention kernels cover (the backend refuses it at start)";
     std::ifstream in(dir_ + "/expected.json");
     ASSERT_TRUE(in) << dir_;
     const auto expected = nlohmann::json::parse(in);
@@ -75,8 +82,12 @@ class CudaParityTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? std::move(*b) : nullptr;
   }
-  std::unique_ptr<CudaBackend> Gpu(int64_t block_size) {
-    auto b = CreateCudaBackend(*model_, {.block_size = block_size, .num_blocks = 512, .max_tokens_per_step = 512});
+  // moe_chunk_tokens below a step's tokens makes MoE layers go in chunks.
+  std::unique_ptr<CudaBackend> Gpu(int64_t block_size, int64_t moe_chunk_tokens = 1024) {
+    auto b = CreateCudaBackend(*model_, {.block_size = block_size,
+                                         .num_blocks = 512,
+                                         .max_tokens_per_step = 512,
+                                         .moe_chunk_tokens = moe_chunk_tokens});
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? std::move(*b) : nullptr;
   }
@@ -86,35 +97,76 @@ class CudaParityTest : public ::testing::TestWithParam<std::string> {
   std::vector<Prompt> prompts_;
 };
 
+// Bounds on the per-position errors of one run: their median, 90th
+// percentile and maximum.
+struct ErrorBounds {
+  double median, p90, max;
+};
+
+// Dense models: every position within kBound. Mixtures of experts: bf16
+// moves a token whose two best experts score within its rounding to the
+// other one, and that position's logits move far (Hugging Face's own bf16
+// run does the same: up to 0.42 on these checkpoints). So each quantile is
+// bounded by 1.5x Hugging Face bf16's same quantile against its float32 on
+// the same tokens, measured on the device by tools/reference/bf16_yardstick.py
+// into tests/data/moe_reference/yardstick.json (issue 7's yardstick, per
+// checkpoint).
+ErrorBounds BoundsFor(const std::string& case_path) {
+  const auto slash = case_path.find('/');
+  const std::string folder = case_path.substr(0, slash), name = case_path.substr(slash + 1);
+  if (folder != "moe_reference") return {kBound, kBound, kBound};
+  std::ifstream in(TestDataDir() + "/" + folder + "/yardstick.json");
+  EXPECT_TRUE(in) << "no " << folder << "/yardstick.json: run tools/reference/bf16_yardstick.py on the device";
+  if (!in) return {0, 0, 0};
+  const auto hf = nlohmann::json::parse(in)["checkpoints"][name];
+  EXPECT_FALSE(hf.is_null()) << name << " is missing from " << folder << "/yardstick.json";
+  if (hf.is_null()) return {0, 0, 0};
+  return {std::max(kBound, 1.5 * hf["median_rel_l2"].get<double>()),
+          std::max(kBound, 1.5 * hf["p90_rel_l2"].get<double>()), 1.5 * hf["max_rel_l2"].get<double>()};
+}
+
+// Checks a run's per-position errors against `bounds`.
+void ExpectWithin(std::vector<double> errors, const ErrorBounds& bounds) {
+  ASSERT_FALSE(errors.empty());
+  std::sort(errors.begin(), errors.end());
+  EXPECT_LE(errors[errors.size() / 2], bounds.median) << "median over " << errors.size() << " positions";
+  EXPECT_LE(errors[(errors.size() - 1) * 9 / 10], bounds.p90) << "90th percentile";
+  EXPECT_LE(errors.back(), bounds.max) << "maximum";
+}
+
 TEST_P(CudaParityTest, TeacherForcedLogitsMatchTheCpuReference) {
   auto cpu = Cpu(16);
   ASSERT_NE(cpu, nullptr);
   const int64_t vocab = cpu->vocab_size();
+  const ErrorBounds bounds = BoundsFor(GetParam());
   struct Layout {
     int64_t block_size;
     int32_t chunk;
+    int64_t moe_chunk_tokens;
   };
   double worst = 0;
   // Chunks of at most 8 tokens run the fused decode kernels; 1 also splits
-  // attention over many CTAs.
-  for (const Layout layout : {Layout{16, 512}, Layout{3, 7}, Layout{1, 64}, Layout{16, 1}}) {
-    auto gpu = Gpu(layout.block_size);
+  // attention over many CTAs. A MoE chunk of 5 tokens splits the expert
+  // kernels of a step in passes.
+  for (const Layout layout :
+       {Layout{16, 512, 1024}, Layout{3, 7, 1024}, Layout{1, 64, 1024}, Layout{16, 1, 1024}, Layout{16, 64, 5}}) {
+    SCOPED_TRACE(absl::StrCat(GetParam(), " block=", layout.block_size, " chunk=", layout.chunk,
+                              " moe_chunk=", layout.moe_chunk_tokens));
+    auto gpu = Gpu(layout.block_size, layout.moe_chunk_tokens);
     ASSERT_NE(gpu, nullptr);
+    std::vector<double> errors;
     for (const Prompt& p : prompts_) {
-      SCOPED_TRACE(absl::StrCat(GetParam(), " tokens=", p.tokens.size(), " block=", layout.block_size,
-                                " chunk=", layout.chunk));
       const auto ref = TeacherForced(*cpu, p.tokens, 0, 512, ConsecutiveBlocks(p.tokens.size(), 16));
       const auto got =
           TeacherForced(*gpu, p.tokens, 0, layout.chunk, ConsecutiveBlocks(p.tokens.size(), layout.block_size));
-      for (size_t t = 0; t < p.tokens.size(); ++t) {
-        const double err = RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab);
-        worst = std::max(worst, err);
-        ASSERT_LE(err, kBound) << "position " << t;
-      }
+      for (size_t t = 0; t < p.tokens.size(); ++t)
+        errors.push_back(RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab));
     }
+    worst = std::max(worst, *std::max_element(errors.begin(), errors.end()));
+    ExpectWithin(errors, bounds);
   }
   std::cout << "[ yardstick ] " << GetParam() << " max per-position relative L2 of CUDA vs CPU f32 logits: " << worst
-            << " (bound " << kBound << ")\n";
+            << " (bounds: median " << bounds.median << ", p90 " << bounds.p90 << ", max " << bounds.max << ")\n";
   RecordProperty("max_relative_l2", std::to_string(worst));
 }
 
@@ -177,22 +229,32 @@ TEST(CudaExtraModelsTest, TeacherForcedLogitsMatchTheCpuReference) {
     const auto table = ConsecutiveBlocks(64, 16);
     const auto ref = TeacherForced(**cpu, tokens, 0, 64, table);
     double worst = 0;
+    // A MoE model here has no Hugging Face run to measure its routing flips
+    // by (see BoundsFor): its median and 90th percentile are held to kBound,
+    // its maximum only reported.
+    const bool moe = (*m)->config.architecture == Architecture::kErnie45Moe;
+    const ErrorBounds bounds{kBound, kBound, moe ? 1.0 : kBound};
     // Chunks of 17 (cuBLAS), of 1 and 5 (fused decode kernels, split-KV attention).
     for (int32_t chunk : {17, 1, 5}) {
+      SCOPED_TRACE(absl::StrCat("chunk ", chunk));
       const auto got = TeacherForced(**gpu, tokens, 0, chunk, table);
-      for (size_t t = 0; t < tokens.size(); ++t) {
-        const double err = RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab);
-        worst = std::max(worst, err);
-        EXPECT_LE(err, kBound) << "chunk " << chunk << " position " << t;
-      }
+      std::vector<double> errors;
+      for (size_t t = 0; t < tokens.size(); ++t)
+        errors.push_back(RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab));
+      worst = std::max(worst, *std::max_element(errors.begin(), errors.end()));
+      ExpectWithin(errors, bounds);
     }
     std::cout << "[ yardstick ] " << dir << " max per-position relative L2 of CUDA vs CPU f32 logits: " << worst
               << " (bound " << kBound << ")\n";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, CudaParityTest, ::testing::ValuesIn(DenseReferenceCases()),
-                         [](const auto& info) { return info.param; });
+// Test names: the checkpoint's directory name.
+std::string CaseName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param.substr(info.param.find('/') + 1);
+}
+INSTANTIATE_TEST_SUITE_P(Dense, CudaParityTest, ::testing::ValuesIn(ReferenceCases("dense_reference")), CaseName);
+INSTANTIATE_TEST_SUITE_P(Moe, CudaParityTest, ::testing::ValuesIn(ReferenceCases("moe_reference")), CaseName);
 
 }  // namespace
 }  // namespace ernie::testing

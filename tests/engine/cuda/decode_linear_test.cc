@@ -142,7 +142,7 @@ void RunCase(const Case& c) {
 
 TEST(DecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  ASSERT_EQ(PrepareDecodeLinear(3072), cudaSuccess);
+  ASSERT_EQ(PrepareDecodeLinear(3072, 8), cudaSuccess);
   for (int32_t m = 1; m <= kDecodeLinearMaxRows; ++m) {
     RunCase({m, 97, 1024, DecodeEpilogue::kStore, false, true, false, false});
     RunCase({m, 2560, 1024, DecodeEpilogue::kStore, false, true, m % 2 == 0, m % 3 == 0});

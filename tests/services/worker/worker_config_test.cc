@@ -35,6 +35,12 @@ TEST(WorkerConfigTest, ErrorsNameTheSetting) {
   EXPECT_NE(std::string(c.status().message()).find("--block-size: 'zero' is not an integer"), std::string::npos);
   c = ParseWorkerFlags({"--model", "m", "--backend", "tpu"});
   EXPECT_NE(std::string(c.status().message()).find("--backend"), std::string::npos);
+  c = ParseWorkerFlags({"--model", "m", "--load-format", "pt"});
+  EXPECT_NE(std::string(c.status().message()).find("--load-format: 'pt' is not auto, safetensors or dummy"),
+            std::string::npos);
+  c = ParseWorkerFlags({"--model", "m", "--load-format", "dummy"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->load_format, "dummy");
   c = ParseWorkerFlags({"--port", "1"});
   EXPECT_NE(std::string(c.status().message()).find("--model: is required"), std::string::npos);
   const auto path = std::filesystem::temp_directory_path() / ("ernie_worker_bad_" + std::to_string(::getpid()) + ".yaml");

@@ -172,6 +172,20 @@ TEST_F(MakeModelCliTest, SameSeedIsByteIdenticalAndAnotherSeedChangesOnlyWeights
   EXPECT_EQ(ReadFile(Demo("tokenizer.model")), ReadFile(again / "other/tokenizer.model"));
 }
 
+TEST(MakeModelCliConfigOnlyTest, TheFullMoeShapeWithoutWeights) {
+  TempDir dir("cli_config_only");
+  const auto result = RunMakeModel(dir / "m" + " --shape 21b-a3b --seed 1 --config-only");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (const char* file : {"config.json", "generation_config.json", "tokenizer.model", "tokenizer_config.json"})
+    EXPECT_TRUE(std::filesystem::exists(dir / ("m/" + std::string(file)))) << file;
+  EXPECT_FALSE(std::filesystem::exists(dir / "m/model.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "m/model.safetensors.index.json"));
+  const Json config = ReadJson(dir / "m/config.json");
+  EXPECT_EQ(config["architectures"][0], "Ernie4_5_MoeForCausalLM");
+  EXPECT_EQ(config["moe_num_experts"], 64);
+  EXPECT_EQ(config["hidden_size"], 2560);
+}
+
 TEST(MakeModelCliShardTest, SmallShardLimitWritesShardsAndAnIndex) {
   TempDir dir("cli_shards");
   // float16 demo: the embedding (52.9 MB) exceeds the limit alone, the rest fits one shard.

@@ -29,6 +29,17 @@ TEST(MakeModelOptionsTest, DefaultsMatchHuggingFace) {
   EXPECT_EQ(options->corpus_dir, "/default/corpus");
 }
 
+TEST(MakeModelOptionsTest, ConfigOnlyIsAFlagWithoutValue) {
+  const auto options = Parse({"--shape", "21b-a3b", "--config-only", "--seed", "0", "out"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->config_only);
+  EXPECT_EQ(options->output_dir, "out");
+  EXPECT_FALSE(Parse({"--shape", "demo", "--seed", "0", "out"})->config_only);
+  const auto with_value = Parse({"--shape", "demo", "--seed", "0", "--config-only=1", "out"});
+  ASSERT_FALSE(with_value.ok());
+  EXPECT_NE(with_value.status().message().find("--config-only"), std::string::npos);
+}
+
 TEST(MakeModelOptionsTest, ErrorsNameWhatIsWrong) {
   auto message = [](std::vector<std::string> args) {
     return std::string(Parse(std::move(args)).status().message());

@@ -155,13 +155,23 @@ cudaError_t AllowSharedMemory(int32_t max_k) {
 
 }  // namespace
 
-cudaError_t PrepareDecodeLinear(int32_t max_k) {
-  if (max_k <= 0) return cudaErrorInvalidValue;
-  for (cudaError_t e : {AllowSharedMemory<1>(max_k), AllowSharedMemory<2>(max_k), AllowSharedMemory<3>(max_k),
-                        AllowSharedMemory<4>(max_k), AllowSharedMemory<5>(max_k), AllowSharedMemory<6>(max_k),
-                        AllowSharedMemory<7>(max_k), AllowSharedMemory<8>(max_k)})
-    if (e != cudaSuccess) return e;
+cudaError_t PrepareDecodeLinear(int32_t max_k, int32_t max_rows) {
+  if (max_k <= 0 || max_rows < 0 || max_rows > kDecodeLinearMaxRows) return cudaErrorInvalidValue;
+  using Allow = cudaError_t (*)(int32_t);
+  constexpr Allow kAllow[] = {AllowSharedMemory<1>, AllowSharedMemory<2>, AllowSharedMemory<3>, AllowSharedMemory<4>,
+                              AllowSharedMemory<5>, AllowSharedMemory<6>, AllowSharedMemory<7>, AllowSharedMemory<8>};
+  for (int32_t m = 1; m <= max_rows; ++m)
+    if (const cudaError_t e = kAllow[m - 1](max_k); e != cudaSuccess) return e;
   return cudaSuccess;
+}
+
+int32_t DecodeLinearMaxRows(int32_t max_k, cudaError_t* error) {
+  int device = 0, optin = 0;
+  *error = cudaGetDevice(&device);
+  if (*error == cudaSuccess) *error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (*error != cudaSuccess || max_k <= 0) return 0;
+  return static_cast<int32_t>(
+      std::min<int64_t>(kDecodeLinearMaxRows, optin / (static_cast<int64_t>(sizeof(float)) * max_k)));
 }
 
 cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream) {

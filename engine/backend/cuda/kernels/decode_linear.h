@@ -48,8 +48,15 @@ struct DecodeLinearParams {
 };
 
 // Shared memory the launches need beyond the default 48 KiB are allowed once
-// here (before any graph capture): call at start with the largest k.
-cudaError_t PrepareDecodeLinear(int32_t max_k);
+// here (before any graph capture): call at start with the largest k and the
+// most rows that will be launched with it (m x k floats must fit the
+// device's shared memory: DecodeLinearMaxRows says how many do).
+cudaError_t PrepareDecodeLinear(int32_t max_k, int32_t max_rows);
+
+// The most rows (<= kDecodeLinearMaxRows) whose inputs of max_k floats fit
+// one CTA's shared memory on the current device; 0 when not even one does,
+// with `*error` set when the device could not be asked.
+int32_t DecodeLinearMaxRows(int32_t max_k, cudaError_t* error);
 
 // cudaErrorInvalidValue for bad sizes or pointers (no launch); else the
 // launch's error.

@@ -62,14 +62,16 @@ __device__ __forceinline__ void CpAsyncWait() {
 
 constexpr int kLinearWarps = 8;  // warps of every small-M linear CTA (256 threads)
 
-// The CTA's cross-warp sum and store. Warp w = row_group * k_slices + slice
-// holds, in acc[t][0..3], the partial sums of its 16-row tile over its k
-// slice for columns (x rows) 8t .. 8t+7, in the D layout above. `red` is
-// shared memory of kLinearWarps * 16 * 8 * kTiles floats. Writes
-// y[m, n] for m < m_rows and n < n_rows only; y is float or bf16 [m, n].
+// The CTA's cross-warp sum, in two halves so that kernels with their own
+// epilogue can share it. Warp w = row_group * k_slices + slice holds, in
+// acc[t][0..3], the partial sums of its 16-row tile over its k slice for
+// columns (x rows) 8t .. 8t+7, in the D layout above. `red` is shared memory
+// of kLinearWarps * 16 * 8 * kTiles floats. StageAccumulators writes them
+// there (synchronising the CTA before and after); StagedRowSum(r, m) is then
+// the full sum for row r of the CTA (0 .. 16 kLinearWarps / k_slices) and
+// column m, readable by any thread.
 template <int kTiles>
-__device__ __forceinline__ void ReduceAndStore(float (*acc)[4], float* red, int k_slices, int64_t row0_of_cta,
-                                               int n_rows, int m_rows, void* y, bool y_bf16) {
+__device__ __forceinline__ void StageAccumulators(float (*acc)[4], float* red) {
   constexpr int kCols = 8 * kTiles;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   __syncthreads();  // `red` may alias shared memory other warps still read
@@ -82,14 +84,29 @@ __device__ __forceinline__ void ReduceAndStore(float (*acc)[4], float* red, int 
     mine[(g + 8) * kCols + 8 * t + 2 * c + 1] = acc[t][3];
   }
   __syncthreads();
+}
+
+template <int kTiles>
+__device__ __forceinline__ float StagedRowSum(const float* red, int k_slices, int r, int m) {
+  constexpr int kCols = 8 * kTiles;
+  const int group = r / 16;
+  float sum = 0.0f;
+  for (int s = 0; s < k_slices; ++s) sum += red[((group * k_slices + s) * 16 + r % 16) * kCols + m];
+  return sum;
+}
+
+// The sum and a plain store: y[m, n] for m < m_rows and n < n_rows only; y
+// is float or bf16 [m, n].
+template <int kTiles>
+__device__ __forceinline__ void ReduceAndStore(float (*acc)[4], float* red, int k_slices, int64_t row0_of_cta,
+                                               int n_rows, int m_rows, void* y, bool y_bf16) {
+  StageAccumulators<kTiles>(acc, red);
   const int rows_of_cta = 16 * (kLinearWarps / k_slices);
   for (int i = threadIdx.x; i < rows_of_cta * m_rows; i += blockDim.x) {
     const int m = i / rows_of_cta, r = i % rows_of_cta;  // consecutive threads: consecutive n
     const int64_t n = row0_of_cta + r;
     if (n >= n_rows) continue;
-    const int group = r / 16;
-    float sum = 0.0f;
-    for (int s = 0; s < k_slices; ++s) sum += red[((group * k_slices + s) * 16 + r % 16) * kCols + m];
+    const float sum = StagedRowSum<kTiles>(red, k_slices, r, m);
     const int64_t at = int64_t{m} * n_rows + n;
     if (y_bf16) {
       static_cast<__nv_bfloat16*>(y)[at] = __float2bfloat16(sum);

@@ -1,0 +1,106 @@
+// Grouped expert linears (see grouped_expert_gemv.h). The work split is
+// gemv_bf16.cu's along n (a warp owns 16 weight rows and a k slice), with a
+// second grid dimension over the routed tiles.
+#include <algorithm>
+
+#include "engine/backend/cuda/kernels/gemv_blocks.cuh"
+#include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
+
+namespace ernie::cuda {
+
+namespace {
+
+using kernels::kGemvBlockK;
+using kernels::kLinearWarps;
+
+template <int kTiles>
+__global__ void __launch_bounds__(32 * kLinearWarps) GroupedExpertGemvKernel(GroupedExpertGemvParams p, int k_slices) {
+  __shared__ float red[kLinearWarps * 16 * 8 * kTiles];
+  const int tile_index = blockIdx.y;
+  if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
+  const int expert = p.tile_expert[tile_index];
+  const int64_t slot0 = int64_t{tile_index} * 8 * kTiles;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int tile = warp / k_slices, slice = warp % k_slices;
+  const int64_t cta_row0 = int64_t{blockIdx.x} * 16 * (kLinearWarps / k_slices);
+  const int64_t row0 = cta_row0 + 16 * tile;
+  const __nv_bfloat16* w = p.w + int64_t{expert} * p.n * p.k;
+  const int64_t last = p.n - 1;  // rows past n read row n-1 again; never stored
+  const __nv_bfloat16* wa = w + min(row0 + g, last) * p.k;
+  const __nv_bfloat16* wb = w + min(row0 + g + 8, last) * p.k;
+  const __nv_bfloat16* x_row[kTiles];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const int64_t slot = slot0 + 8 * t + g;
+    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
+    x_row[t] = row >= 0 ? p.x + row * p.k : nullptr;
+  }
+  float acc[kTiles][4] = {};
+  kernels::AccumulateSlice<kTiles>(wa, wb, x_row, kTiles, p.k, slice, k_slices, acc);
+
+  constexpr int kRows = 8 * kTiles;
+  kernels::StageAccumulators<kTiles>(acc, red);
+  const int rows_of_cta = 16 * (kLinearWarps / k_slices);
+  if (p.epilogue == GroupedEpilogue::kStoreF32) {
+    auto* y = static_cast<float*>(p.y);
+    for (int i = threadIdx.x; i < rows_of_cta * kRows; i += blockDim.x) {
+      const int m = i / rows_of_cta, r = i % rows_of_cta;  // consecutive threads: consecutive n
+      const int64_t n = cta_row0 + r;
+      if (n < p.n) y[(slot0 + m) * p.n + n] = kernels::StagedRowSum<kTiles>(red, k_slices, r, m);
+    }
+    return;
+  }
+  // SiLU-and-mul: row 16i + j (j < 8) is gate feature 8i + j, row 16i + j + 8 its up.
+  auto* y = static_cast<__nv_bfloat16*>(p.y);
+  const int64_t width = p.n / 2;
+  const int features_of_cta = rows_of_cta / 2;
+  for (int i = threadIdx.x; i < features_of_cta * kRows; i += blockDim.x) {
+    const int m = i / features_of_cta, f = i % features_of_cta;
+    const int r = (f / 8) * 16 + f % 8;
+    if (cta_row0 + r >= p.n) continue;
+    const float gate = kernels::StagedRowSum<kTiles>(red, k_slices, r, m);
+    const float up = kernels::StagedRowSum<kTiles>(red, k_slices, r + 8, m);
+    y[(slot0 + m) * width + cta_row0 / 2 + f] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
+  }
+}
+
+template <int kTiles>
+cudaError_t LaunchTiles(const GroupedExpertGemvParams& p, cudaStream_t stream) {
+  cudaError_t error = cudaSuccess;
+  const int64_t resident = kernels::ResidentCtas<GroupedExpertGemvKernel<kTiles>>(&error);
+  if (error != cudaSuccess) return error;
+  const int64_t row_tiles = (int64_t{p.n} + 15) / 16;
+  const int64_t tiles = p.expected_tiles > 0 ? p.expected_tiles : p.max_tiles;
+  // The k split is sized for the tiles the host expects to run; each gets
+  // its share of the resident CTAs.
+  const int k_slices =
+      kernels::PickKSlices(row_tiles, (p.k + kGemvBlockK - 1) / kGemvBlockK, std::max<int64_t>(1, resident / tiles));
+  const int64_t tiles_per_cta = kLinearWarps / k_slices;
+  const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
+                  static_cast<unsigned>(p.max_tiles));
+  GroupedExpertGemvKernel<kTiles><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices);
+  return cudaGetLastError();
+}
+
+bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream_t stream) {
+  if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
+      !Aligned16(p.x) || !Aligned16(p.w))
+    return cudaErrorInvalidValue;
+  if (p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
+  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.n % 16 != 0) return cudaErrorInvalidValue;
+  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
+    return cudaErrorInvalidValue;
+  switch (p.tile_rows) {
+    case 8: return LaunchTiles<1>(p, stream);
+    case 16: return LaunchTiles<2>(p, stream);
+    case 32: return LaunchTiles<4>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace ernie::cuda

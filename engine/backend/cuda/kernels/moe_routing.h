@@ -1,0 +1,72 @@
+// The routing half of a mixture-of-experts layer on the GPU, around
+// grouped_expert_gemv.h's expert linears:
+//   route:   router logits in float32 (one kernel: each warp one expert, each
+//            CTA 8 tokens, so the float32 router is read once per 8 tokens),
+//            then per token (a warp each) softmax, the top_k experts
+//            by probability + e_score_correction_bias (ties to the smaller
+//            id), weighted by the unbiased probabilities renormalised by
+//            their sum (clamped at norm_min): cpu/moe_block.cc's RouteTokens;
+//   align:   the (token, choice) assignments grouped by expert into slots,
+//            each expert's run padded to whole tiles of tile_rows, with the
+//            expert of every tile (vLLM calls this moe_align_block_size);
+//   combine: out[t] (+)= shared[t] + sum_j weight[t, j] * expert_out[slot of (t, j)].
+// None needs the host to know the routing, so a step stays graph-capturable.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ernie::cuda {
+
+constexpr int32_t kMoeMaxExperts = 1024;
+constexpr int32_t kMoeMaxTopK = 32;
+
+struct MoeRouteParams {
+  const __nv_bfloat16* h = nullptr;        // [tokens, hidden] the MLP's normed input
+  const float* router = nullptr;           // [experts, hidden] float32, 16-byte aligned
+  const float* correction_bias = nullptr;  // [experts]
+  float* logits = nullptr;                 // [tokens, experts] scratch
+  int32_t* topk_ids = nullptr;             // [tokens, top_k] out
+  float* topk_weights = nullptr;           // [tokens, top_k] out
+  int32_t tokens = 0;
+  int32_t hidden = 0;  // a multiple of 4
+  int32_t experts = 0;  // 1 .. kMoeMaxExperts
+  int32_t top_k = 0;    // 1 .. min(experts, kMoeMaxTopK)
+  float norm_min = 1e-12f;
+};
+cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream);
+
+// Slots the alignment may use: every assignment plus each expert's padding.
+inline int64_t MoeSlotCapacity(int64_t assignments, int64_t experts, int64_t tile_rows) {
+  return assignments + experts * (tile_rows - 1);
+}
+
+struct MoeAlignParams {
+  const int32_t* topk_ids = nullptr;  // [assignments] from the route kernel
+  int32_t assignments = 0;            // tokens x top_k
+  int32_t top_k = 0;
+  int32_t experts = 0;
+  int32_t tile_rows = 8;
+  int32_t* slot_token = nullptr;   // [MoeSlotCapacity] token of each used slot, -1 for padding
+  int32_t* slot_of = nullptr;      // [assignments] slot of each assignment
+  int32_t* tile_expert = nullptr;  // [MoeSlotCapacity / tile_rows] expert of each used tile
+  int32_t* num_tiles = nullptr;    // [1] tiles used
+};
+cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream);
+
+struct MoeCombineParams {
+  const float* expert_out = nullptr;    // [slots, hidden] the experts' down projections
+  const int32_t* slot_of = nullptr;     // [tokens, top_k]
+  const float* topk_weights = nullptr;  // [tokens, top_k]
+  const float* shared = nullptr;        // [tokens, hidden] shared experts' output, or nullptr
+  float* out = nullptr;                 // [tokens, hidden]
+  bool accumulate = false;              // add to out (the residual stream) instead of overwriting it
+  int32_t tokens = 0;
+  int32_t hidden = 0;
+  int32_t top_k = 0;
+};
+cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream);
+
+}  // namespace ernie::cuda

@@ -1,0 +1,306 @@
+// The MoE pieces of the CUDA backend that the teacher-forced parity test
+// (cuda_backend_parity_test, moe_reference checkpoints) does not pin down
+// on its own:
+// - the routing kernels choose the same experts with the same weights as
+//   the CPU reference's rule (biased choice, unbiased renormalised weights,
+//   ties to the smaller id), including forced ties;
+// - the alignment gives every assignment its own slot inside a tile of its
+//   expert, pads with -1 and counts the tiles, for all three tile sizes and
+//   for a routing that sends every token to one expert;
+// - the grouped expert kernel equals per-expert products computed here;
+// - --load-format dummy builds the same shapes as the checkpoint (same
+//   weight bytes), deterministically, and the CPU backend refuses it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
+#include "engine/backend/cuda/kernels/moe_routing.h"
+#include "engine/util/half.h"
+#include "tests/engine/cuda/backend_runner.h"
+
+namespace ernie::testing {
+namespace {
+
+using cuda::DeviceBuffer;
+
+template <typename T>
+DeviceBuffer<T> Upload(const std::vector<T>& host) {
+  auto buffer = DeviceBuffer<T>::Allocate(std::max<size_t>(host.size(), 1), "test input");
+  EXPECT_TRUE(buffer.ok()) << buffer.status();
+  if (!host.empty()) {
+    EXPECT_EQ(cudaMemcpy(buffer->data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  return std::move(*buffer);
+}
+
+template <typename T>
+DeviceBuffer<T> Zeros(size_t count) {
+  auto buffer = DeviceBuffer<T>::Allocate(count, "test output");
+  EXPECT_TRUE(buffer.ok()) << buffer.status();
+  EXPECT_EQ(cudaMemset(buffer->data(), 0, buffer->bytes()), cudaSuccess);
+  return std::move(*buffer);
+}
+
+template <typename T>
+std::vector<T> Download(const DeviceBuffer<T>& device) {
+  std::vector<T> host(device.size());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(host.data(), device.data(), device.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+// The CPU reference's routing rule on the logits of one token: the
+// probabilities, the biased scores and the top_k ids in order.
+struct Routed {
+  std::vector<double> p, score;
+  std::vector<int32_t> ids;
+};
+Routed ReferenceRoute(const std::vector<double>& logits, const std::vector<float>& bias, int k) {
+  const int e = static_cast<int>(logits.size());
+  const double max_logit = *std::max_element(logits.begin(), logits.end());
+  Routed r{std::vector<double>(e), std::vector<double>(e), std::vector<int32_t>(e)};
+  double sum = 0;
+  for (int i = 0; i < e; ++i) sum += r.p[i] = std::exp(logits[i] - max_logit);
+  for (int i = 0; i < e; ++i) r.score[i] = (r.p[i] /= sum) + bias[i];
+  std::iota(r.ids.begin(), r.ids.end(), 0);
+  std::stable_sort(r.ids.begin(), r.ids.end(), [&](int a, int b) { return r.score[a] > r.score[b]; });
+  r.ids.resize(k);
+  return r;
+}
+
+TEST(CudaMoeRoutingTest, ChoosesAndWeighsLikeTheCpuRule) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const auto [tokens, hidden, experts, k] : {std::array{1, 64, 8, 2}, std::array{37, 128, 64, 6},
+                                                  std::array{9, 32, 5, 5}, std::array{300, 256, 160, 8}}) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens, " << experts << " experts, top " << k);
+    std::vector<uint16_t> h(static_cast<size_t>(tokens * hidden));
+    for (auto& v : h) v = FloatToBf16(dist(gen));
+    std::vector<float> router(static_cast<size_t>(experts * hidden)), bias(static_cast<size_t>(experts));
+    for (auto& v : router) v = 0.05f * dist(gen);
+    for (auto& v : bias) v = 0.01f * dist(gen);
+    // Experts 0 and 1 identical with the same bias: a forced tie, which the smaller id wins.
+    std::copy_n(router.begin(), hidden, router.begin() + hidden);
+    bias[1] = bias[0];
+    auto d_h = Upload(h);
+    auto d_router = Upload(router);
+    auto d_bias = Upload(bias);
+    auto d_logits = Zeros<float>(static_cast<size_t>(tokens * experts));
+    auto d_ids = Zeros<int32_t>(static_cast<size_t>(tokens * k));
+    auto d_weights = Zeros<float>(static_cast<size_t>(tokens * k));
+    ASSERT_EQ(cuda::LaunchMoeRoute({.h = reinterpret_cast<const __nv_bfloat16*>(d_h.data()),
+                                    .router = d_router.data(),
+                                    .correction_bias = d_bias.data(),
+                                    .logits = d_logits.data(),
+                                    .topk_ids = d_ids.data(),
+                                    .topk_weights = d_weights.data(),
+                                    .tokens = tokens,
+                                    .hidden = hidden,
+                                    .experts = experts,
+                                    .top_k = k,
+                                    .norm_min = 1e-12f},
+                                   nullptr),
+              cudaSuccess);
+    const auto ids = Download(d_ids);
+    const auto weights = Download(d_weights);
+    for (int t = 0; t < tokens; ++t) {
+      std::vector<double> logits(static_cast<size_t>(experts));
+      for (int e = 0; e < experts; ++e)
+        for (int i = 0; i < hidden; ++i)
+          logits[e] += static_cast<double>(Bf16ToFloat(h[t * hidden + i])) * router[e * hidden + i];
+      const Routed want = ReferenceRoute(logits, bias, k);
+      // Choice j has the j-th best score; scores within float32 rounding
+      // of each other may come in either order.
+      double chosen = 0;
+      for (int j = 0; j < k; ++j) chosen += want.p[ids[t * k + j]];
+      for (int j = 0; j < k; ++j) {
+        const int32_t got = ids[t * k + j];
+        ASSERT_TRUE(got >= 0 && got < experts) << "token " << t;
+        EXPECT_NEAR(want.score[got], want.score[want.ids[j]], 1e-6) << "token " << t << " choice " << j;
+        EXPECT_NEAR(weights[t * k + j], want.p[got] / chosen, 1e-5) << "token " << t << " choice " << j;
+      }
+      // Expert 1 ties expert 0 exactly; where either is chosen, 0 comes first.
+      const auto* row = ids.data() + t * k;
+      const auto at0 = std::find(row, row + k, 0), at1 = std::find(row, row + k, 1);
+      if (at1 != row + k) {
+        EXPECT_LT(at0, at1) << "token " << t;
+      }
+      EXPECT_EQ(std::set<int32_t>(row, row + k).size(), static_cast<size_t>(k)) << "token " << t << ": a repeat";
+    }
+  }
+}
+
+// Runs the alignment of `ids` and checks its invariants.
+void CheckAlignment(const std::vector<int32_t>& ids, int top_k, int experts, int tile_rows) {
+  SCOPED_TRACE(::testing::Message() << ids.size() << " assignments, " << experts << " experts, tiles of " << tile_rows);
+  const auto assignments = static_cast<int32_t>(ids.size());
+  const int64_t slots = cuda::MoeSlotCapacity(assignments, experts, tile_rows);
+  auto d_ids = Upload(ids);
+  auto d_slot_token = Zeros<int32_t>(static_cast<size_t>(slots));
+  auto d_slot_of = Zeros<int32_t>(ids.size());
+  auto d_tile_expert = Zeros<int32_t>(static_cast<size_t>(slots / tile_rows));
+  auto d_tiles = Zeros<int32_t>(1);
+  ASSERT_EQ(cuda::LaunchMoeAlign({.topk_ids = d_ids.data(),
+                                  .assignments = assignments,
+                                  .top_k = top_k,
+                                  .experts = experts,
+                                  .tile_rows = tile_rows,
+                                  .slot_token = d_slot_token.data(),
+                                  .slot_of = d_slot_of.data(),
+                                  .tile_expert = d_tile_expert.data(),
+                                  .num_tiles = d_tiles.data()},
+                                 nullptr),
+            cudaSuccess);
+  const auto slot_token = Download(d_slot_token);
+  const auto slot_of = Download(d_slot_of);
+  const auto tile_expert = Download(d_tile_expert);
+  const int32_t tiles = Download(d_tiles)[0];
+  std::vector<int> count(static_cast<size_t>(experts));
+  for (int32_t e : ids) ++count[e];
+  int want_tiles = 0;
+  for (int c : count) want_tiles += (c + tile_rows - 1) / tile_rows;
+  ASSERT_EQ(tiles, want_tiles);
+  std::set<int32_t> used;
+  for (int32_t i = 0; i < assignments; ++i) {
+    const int32_t slot = slot_of[i];
+    ASSERT_GE(slot, 0);
+    ASSERT_LT(slot, tiles * tile_rows);
+    EXPECT_TRUE(used.insert(slot).second) << "slot " << slot << " given twice";
+    EXPECT_EQ(slot_token[slot], i / top_k);
+    EXPECT_EQ(tile_expert[slot / tile_rows], ids[i]) << "assignment " << i;
+  }
+  for (int32_t s = 0; s < tiles * tile_rows; ++s)
+    if (!used.count(s)) {
+      EXPECT_EQ(slot_token[s], -1) << "padding slot " << s;
+    }
+}
+
+TEST(CudaMoeAlignTest, EveryAssignmentGetsOneSlotInATileOfItsExpert) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(3);
+  for (int tile_rows : {8, 16, 32}) {
+    for (const auto [tokens, k, experts] : {std::array{1, 6, 64}, std::array{256, 6, 64}, std::array{1000, 2, 8},
+                                            std::array{5, 3, 1000}}) {
+      std::vector<int32_t> ids;
+      for (int t = 0; t < tokens; ++t) {
+        std::vector<int32_t> all(static_cast<size_t>(experts));
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), gen);
+        ids.insert(ids.end(), all.begin(), all.begin() + k);
+      }
+      CheckAlignment(ids, k, experts, tile_rows);
+    }
+    // Every token to expert 5 (top 1): one expert's run spans many tiles.
+    CheckAlignment(std::vector<int32_t>(777, 5), 1, 16, tile_rows);
+  }
+}
+
+TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int experts = 5, n = 48, k = 136, tokens = 23, top_k = 2;
+  for (int tile_rows : {8, 16, 32}) {
+    for (const auto epilogue : {cuda::GroupedEpilogue::kStoreF32, cuda::GroupedEpilogue::kSiluMulBf16}) {
+      SCOPED_TRACE(::testing::Message() << "tiles of " << tile_rows << ", epilogue " << static_cast<int>(epilogue));
+      std::vector<uint16_t> x(tokens * k), w(experts * n * k);
+      for (auto& v : x) v = FloatToBf16(dist(gen));
+      for (auto& v : w) v = FloatToBf16(0.1f * dist(gen));
+      std::vector<int32_t> ids;
+      for (int t = 0; t < tokens; ++t) {
+        ids.push_back(t % experts);
+        ids.push_back((t * 3 + 1) % experts == t % experts ? (t + 1) % experts : (t * 3 + 1) % experts);
+      }
+      const int64_t slots = cuda::MoeSlotCapacity(tokens * top_k, experts, tile_rows);
+      auto d_ids = Upload(ids);
+      auto d_slot_token = Zeros<int32_t>(slots);
+      auto d_slot_of = Zeros<int32_t>(ids.size());
+      auto d_tile_expert = Zeros<int32_t>(slots / tile_rows);
+      auto d_tiles = Zeros<int32_t>(1);
+      ASSERT_EQ(cuda::LaunchMoeAlign({.topk_ids = d_ids.data(), .assignments = tokens * top_k, .top_k = top_k,
+                                      .experts = experts, .tile_rows = tile_rows, .slot_token = d_slot_token.data(),
+                                      .slot_of = d_slot_of.data(), .tile_expert = d_tile_expert.data(),
+                                      .num_tiles = d_tiles.data()},
+                                     nullptr),
+                cudaSuccess);
+      auto d_x = Upload(x);
+      auto d_w = Upload(w);
+      const bool silu = epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
+      auto d_y32 = Zeros<float>(silu ? 1 : slots * n);
+      auto d_y16 = Zeros<uint16_t>(silu ? slots * n / 2 : 1);
+      ASSERT_EQ(cuda::LaunchGroupedExpertGemv({.x = reinterpret_cast<const __nv_bfloat16*>(d_x.data()),
+                                               .x_row = d_slot_token.data(),
+                                               .w = reinterpret_cast<const __nv_bfloat16*>(d_w.data()),
+                                               .tile_expert = d_tile_expert.data(),
+                                               .num_tiles = d_tiles.data(),
+                                               .y = silu ? static_cast<void*>(d_y16.data()) : d_y32.data(),
+                                               .max_tiles = static_cast<int32_t>(slots / tile_rows),
+                                               .tile_rows = tile_rows,
+                                               .n = n,
+                                               .k = k,
+                                               .epilogue = epilogue},
+                                              nullptr),
+                cudaSuccess);
+      const auto slot_of = Download(d_slot_of);
+      const auto y32 = Download(d_y32);
+      const auto y16 = Download(d_y16);
+      for (int i = 0; i < tokens * top_k; ++i) {
+        const int t = i / top_k, e = ids[i];
+        std::vector<double> row(n);
+        for (int r = 0; r < n; ++r)
+          for (int j = 0; j < k; ++j)
+            row[r] += static_cast<double>(Bf16ToFloat(x[t * k + j])) * Bf16ToFloat(w[(e * n + r) * k + j]);
+        if (!silu) {
+          for (int r = 0; r < n; ++r) ASSERT_NEAR(y32[slot_of[i] * n + r], row[r], 1e-4) << "assignment " << i;
+          continue;
+        }
+        for (int f = 0; f < n / 2; ++f) {
+          const double g = row[(f / 8) * 16 + f % 8], u = row[(f / 8) * 16 + f % 8 + 8];
+          const double want = g / (1 + std::exp(-g)) * u;
+          ASSERT_NEAR(Bf16ToFloat(y16[slot_of[i] * (n / 2) + f]), want, 1e-4 + std::abs(want) / 128)
+              << "assignment " << i << " feature " << f;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaDummyWeightsTest, SameShapesAsTheCheckpointAndDeterministic) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  const std::string dir = TestDataDir() + "/moe_reference/moe_e16_k4_shared1_bf16";
+  auto real = LoadModel(dir);
+  auto dummy = LoadModel(dir, "dummy");
+  ASSERT_TRUE(real.ok()) << real.status();
+  ASSERT_TRUE(dummy.ok()) << dummy.status();
+  ASSERT_TRUE((*dummy)->dummy_weights);
+  const CudaBackendOptions options{.block_size = 16, .num_blocks = 8, .max_tokens_per_step = 64};
+  auto from_checkpoint = CreateCudaBackend(**real, options);
+  auto a = CreateCudaBackend(**dummy, options);
+  auto b = CreateCudaBackend(**dummy, options);
+  ASSERT_TRUE(from_checkpoint.ok()) << from_checkpoint.status();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*a)->memory().weights, (*from_checkpoint)->memory().weights);
+  const std::vector<int32_t> tokens = {1, 5, 9, 200, 3, 77, 42};
+  const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
+  const auto la = TeacherForced(**a, tokens, 0, 64, table);
+  const auto lb = TeacherForced(**b, tokens, 0, 64, table);
+  ASSERT_EQ(la, lb);
+  const auto real_logits = TeacherForced(**from_checkpoint, tokens, 0, 64, table);
+  EXPECT_NE(la, real_logits);
+  for (float v : la) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(*std::max_element(la.begin(), la.end()), *std::min_element(la.begin(), la.end()));
+}
+
+}  // namespace
+}  // namespace ernie::testing
