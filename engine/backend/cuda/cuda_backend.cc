@@ -39,10 +39,12 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     if (c.awq.has_value())
       return absl::InvalidArgumentError("AWQ mixture-of-experts checkpoints run on the CPU backend only (--backend cpu)");
     if (c.use_bias) return absl::InvalidArgumentError("the CUDA backend runs MoE models without biases (use_bias false)");
-    if (m.num_experts > kMoeMaxExperts || m.top_k > kMoeMaxTopK)
+    if (m.num_experts + m.num_shared_experts > kMoeMaxExperts || m.top_k + m.num_shared_experts > kMoeMaxTopK)
       return absl::InvalidArgumentError(absl::StrCat("the CUDA MoE kernels take at most ", kMoeMaxExperts,
-                                                     " experts and top_k ", kMoeMaxTopK, "; the model has ",
-                                                     m.num_experts, " and ", m.top_k));
+                                                     " experts and ", kMoeMaxTopK, " choices a token (shared experts "
+                                                     "included); the model has ", m.num_experts, " + ",
+                                                     m.num_shared_experts, " and ", m.top_k, " + ",
+                                                     m.num_shared_experts));
     if (m.intermediate_size % 8 != 0 || c.hidden_size % 8 != 0)
       return absl::InvalidArgumentError(absl::StrCat("the CUDA MoE kernels need hidden_size and moe_intermediate_size ",
                                                      "divisible by 8; the model has ", c.hidden_size, " and ",
@@ -75,6 +77,8 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
   if (o.moe_chunk_tokens < 1 || o.moe_chunk_tokens > (1 << 16))
     return absl::InvalidArgumentError(absl::StrCat("moe_chunk_tokens must be in [1, 65536], got ", o.moe_chunk_tokens));
+  if (o.moe_max_tile_rows != 8 && o.moe_max_tile_rows != 16 && o.moe_max_tile_rows != 32 && o.moe_max_tile_rows != 64)
+    return absl::InvalidArgumentError(absl::StrCat("moe_max_tile_rows must be 8, 16, 32 or 64, got ", o.moe_max_tile_rows));
   if (o.graph_max_tokens < 0 || o.max_graphs < 0)
     return absl::InvalidArgumentError("graph_max_tokens and max_graphs must not be negative");
   return absl::OkStatus();
@@ -152,25 +156,24 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.qkv, Alloc<float>(t * (c.q_size() + 2 * c.kv_size()), "qkv activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn, Alloc<uint16_t>(t * c.q_size(), "attention output"));
   ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
-  // The dense MLP's, or (MoE models) the shared experts' if wider.
-  const int64_t mlp_width = std::max(c.intermediate_size, c.moe.num_shared_experts * c.moe.intermediate_size);
-  ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(t * 2 * mlp_width, "gate/up activations"));
-  ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * mlp_width, "MLP activations"));
+  ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(t * 2 * c.intermediate_size, "gate/up activations"));
+  ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * c.intermediate_size, "MLP activations"));
   if (c.architecture == Architecture::kErnie45Moe) {
     const MoeConfig& m = c.moe;
     const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
-    const int64_t slots = MoeSlotCapacity(chunk * m.top_k, m.num_experts, 32);
+    const int64_t choices = m.top_k + m.num_shared_experts;  // the shared experts ride as pseudo-experts
+    const int64_t slots = MoeSlotCapacity(chunk * choices, m.num_experts + m.num_shared_experts, kMoeMaxTileRows);
     b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
+    b->moe_max_tile_rows_ = options.moe_max_tile_rows;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
-    ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * m.top_k, "MoE top-k experts"));
-    ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_weights, Alloc<float>(chunk * m.top_k, "MoE top-k weights"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_weights, Alloc<float>(chunk * choices, "MoE expert weights"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_slot_token, Alloc<int32_t>(slots, "MoE slot tokens"));
-    ERNIE_ASSIGN_OR_RETURN(ws.moe_slot_of, Alloc<int32_t>(chunk * m.top_k, "MoE assignment slots"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_slot_of, Alloc<int32_t>(chunk * choices, "MoE assignment slots"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_tile_expert, Alloc<int32_t>(slots / 8 + 1, "MoE tile experts"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_num_tiles, Alloc<int32_t>(1, "MoE tile count"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_act, Alloc<uint16_t>(slots * m.intermediate_size, "MoE expert activations"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_expert_out, Alloc<float>(slots * c.hidden_size, "MoE expert outputs"));
-    ERNIE_ASSIGN_OR_RETURN(ws.moe_shared, Alloc<float>(chunk * c.hidden_size, "MoE shared expert output"));
   }
   const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * kAttentionRowsPerCta;
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_out, Alloc<float>(partial_rows * c.head_dim, "split-KV partial outputs"));

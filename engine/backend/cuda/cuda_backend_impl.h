@@ -50,17 +50,17 @@ struct Workspace {
   DeviceBuffer<float> logits;     // [logit_rows_per_pass, V]
   DeviceBuffer<float> inv_freq;   // [head_dim / 2] rotary inverse frequencies
   // MoE layers only (else empty), sized for one chunk of C = moe_chunk_tokens
-  // tokens (cuda_moe_forward.cc): S = MoeSlotCapacity(C top_k, E, 32) slots.
+  // tokens (cuda_moe_forward.cc) with K = top_k + shared choices a token:
+  // S = MoeSlotCapacity(C K, E + shared, kMoeMaxTileRows) slots.
   DeviceBuffer<float> moe_logits;          // [C, E] router logits, then probabilities
-  DeviceBuffer<int32_t> moe_topk_ids;      // [C, top_k]
-  DeviceBuffer<float> moe_topk_weights;    // [C, top_k]
+  DeviceBuffer<int32_t> moe_topk_ids;      // [C, K]
+  DeviceBuffer<float> moe_topk_weights;    // [C, K]
   DeviceBuffer<int32_t> moe_slot_token;    // [S] token of each slot (-1: padding)
-  DeviceBuffer<int32_t> moe_slot_of;       // [C, top_k] slot of each assignment
+  DeviceBuffer<int32_t> moe_slot_of;       // [C, K] slot of each assignment
   DeviceBuffer<int32_t> moe_tile_expert;   // [S / 8]
   DeviceBuffer<int32_t> moe_num_tiles;     // [1]
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
-  DeviceBuffer<float> moe_shared;          // [C, H] shared experts' output
   DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
   PinnedBuffer<int32_t> copies_staging;  // host side of `copies`
 
@@ -69,7 +69,7 @@ struct Workspace {
                                 act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes() +
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
-                                moe_num_tiles.bytes() + moe_act.bytes() + moe_expert_out.bytes() + moe_shared.bytes());
+                                moe_num_tiles.bytes() + moe_act.bytes() + moe_expert_out.bytes());
   }
 };
 
@@ -139,6 +139,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
+  int32_t moe_max_tile_rows_ = 32;     // CudaBackendOptions::moe_max_tile_rows
   CudaMemoryBreakdown memory_;
 
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order

@@ -87,39 +87,66 @@ absl::StatusOr<DeviceBuffer<float>> UploadVectors(std::initializer_list<const Te
   return Upload(host, what);
 }
 
-// Row r of the interleaved gate|up stack of one expert (device_weights.h):
-// groups of 16 rows, 8 of gate then 8 of up.
-void AppendInterleavedGateUp(const TensorView& gate, const TensorView& up, std::vector<uint16_t>& out) {
-  std::vector<uint16_t> g, u;
-  AppendBf16(gate, g);
-  AppendBf16(up, u);
-  const int64_t width = gate.shape[0], hidden = gate.shape[1];
-  for (int64_t f0 = 0; f0 < width; f0 += 8)
-    for (const std::vector<uint16_t>* part : {&g, &u})
+// Rows [first, first + width) of gate and up, interleaved for the grouped
+// gate/up launch (device_weights.h): groups of 16 rows, 8 of gate then 8 of up.
+void AppendInterleavedGateUp(const std::vector<uint16_t>& gate, const std::vector<uint16_t>& up, int64_t hidden,
+                             int64_t first, int64_t width, std::vector<uint16_t>& out) {
+  for (int64_t f0 = first; f0 < first + width; f0 += 8)
+    for (const std::vector<uint16_t>* part : {&gate, &up})
       out.insert(out.end(), part->begin() + f0 * hidden, part->begin() + (f0 + 8) * hidden);
+}
+
+// Columns [first, first + width) of a bf16 [rows, cols] matrix.
+void AppendColumns(const std::vector<uint16_t>& m, int64_t rows, int64_t cols, int64_t first, int64_t width,
+                   std::vector<uint16_t>& out) {
+  for (int64_t r = 0; r < rows; ++r)
+    out.insert(out.end(), m.begin() + r * cols + first, m.begin() + r * cols + first + width);
 }
 
 absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector<uint16_t>& staging) {
   DeviceMoeWeights d;
+  const int64_t width = m.experts[0].gate_proj.weight->shape[0], hidden = m.experts[0].gate_proj.weight->shape[1];
+  auto float_no_bias = [](const MlpWeights& e) {
+    return !e.gate_proj.is_awq() && !e.up_proj.is_awq() && !e.down_proj.is_awq() && e.gate_proj.bias == nullptr &&
+           e.up_proj.bias == nullptr && e.down_proj.bias == nullptr;
+  };
   for (const MlpWeights& e : m.experts)
-    if (e.gate_proj.is_awq() || e.gate_proj.bias != nullptr || e.gate_proj.weight->shape[0] % 8 != 0)
+    if (!float_no_bias(e) || width % 8 != 0)
       return absl::InvalidArgumentError(
           "the CUDA backend runs MoE experts in bf16 without biases, of a width divisible by 8");
+  if (m.has_shared && (!float_no_bias(m.shared) || m.shared.gate_proj.weight->shape[0] % width != 0))
+    return absl::InvalidArgumentError("the CUDA backend runs shared experts in bf16 without biases, of a width "
+                                      "that is a multiple of moe_intermediate_size");
   ERNIE_ASSIGN_OR_RETURN(d.router, UploadVectors({m.router}));
   ERNIE_ASSIGN_OR_RETURN(d.correction_bias, UploadVectors({m.correction_bias}));
+  std::vector<uint16_t> gate, up, down;
+  auto widen = [&](const MlpWeights& e) {
+    gate.clear();
+    up.clear();
+    down.clear();
+    AppendBf16(*e.gate_proj.weight, gate);
+    AppendBf16(*e.up_proj.weight, up);
+    AppendBf16(*e.down_proj.weight, down);
+  };
+  const int64_t shared = m.has_shared ? m.shared.gate_proj.weight->shape[0] / width : 0;
   staging.clear();
-  for (const MlpWeights& e : m.experts) AppendInterleavedGateUp(*e.gate_proj.weight, *e.up_proj.weight, staging);
-  ERNIE_ASSIGN_OR_RETURN(d.experts_gate_up, Upload(staging, m.experts[0].gate_proj.weight->name + " (all experts' gate|up)"));
+  for (const MlpWeights& e : m.experts) {
+    widen(e);
+    AppendInterleavedGateUp(gate, up, hidden, 0, width, staging);
+  }
+  if (m.has_shared) {
+    widen(m.shared);
+    for (int64_t s = 0; s < shared; ++s) AppendInterleavedGateUp(gate, up, hidden, s * width, width, staging);
+  }
+  ERNIE_ASSIGN_OR_RETURN(d.experts_gate_up,
+                         Upload(staging, m.experts[0].gate_proj.weight->name + " (all experts' gate|up)"));
   staging.clear();
   for (const MlpWeights& e : m.experts) AppendBf16(*e.down_proj.weight, staging);
-  ERNIE_ASSIGN_OR_RETURN(d.experts_down, Upload(staging, m.experts[0].down_proj.weight->name + " (all experts' down)"));
   if (m.has_shared) {
-    if (m.shared.gate_proj.is_awq() || m.shared.gate_proj.bias != nullptr)
-      return absl::InvalidArgumentError("the CUDA backend runs shared experts in bf16 without biases");
-    ERNIE_ASSIGN_OR_RETURN(d.shared_gate_up,
-                           UploadMatrices({m.shared.gate_proj.weight, m.shared.up_proj.weight}, staging));
-    ERNIE_ASSIGN_OR_RETURN(d.shared_down, UploadMatrices({m.shared.down_proj.weight}, staging));
+    widen(m.shared);
+    for (int64_t s = 0; s < shared; ++s) AppendColumns(down, hidden, shared * width, s * width, width, staging);
   }
+  ERNIE_ASSIGN_OR_RETURN(d.experts_down, Upload(staging, m.experts[0].down_proj.weight->name + " (all experts' down)"));
   return d;
 }
 

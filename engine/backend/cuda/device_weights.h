@@ -20,17 +20,17 @@ namespace ernie::cuda {
 // Experts are stacked so that one grouped launch (kernels/grouped_expert_gemv.h)
 // reaches all of them; each expert's gate and up rows are interleaved in
 // groups of 8 (8 gate rows, then the 8 up rows of the same features) so the
-// gate/up launch can end in SiLU-and-mul.
+// gate/up launch can end in SiLU-and-mul. The shared experts (one MLP of
+// width S x I) follow the E routed ones as S pseudo-experts of width I, its
+// column blocks (moe_routing.h says why that is the same function).
 struct DeviceMoeWeights {
-  DeviceBuffer<float> router;            // [E, H] float32, as the router runs
-  DeviceBuffer<float> correction_bias;   // [E]
-  DeviceBuffer<uint16_t> experts_gate_up;  // bf16 [E, 2 Im, H], interleaved as above
-  DeviceBuffer<uint16_t> experts_down;     // bf16 [E, H, Im]
-  DeviceBuffer<uint16_t> shared_gate_up;   // bf16 [2 Is, H]: rows gate, then up (cuBLAS + SiLU kernel); empty without shared experts
-  DeviceBuffer<uint16_t> shared_down;      // bf16 [H, Is]
+  DeviceBuffer<float> router;              // [E, H] float32, as the router runs
+  DeviceBuffer<float> correction_bias;     // [E]
+  DeviceBuffer<uint16_t> experts_gate_up;  // bf16 [E + S, 2 I, H], interleaved as above
+  DeviceBuffer<uint16_t> experts_down;     // bf16 [E + S, H, I]
   int64_t bytes() const {
     return static_cast<int64_t>(router.bytes() + correction_bias.bytes() + experts_gate_up.bytes() +
-                                experts_down.bytes() + shared_gate_up.bytes() + shared_down.bytes());
+                                experts_down.bytes());
   }
 };
 

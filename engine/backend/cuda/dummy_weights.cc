@@ -72,15 +72,11 @@ absl::StatusOr<DeviceWeights> MakeDummyWeights(const ModelConfig& c, uint64_t se
       l.is_moe = true;
       ERNIE_ASSIGN_OR_RETURN(l.moe.router, fill.Uniform(m.num_experts * h, kInitStd * std::sqrt(3.0f), layer + "router"));
       ERNIE_ASSIGN_OR_RETURN(l.moe.correction_bias, fill.Uniform(m.num_experts, 1e-3f, layer + "e_score_correction_bias"));
+      // The shared experts are S more of the same width (device_weights.h).
+      const int64_t stacked = m.num_experts + m.num_shared_experts;
       ERNIE_ASSIGN_OR_RETURN(l.moe.experts_gate_up,
-                             fill.Matrix(m.num_experts * 2 * m.intermediate_size, h, layer + "experts' gate|up"));
-      ERNIE_ASSIGN_OR_RETURN(l.moe.experts_down,
-                             fill.Matrix(m.num_experts * h, m.intermediate_size, layer + "experts' down"));
-      if (m.num_shared_experts > 0) {
-        const int64_t width = m.num_shared_experts * m.intermediate_size;
-        ERNIE_ASSIGN_OR_RETURN(l.moe.shared_gate_up, fill.Matrix(2 * width, h, layer + "shared experts' gate|up"));
-        ERNIE_ASSIGN_OR_RETURN(l.moe.shared_down, fill.Matrix(h, width, layer + "shared experts' down"));
-      }
+                             fill.Matrix(stacked * 2 * m.intermediate_size, h, layer + "experts' gate|up"));
+      ERNIE_ASSIGN_OR_RETURN(l.moe.experts_down, fill.Matrix(stacked * h, m.intermediate_size, layer + "experts' down"));
     } else {
       ERNIE_ASSIGN_OR_RETURN(l.gate_up, fill.Matrix(2 * c.intermediate_size, h, layer + "gate|up"));
       ERNIE_ASSIGN_OR_RETURN(l.gate_up_bias, fill.Bias(c.use_bias, 2 * c.intermediate_size, layer + "gate|up bias"));

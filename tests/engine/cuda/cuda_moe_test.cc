@@ -5,7 +5,7 @@
 //   the CPU reference's rule (biased choice, unbiased renormalised weights,
 //   ties to the smaller id), including forced ties;
 // - the alignment gives every assignment its own slot inside a tile of its
-//   expert, pads with -1 and counts the tiles, for all three tile sizes and
+//   expert, pads with -1 and counts the tiles, for all four tile sizes and
 //   for a routing that sends every token to one expert;
 // - the grouped expert kernel equals per-expert products computed here;
 // - --load-format dummy builds the same shapes as the checkpoint (same
@@ -81,24 +81,32 @@ TEST(CudaMoeRoutingTest, ChoosesAndWeighsLikeTheCpuRule) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (const auto [tokens, hidden, experts, k] : {std::array{1, 64, 8, 2}, std::array{37, 128, 64, 6},
-                                                  std::array{9, 32, 5, 5}, std::array{300, 256, 160, 8}}) {
-    SCOPED_TRACE(::testing::Message() << tokens << " tokens, " << experts << " experts, top " << k);
-    std::vector<uint16_t> h(static_cast<size_t>(tokens * hidden));
-    for (auto& v : h) v = FloatToBf16(dist(gen));
+  const float eps = 1e-5f;
+  for (const auto [tokens, hidden, experts, k, shared] :
+       {std::array{1, 64, 8, 2, 0}, std::array{37, 1100, 64, 6, 2}, std::array{9, 32, 5, 5, 1},
+        std::array{300, 256, 160, 8, 0}}) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens, " << experts << " experts, top " << k << ", "
+                                      << shared << " shared");
+    const int choices = k + shared;
+    std::vector<float> x(static_cast<size_t>(tokens * hidden)), norm(static_cast<size_t>(hidden));
+    for (auto& v : x) v = 3.0f * dist(gen);
+    for (auto& v : norm) v = 1.0f + 0.2f * dist(gen);
     std::vector<float> router(static_cast<size_t>(experts * hidden)), bias(static_cast<size_t>(experts));
     for (auto& v : router) v = 0.05f * dist(gen);
     for (auto& v : bias) v = 0.01f * dist(gen);
     // Experts 0 and 1 identical with the same bias: a forced tie, which the smaller id wins.
     std::copy_n(router.begin(), hidden, router.begin() + hidden);
     bias[1] = bias[0];
-    auto d_h = Upload(h);
+    auto d_x = Upload(x);
+    auto d_norm = Upload(norm);
     auto d_router = Upload(router);
     auto d_bias = Upload(bias);
     auto d_logits = Zeros<float>(static_cast<size_t>(tokens * experts));
-    auto d_ids = Zeros<int32_t>(static_cast<size_t>(tokens * k));
-    auto d_weights = Zeros<float>(static_cast<size_t>(tokens * k));
-    ASSERT_EQ(cuda::LaunchMoeRoute({.h = reinterpret_cast<const __nv_bfloat16*>(d_h.data()),
+    auto d_ids = Zeros<int32_t>(static_cast<size_t>(tokens * choices));
+    auto d_weights = Zeros<float>(static_cast<size_t>(tokens * choices));
+    ASSERT_EQ(cuda::LaunchMoeRoute({.x = d_x.data(),
+                                    .norm_weight = d_norm.data(),
+                                    .eps = eps,
                                     .router = d_router.data(),
                                     .correction_bias = d_bias.data(),
                                     .logits = d_logits.data(),
@@ -108,29 +116,37 @@ TEST(CudaMoeRoutingTest, ChoosesAndWeighsLikeTheCpuRule) {
                                     .hidden = hidden,
                                     .experts = experts,
                                     .top_k = k,
+                                    .shared_experts = shared,
                                     .norm_min = 1e-12f},
                                    nullptr),
               cudaSuccess);
     const auto ids = Download(d_ids);
     const auto weights = Download(d_weights);
     for (int t = 0; t < tokens; ++t) {
+      double square = 0;
+      for (int i = 0; i < hidden; ++i) square += static_cast<double>(x[t * hidden + i]) * x[t * hidden + i];
+      const double inv_rms = 1.0 / std::sqrt(square / hidden + eps);
       std::vector<double> logits(static_cast<size_t>(experts));
       for (int e = 0; e < experts; ++e)
         for (int i = 0; i < hidden; ++i)
-          logits[e] += static_cast<double>(Bf16ToFloat(h[t * hidden + i])) * router[e * hidden + i];
+          logits[e] += x[t * hidden + i] * inv_rms * norm[i] * static_cast<double>(router[e * hidden + i]);
       const Routed want = ReferenceRoute(logits, bias, k);
       // Choice j has the j-th best score; scores within float32 rounding
       // of each other may come in either order.
+      const int32_t* row = ids.data() + t * choices;
       double chosen = 0;
-      for (int j = 0; j < k; ++j) chosen += want.p[ids[t * k + j]];
+      for (int j = 0; j < k; ++j) chosen += want.p[row[j]];
       for (int j = 0; j < k; ++j) {
-        const int32_t got = ids[t * k + j];
-        ASSERT_TRUE(got >= 0 && got < experts) << "token " << t;
-        EXPECT_NEAR(want.score[got], want.score[want.ids[j]], 1e-6) << "token " << t << " choice " << j;
-        EXPECT_NEAR(weights[t * k + j], want.p[got] / chosen, 1e-5) << "token " << t << " choice " << j;
+        ASSERT_TRUE(row[j] >= 0 && row[j] < experts) << "token " << t;
+        EXPECT_NEAR(want.score[row[j]], want.score[want.ids[j]], 1e-6) << "token " << t << " choice " << j;
+        EXPECT_NEAR(weights[t * choices + j], want.p[row[j]] / chosen, 1e-5) << "token " << t << " choice " << j;
+      }
+      // Then the shared experts, ids experts.., weight 1.
+      for (int s = 0; s < shared; ++s) {
+        EXPECT_EQ(row[k + s], experts + s) << "token " << t;
+        EXPECT_EQ(weights[t * choices + k + s], 1.0f) << "token " << t;
       }
       // Expert 1 ties expert 0 exactly; where either is chosen, 0 comes first.
-      const auto* row = ids.data() + t * k;
       const auto at0 = std::find(row, row + k, 0), at1 = std::find(row, row + k, 1);
       if (at1 != row + k) {
         EXPECT_LT(at0, at1) << "token " << t;
@@ -188,7 +204,7 @@ void CheckAlignment(const std::vector<int32_t>& ids, int top_k, int experts, int
 TEST(CudaMoeAlignTest, EveryAssignmentGetsOneSlotInATileOfItsExpert) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(3);
-  for (int tile_rows : {8, 16, 32}) {
+  for (int tile_rows : {8, 16, 32, 64}) {
     for (const auto [tokens, k, experts] : {std::array{1, 6, 64}, std::array{256, 6, 64}, std::array{1000, 2, 8},
                                             std::array{5, 3, 1000}}) {
       std::vector<int32_t> ids;
@@ -210,7 +226,7 @@ TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int experts = 5, n = 48, k = 136, tokens = 23, top_k = 2;
-  for (int tile_rows : {8, 16, 32}) {
+  for (int tile_rows : {8, 16, 32, 64}) {
     for (const auto epilogue : {cuda::GroupedEpilogue::kStoreF32, cuda::GroupedEpilogue::kSiluMulBf16}) {
       SCOPED_TRACE(::testing::Message() << "tiles of " << tile_rows << ", epilogue " << static_cast<int>(epilogue));
       std::vector<uint16_t> x(tokens * k), w(experts * n * k);

@@ -7,7 +7,7 @@
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B]
 //                    [--max-attention-splits 32] [--fused-decode 1] [--log FILE]
-//                    [--load-format auto|dummy]
+//                    [--load-format auto|dummy] [--moe-max-tile-rows 64]
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
 // the device (the 21B-A3B shape is 43.7 GB: ernie-make-model --config-only
@@ -54,6 +54,7 @@ struct Args {
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
   int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
   std::string load_format = "auto";
+  int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -65,6 +66,8 @@ bool Parse(int argc, char** argv, Args* a) {
       a->log = v;
     } else if (f == "--load-format") {
       a->load_format = v;
+    } else if (f == "--moe-max-tile-rows") {
+      if (!absl::SimpleAtoi(v, &a->moe_max_tile_rows)) return false;
     } else if (f == "--batch-sizes") {
       a->batch_sizes.clear();
       for (absl::string_view part : absl::StrSplit(v, ',')) {
@@ -249,9 +252,10 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
                  "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] [--log FILE] "
-                 "[--load-format auto|dummy]\n";
+                 "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64]\n";
     return 2;
   }
+  const auto load_start = Clock::now();
   auto model = ernie::LoadModel(args.model, args.load_format);
   if (model.ok() && (*model)->dummy_weights) args.check_tokens = 0;  // no weights for the CPU to run
   if (!model.ok()) {
@@ -268,7 +272,8 @@ int main(int argc, char** argv) {
                 .max_tokens_per_step = std::max<int64_t>({2048, max_batch, args.check_tokens}),
                 .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
                 .max_attention_splits = args.max_attention_splits,
-                .fused_decode = args.fused_decode == 1});
+                .fused_decode = args.fused_decode == 1,
+                .moe_max_tile_rows = args.moe_max_tile_rows});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
     return 1;
@@ -276,9 +281,13 @@ int main(int argc, char** argv) {
   const ernie::CudaMemoryBreakdown mem = (*backend)->memory();
   nlohmann::json log = {{"model", args.model},
                         {"start_ms", Ms(Clock::now() - start)},
+                        // Checkpoint read (mapped) + conversion + upload: disk (or page cache) to GPU.
+                        {"load_ms", Ms(Clock::now() - load_start)},
+                        {"load_gb_s", static_cast<double>(mem.weights) / 1e6 / Ms(Clock::now() - load_start)},
                         {"memory_bytes", {{"weights", mem.weights}, {"kv_cache", mem.kv_cache}, {"workspace", mem.workspace}}},
                         {"prompt_len", args.prompt_len},
                         {"load_format", args.load_format},
+                        {"moe_max_tile_rows", args.moe_max_tile_rows},
                         {"architecture", (*model)->config.architecture_name},
                         {"parameters", (*model)->config.ParameterCount()},
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.

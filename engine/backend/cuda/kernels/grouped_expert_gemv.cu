@@ -99,6 +99,7 @@ cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream
     case 8: return LaunchTiles<1>(p, stream);
     case 16: return LaunchTiles<2>(p, stream);
     case 32: return LaunchTiles<4>(p, stream);
+    case 64: return LaunchTiles<8>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }

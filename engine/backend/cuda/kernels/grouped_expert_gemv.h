@@ -34,7 +34,7 @@ struct GroupedExpertGemvParams {
   const int32_t* num_tiles = nullptr;    // [1] tiles in use (device side)
   void* y = nullptr;                     // per `epilogue`
   int32_t max_tiles = 0;                 // grid size along tiles: an upper bound of *num_tiles
-  int32_t tile_rows = 8;                 // slots per tile: 8, 16 or 32
+  int32_t tile_rows = 8;                 // slots per tile: 8, 16, 32 or 64
   int32_t n = 0;                         // output features (weight rows) of one expert
   int32_t k = 0;                         // a multiple of 8
   GroupedEpilogue epilogue = GroupedEpilogue::kStoreF32;

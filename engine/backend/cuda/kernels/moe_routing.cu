@@ -10,32 +10,58 @@ namespace ernie::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kTokensPerCta = 8;
+constexpr int kTokensPerCta = 8;  // of the top-k kernel (a warp each)
 
-// logits[t, e] = h[t] . router[e], float32. Warp w of CTA (x, y) takes expert
-// 8x + w and tokens 8y .. 8y+7; lanes stride along hidden in float4s.
+constexpr int kStagedFloats = 4096;  // normalised inputs staged per pass (16 KB)
+
+// logits[t, e] = RMSNorm(x[t]) . router[e], float32. Warp w of CTA (x, y)
+// takes expert 8x + w and tokens kTokens y .. kTokens y + kTokens - 1,
+// whose normalised inputs are staged in shared memory kChunk values at a
+// time; lanes stride along hidden in float4s. One token a CTA for decode
+// (the whole hidden in one pass: no CTA waits on another's stage), 8 for
+// larger steps (the router read once per 8 tokens).
+template <int kTokens>
 __global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams p) {
+  constexpr int kChunk = kStagedFloats / kTokens;
+  __shared__ __align__(16) float xs[kTokens][kChunk];
+  __shared__ float inv_rms[kTokens];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int expert = blockIdx.x * kWarps + warp;
-  const int token0 = blockIdx.y * kTokensPerCta;
-  if (expert >= p.experts) return;
-  const float* r = p.router + int64_t{expert} * p.hidden;
-  float acc[kTokensPerCta] = {};
-  for (int i = 4 * lane; i < p.hidden; i += 128) {
-    const float4 w = *reinterpret_cast<const float4*>(r + i);
+  const int token0 = blockIdx.y * kTokens;
+  const int tokens = min(kTokens, p.tokens - token0);
+  if (warp < tokens) {  // warp w: token w's RMS
+    const float* row = p.x + int64_t{token0 + warp} * p.hidden;
+    float sum = 0.0f;
+    for (int i = lane; i < p.hidden; i += 32) sum += row[i] * row[i];
+    sum = kernels::WarpSum(sum);
+    if (lane == 0) inv_rms[warp] = rsqrtf(sum / static_cast<float>(p.hidden) + p.eps);
+  }
+  const float* r = p.router + int64_t{min(expert, p.experts - 1)} * p.hidden;
+  float acc[kTokens] = {};
+  for (int base = 0; base < p.hidden; base += kChunk) {
+    const int width = min(kChunk, p.hidden - base);
+    __syncthreads();  // inv_rms written; the previous chunk read by every warp
+    for (int idx = threadIdx.x; idx < kTokens * width; idx += blockDim.x) {
+      const int t = idx / width, i = idx % width;
+      xs[t][i] = t < tokens ? p.x[int64_t{token0 + t} * p.hidden + base + i] * inv_rms[t] * p.norm_weight[base + i]
+                            : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int i = 4 * lane; i < width; i += 128) {
+      const float4 w = *reinterpret_cast<const float4*>(r + base + i);
 #pragma unroll
-    for (int t = 0; t < kTokensPerCta; ++t) {
-      if (token0 + t >= p.tokens) break;
-      const __nv_bfloat16* h = p.h + int64_t{token0 + t} * p.hidden + i;
-      const __nv_bfloat162 h01 = *reinterpret_cast<const __nv_bfloat162*>(h);
-      const __nv_bfloat162 h23 = *reinterpret_cast<const __nv_bfloat162*>(h + 2);
-      acc[t] += w.x * __low2float(h01) + w.y * __high2float(h01) + w.z * __low2float(h23) + w.w * __high2float(h23);
+      for (int t = 0; t < kTokens; ++t) {
+        const float4 h = *reinterpret_cast<const float4*>(&xs[t][i]);
+        acc[t] += w.x * h.x + w.y * h.y + w.z * h.z + w.w * h.w;
+      }
     }
   }
+  if (expert >= p.experts) return;
 #pragma unroll
-  for (int t = 0; t < kTokensPerCta; ++t) {
+  for (int t = 0; t < kTokens; ++t) {
     const float sum = kernels::WarpSum(acc[t]);
-    if (lane == 0 && token0 + t < p.tokens) p.logits[int64_t{token0 + t} * p.experts + expert] = sum;
+    if (lane == 0 && t < tokens) p.logits[int64_t{token0 + t} * p.experts + expert] = sum;
   }
 }
 
@@ -92,9 +118,13 @@ __global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p
     if (lane == 0) probs[best_id] = -1.0f;
     __syncwarp();
   }
+  const int choices = p.top_k + p.shared_experts;
   if (lane < p.top_k) {
-    p.topk_ids[t * p.top_k + lane] = chosen_id;
-    p.topk_weights[t * p.top_k + lane] = chosen_prob / fmaxf(chosen_sum, p.norm_min);
+    p.topk_ids[t * choices + lane] = chosen_id;
+    p.topk_weights[t * choices + lane] = chosen_prob / fmaxf(chosen_sum, p.norm_min);
+  } else if (lane < choices) {  // the shared experts, unweighted
+    p.topk_ids[t * choices + lane] = p.experts + lane - p.top_k;
+    p.topk_weights[t * choices + lane] = 1.0f;
   }
 }
 
@@ -133,33 +163,37 @@ __global__ void __launch_bounds__(1024) MoeAlignKernel(MoeAlignParams p) {
   }
 }
 
-__global__ void MoeCombineKernel(MoeCombineParams p) {
+// Grid (tokens, hidden / kCombineThreads): one output element a thread.
+constexpr int kCombineThreads = 256;
+__global__ void __launch_bounds__(kCombineThreads) MoeCombineKernel(MoeCombineParams p) {
   const int64_t t = blockIdx.x;
-  float* out = p.out + t * p.hidden;
-  const float* shared = p.shared != nullptr ? p.shared + t * p.hidden : nullptr;
-  for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) {
-    float routed = 0.0f;
-    for (int j = 0; j < p.top_k; ++j) {
-      const int64_t slot = p.slot_of[t * p.top_k + j];
-      routed += p.topk_weights[t * p.top_k + j] * p.expert_out[slot * p.hidden + i];
-    }
-    // transformers adds the shared experts after the routed ones.
-    const float v = routed + (shared != nullptr ? shared[i] : 0.0f);
-    out[i] = p.accumulate ? out[i] + v : v;
+  const int i = blockIdx.y * kCombineThreads + threadIdx.x;
+  if (i >= p.hidden) return;
+  float sum = 0.0f;
+  for (int j = 0; j < p.top_k; ++j) {
+    const int64_t slot = p.slot_of[t * p.top_k + j];
+    sum += p.topk_weights[t * p.top_k + j] * p.expert_out[slot * p.hidden + i];
   }
+  float* out = p.out + t * p.hidden + i;
+  *out = p.accumulate ? *out + sum : sum;
 }
 
 }  // namespace
 
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream) {
-  if (p.h == nullptr || p.router == nullptr || p.correction_bias == nullptr || p.logits == nullptr ||
-      p.topk_ids == nullptr || p.topk_weights == nullptr || reinterpret_cast<uintptr_t>(p.router) % 16 != 0)
+  if (p.x == nullptr || p.norm_weight == nullptr || p.router == nullptr || p.correction_bias == nullptr ||
+      p.logits == nullptr || p.topk_ids == nullptr || p.topk_weights == nullptr ||
+      reinterpret_cast<uintptr_t>(p.router) % 16 != 0)
     return cudaErrorInvalidValue;
   if (p.tokens < 1 || p.hidden < 4 || p.hidden % 4 != 0 || p.experts < 1 || p.experts > kMoeMaxExperts ||
-      p.top_k < 1 || p.top_k > p.experts || p.top_k > kMoeMaxTopK)
+      p.top_k < 1 || p.top_k > p.experts || p.shared_experts < 0 || p.top_k + p.shared_experts > kMoeMaxTopK)
     return cudaErrorInvalidValue;
-  const dim3 logits_grid((p.experts + kWarps - 1) / kWarps, (p.tokens + kTokensPerCta - 1) / kTokensPerCta);
-  RouterLogitsKernel<<<logits_grid, 32 * kWarps, 0, stream>>>(p);
+  const unsigned expert_ctas = (p.experts + kWarps - 1) / kWarps;
+  if (p.tokens <= 2) {
+    RouterLogitsKernel<1><<<dim3(expert_ctas, p.tokens), 32 * kWarps, 0, stream>>>(p);
+  } else {
+    RouterLogitsKernel<8><<<dim3(expert_ctas, (p.tokens + 7) / 8), 32 * kWarps, 0, stream>>>(p);
+  }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   RouterTopKKernel<<<(p.tokens + kWarps - 1) / kWarps, 32 * kWarps, 0, stream>>>(p);
   return cudaGetLastError();
@@ -170,7 +204,7 @@ cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream) {
       p.num_tiles == nullptr)
     return cudaErrorInvalidValue;
   if (p.assignments < 1 || p.top_k < 1 || p.experts < 1 || p.experts > kMoeMaxExperts ||
-      (p.tile_rows != 8 && p.tile_rows != 16 && p.tile_rows != 32))
+      (p.tile_rows != 8 && p.tile_rows != 16 && p.tile_rows != 32 && p.tile_rows != 64))
     return cudaErrorInvalidValue;
   MoeAlignKernel<<<1, 1024, 0, stream>>>(p);
   return cudaGetLastError();
@@ -180,7 +214,8 @@ cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream) {
   if (p.expert_out == nullptr || p.slot_of == nullptr || p.topk_weights == nullptr || p.out == nullptr ||
       p.tokens < 1 || p.hidden < 1 || p.top_k < 1)
     return cudaErrorInvalidValue;
-  MoeCombineKernel<<<p.tokens, 256, 0, stream>>>(p);
+  const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.hidden + kCombineThreads - 1) / kCombineThreads));
+  MoeCombineKernel<<<grid, kCombineThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,8 @@
 // The routing half of a mixture-of-experts layer on the GPU, around
 // grouped_expert_gemv.h's expert linears:
 //   route:   router logits in float32 (one kernel: each warp one expert, each
-//            CTA 8 tokens, so the float32 router is read once per 8 tokens),
+//            CTA 8 tokens staged normalised in shared memory, so the float32
+//            router is read once per 8 tokens),
 //            then per token (a warp each) softmax, the top_k experts
 //            by probability + e_score_correction_bias (ties to the smaller
 //            id), weighted by the unbiased probabilities renormalised by
@@ -9,7 +10,7 @@
 //   align:   the (token, choice) assignments grouped by expert into slots,
 //            each expert's run padded to whole tiles of tile_rows, with the
 //            expert of every tile (vLLM calls this moe_align_block_size);
-//   combine: out[t] (+)= shared[t] + sum_j weight[t, j] * expert_out[slot of (t, j)].
+//   combine: out[t] (+)= sum_j weight[t, j] * expert_out[slot of (t, j)].
 // None needs the host to know the routing, so a step stays graph-capturable.
 #pragma once
 
@@ -22,18 +23,31 @@ namespace ernie::cuda {
 
 constexpr int32_t kMoeMaxExperts = 1024;
 constexpr int32_t kMoeMaxTopK = 32;
+constexpr int32_t kMoeMaxTileRows = 64;  // the largest tile of grouped_expert_gemv.h
 
+// The router reads the MLP's input from the float32 residual stream and
+// normalises it itself (RMSNorm with norm_weight), in float32 as the CPU
+// reference does: routing on the bf16-rounded normed input would flip more
+// near-tied experts than the model's float32 router need.
+//
+// Shared experts ride along as pseudo-experts: ids experts .. experts +
+// shared_experts - 1, weight 1, appended to every token's choices, so the
+// grouped expert launches compute them too (a SiLU-gated MLP of width
+// S x I is the sum of S MLPs of width I over its column blocks).
 struct MoeRouteParams {
-  const __nv_bfloat16* h = nullptr;        // [tokens, hidden] the MLP's normed input
+  const float* x = nullptr;                // [tokens, hidden] residual stream at the MLP's input
+  const float* norm_weight = nullptr;      // [hidden] post_attention_layernorm
+  float eps = 1e-5f;
   const float* router = nullptr;           // [experts, hidden] float32, 16-byte aligned
   const float* correction_bias = nullptr;  // [experts]
   float* logits = nullptr;                 // [tokens, experts] scratch
-  int32_t* topk_ids = nullptr;             // [tokens, top_k] out
-  float* topk_weights = nullptr;           // [tokens, top_k] out
+  int32_t* topk_ids = nullptr;             // [tokens, top_k + shared_experts] out
+  float* topk_weights = nullptr;           // [tokens, top_k + shared_experts] out
   int32_t tokens = 0;
   int32_t hidden = 0;  // a multiple of 4
-  int32_t experts = 0;  // 1 .. kMoeMaxExperts
-  int32_t top_k = 0;    // 1 .. min(experts, kMoeMaxTopK)
+  int32_t experts = 0;  // 1 .. kMoeMaxExperts (routed)
+  int32_t top_k = 0;    // 1 .. experts; top_k + shared_experts <= kMoeMaxTopK
+  int32_t shared_experts = 0;
   float norm_min = 1e-12f;
 };
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream);
@@ -45,10 +59,10 @@ inline int64_t MoeSlotCapacity(int64_t assignments, int64_t experts, int64_t til
 
 struct MoeAlignParams {
   const int32_t* topk_ids = nullptr;  // [assignments] from the route kernel
-  int32_t assignments = 0;            // tokens x top_k
-  int32_t top_k = 0;
-  int32_t experts = 0;
-  int32_t tile_rows = 8;
+  int32_t assignments = 0;            // tokens x choices
+  int32_t top_k = 0;                  // choices per token (routed + shared)
+  int32_t experts = 0;                // routed + shared
+  int32_t tile_rows = 8;              // 8, 16, 32 or 64
   int32_t* slot_token = nullptr;   // [MoeSlotCapacity] token of each used slot, -1 for padding
   int32_t* slot_of = nullptr;      // [assignments] slot of each assignment
   int32_t* tile_expert = nullptr;  // [MoeSlotCapacity / tile_rows] expert of each used tile
@@ -60,7 +74,6 @@ struct MoeCombineParams {
   const float* expert_out = nullptr;    // [slots, hidden] the experts' down projections
   const int32_t* slot_of = nullptr;     // [tokens, top_k]
   const float* topk_weights = nullptr;  // [tokens, top_k]
-  const float* shared = nullptr;        // [tokens, hidden] shared experts' output, or nullptr
   float* out = nullptr;                 // [tokens, hidden]
   bool accumulate = false;              // add to out (the residual stream) instead of overwriting it
   int32_t tokens = 0;
