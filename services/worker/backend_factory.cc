@@ -73,6 +73,7 @@ absl::StatusOr<int64_t> CreateCudaServing(const WorkerConfig& c, const LoadedMod
       "workspace %.1f MiB",
       MiB(mem.weights), MiB(mem.kv_cache), kv.num_blocks, kv.block_size, kv.num_blocks * kv.block_size, sized_by,
       MiB(mem.workspace));
+  if (model.dummy_weights) out.weight_bytes = mem.weights;  // no checkpoint to count
   out.backend = std::move(*backend);
   return kv.num_blocks * kv.block_size;
 }
@@ -103,6 +104,7 @@ absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& c) {
   }
 
   ERNIE_ASSIGN_OR_RETURN(out.model, LoadModel(c.model, c.load_format));
+  out.weight_bytes = out.model->checkpoint != nullptr ? out.model->checkpoint->total_bytes() : 0;
   const ModelConfig& mc = out.model->config;
   ERNIE_ASSIGN_OR_RETURN(GenerationDefaults defaults, LoadGenerationDefaults(c.model));
   for (int64_t id : mc.eos_token_ids) out.engine.eos_token_ids.push_back(static_cast<int32_t>(id));

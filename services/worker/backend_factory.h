@@ -21,6 +21,7 @@ struct ServingModel {
   std::string architecture;             // for GetModelInfo
   std::string dtype;
   std::string kv_report;                // "KV cache: N blocks x B tokens = T tokens, X MiB"
+  int64_t weight_bytes = 0;             // the checkpoint's, or (--load-format dummy) what the device holds
 };
 
 absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& config);

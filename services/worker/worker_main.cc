@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
         .max_num_seqs = serving->engine.scheduler.max_num_seqs,
         .max_num_batched_tokens = engine->core().config().scheduler.max_num_batched_tokens,
         .enable_prefix_caching = serving->engine.enable_prefix_caching,
-        .weight_bytes = serving->model != nullptr ? serving->model->checkpoint->total_bytes() : 0,
+        .weight_bytes = serving->weight_bytes,
         .kv_cache_bytes = kv.total_bytes()};
     absl::Status attached = metrics->AttachEngine(engine.get(), metrics_info, &service.draining_flag());
     if (attached.ok() && info.backend == "cuda") {

@@ -246,5 +246,22 @@ TEST(WorkerServiceTest, PythonClientWithGeneratedStubs) {
   EXPECT_EQ(got["architecture"], "Ernie4_5ForCausalLM");
 }
 
+// --load-format dummy has no checkpoint for the CPU backend to run: the
+// worker fails at start naming the flag, rather than serving unbound weights.
+TEST(BuildServingModelTest, DummyWeightsOnTheCpuBackendAreAClearStartError) {
+  WorkerConfig config;
+  config.model = kModel;
+  config.backend = "cpu";
+  config.load_format = "dummy";
+  auto serving = BuildServingModel(config);
+  ASSERT_FALSE(serving.ok());
+  EXPECT_NE(serving.status().message().find("--load-format dummy needs the CUDA backend"), std::string::npos)
+      << serving.status();
+  config.load_format = "safetensors";
+  auto real = BuildServingModel(config);
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_GT(real->weight_bytes, 0);
+}
+
 }  // namespace
 }  // namespace ernie::worker
