@@ -156,7 +156,16 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.qkv, Alloc<float>(t * (c.q_size() + 2 * c.kv_size()), "qkv activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn, Alloc<uint16_t>(t * c.q_size(), "attention output"));
   ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
-  ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(t * 2 * c.intermediate_size, "gate/up activations"));
+  // Also ExpertsByGemm's gate|up output, [slots of a MoE chunk, 2 moe_intermediate_size].
+  int64_t gate_up_floats = t * 2 * c.intermediate_size;
+  if (c.architecture == Architecture::kErnie45Moe) {
+    const MoeConfig& m = c.moe;
+    const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
+    gate_up_floats = std::max(gate_up_floats, MoeSlotCapacity(chunk * (m.top_k + m.num_shared_experts),
+                                                              m.num_experts + m.num_shared_experts, 8) *
+                                                  2 * m.intermediate_size);
+  }
+  ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(gate_up_floats, "gate/up activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * c.intermediate_size, "MLP activations"));
   if (c.architecture == Architecture::kErnie45Moe) {
     const MoeConfig& m = c.moe;
@@ -174,6 +183,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     ERNIE_ASSIGN_OR_RETURN(ws.moe_num_tiles, Alloc<int32_t>(1, "MoE tile count"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_act, Alloc<uint16_t>(slots * m.intermediate_size, "MoE expert activations"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_expert_out, Alloc<float>(slots * c.hidden_size, "MoE expert outputs"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_tiles_host, PinnedBuffer<int32_t>::Allocate(1 + slots / 8, "MoE tile table"));
   }
   const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * kAttentionRowsPerCta;
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_out, Alloc<float>(partial_rows * c.head_dim, "split-KV partial outputs"));

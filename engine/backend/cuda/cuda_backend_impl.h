@@ -61,6 +61,7 @@ struct Workspace {
   DeviceBuffer<int32_t> moe_num_tiles;     // [1]
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
+  PinnedBuffer<int32_t> moe_tiles_host;    // [1 + S / 8] tile count and table, read back for ExpertsByGemm
   DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
   PinnedBuffer<int32_t> copies_staging;  // host side of `copies`
 
@@ -120,6 +121,9 @@ class CudaBackendImpl final : public CudaBackend {
   // out (+)= the mixture-of-experts MLP of layer `layer` on h's `tokens`
   // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc).
   absl::Status MoeBlock(int64_t layer, int32_t tokens, const uint16_t* h, float* out, bool accumulate);
+  // The experts of one routed chunk (tiles of 8 slots) as one cuBLAS GEMM per
+  // expert; waits for the routing (large, ungraphed steps only).
+  absl::Status ExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t max_slots);
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
   // The same two for steps of at most kDecodeLinearMaxRows tokens (cuda_decode_forward.cc).
   absl::Status EnqueueDecodeLayers(int32_t tokens);
@@ -140,6 +144,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
   int32_t moe_max_tile_rows_ = 32;     // CudaBackendOptions::moe_max_tile_rows
+  bool step_graphed_ = false;          // the step being enqueued is captured into a CUDA graph (no host waits)
   CudaMemoryBreakdown memory_;
 
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order

@@ -190,7 +190,8 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   auto logit_pass = [&](int32_t first, int32_t n) {
     return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);
   };
-  if (tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_) {
+  step_graphed_ = tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_;
+  if (step_graphed_) {
     ERNIE_RETURN_IF_ERROR(graphs_.Run(GraphCache::Key(tokens, inputs_.num_items(), rows), stream_.get(), [&] {
       ERNIE_RETURN_IF_ERROR(layers());
       return rows > 0 ? logit_pass(0, rows) : absl::OkStatus();

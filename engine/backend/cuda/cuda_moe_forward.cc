@@ -9,7 +9,12 @@
 //   out[t] (+)= sum_j w[t, j] y[slot(t, j)]                  combine kernel
 // Steps larger than moe_chunk_tokens_ go in chunks, which bounds the slot
 // workspace. Nothing here waits for the device, so decode steps of MoE
-// models replay as CUDA graphs like dense ones.
+// models replay as CUDA graphs like dense ones. Chunks of at least
+// kGemmMinTokens tokens in steps that are not graphed (prefill) instead
+// read the routing's tile table back and run each expert as one cuBLAS
+// GEMM on its contiguous slots (ExpertsByGemm): at hundreds of tokens an
+// expert, tensor-core GEMM tiles beat the grouped GEMV's, which re-reads
+// each expert's weights for every 32 tokens.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -33,7 +38,67 @@ int32_t TileRowsFor(int64_t assignments, int64_t experts, int32_t max_tile_rows)
   return std::min(max_tile_rows, per_expert <= 6 ? 8 : per_expert <= 12 ? 16 : per_expert <= 24 ? 32 : 64);
 }
 
+constexpr int32_t kGemmMinTokens = 256;
+
 }  // namespace
+
+absl::Status CudaBackendImpl::ExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t max_slots) {
+  const ModelConfig& c = config_;
+  const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
+  cudaStream_t s = stream_.get();
+  const int64_t hidden = c.hidden_size, width = c.moe.intermediate_size;
+  constexpr int32_t kTileRows = 8;
+  const int32_t max_tiles = max_slots / kTileRows;
+  int32_t* host = ws_.moe_tiles_host.data();
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, ws_.moe_num_tiles.data(), sizeof(int32_t), cudaMemcpyDeviceToHost, s),
+                             "cudaMemcpyAsync of the MoE tile count");
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host + 1, ws_.moe_tile_expert.data(), sizeof(int32_t) * max_tiles,
+                                             cudaMemcpyDeviceToHost, s),
+                             "cudaMemcpyAsync of the MoE tile table");
+  // The gathered inputs live in the expert-output buffer (bf16 rows take half
+  // its bytes), which the down GEMMs only write after the gate/up ones read them.
+  auto* gathered = reinterpret_cast<__nv_bfloat16*>(ws_.moe_expert_out.data());
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeGather({.x = h,
+                                              .slot_token = ws_.moe_slot_token.data(),
+                                              .num_tiles = ws_.moe_num_tiles.data(),
+                                              .out = gathered,
+                                              .max_slots = max_slots,
+                                              .tile_rows = kTileRows,
+                                              .hidden = static_cast<int32_t>(hidden)},
+                                             s),
+                             absl::StrCat("MoE gather kernel, layer ", layer));
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), "MoE tile table");
+  const int32_t tiles = std::min(host[0], max_tiles);
+  const auto* tile_expert = host + 1;
+  // Each expert's tiles are consecutive: one GEMM per run.
+  auto for_each_run = [&](auto&& gemm) -> absl::Status {
+    for (int32_t first = 0; first < tiles;) {
+      int32_t last = first + 1;
+      while (last < tiles && tile_expert[last] == tile_expert[first]) ++last;
+      ERNIE_RETURN_IF_ERROR(gemm(tile_expert[first], int64_t{first} * kTileRows, int64_t{last - first} * kTileRows));
+      first = last;
+    }
+    return absl::OkStatus();
+  };
+  ERNIE_RETURN_IF_ERROR(for_each_run([&](int32_t e, int64_t slot0, int64_t rows) {
+    return gemm_.Run(reinterpret_cast<const uint16_t*>(gathered) + slot0 * hidden, rows, hidden,
+                     w.experts_gate_up.data() + int64_t{e} * 2 * width * hidden, 2 * width,
+                     ws_.gate_up.data() + slot0 * 2 * width, GemmOutput::kF32);
+  }));
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeSiluMul({.gate_up = ws_.gate_up.data(),
+                                               .num_tiles = ws_.moe_num_tiles.data(),
+                                               .act = reinterpret_cast<__nv_bfloat16*>(ws_.moe_act.data()),
+                                               .max_slots = max_slots,
+                                               .tile_rows = kTileRows,
+                                               .width = static_cast<int32_t>(width)},
+                                              s),
+                             absl::StrCat("MoE SiLU-and-mul kernel, layer ", layer));
+  return for_each_run([&](int32_t e, int64_t slot0, int64_t rows) {
+    return gemm_.Run(ws_.moe_act.data() + slot0 * width, rows, width,
+                     w.experts_down.data() + int64_t{e} * hidden * width, hidden,
+                     ws_.moe_expert_out.data() + slot0 * hidden, GemmOutput::kF32);
+  });
+}
 
 absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint16_t* h, float* out, bool accumulate) {
   const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
@@ -68,7 +133,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
                                               s),
                                absl::StrCat("MoE routing kernels, layer ", layer));
     const int32_t assignments = n * choices;
-    const int32_t tile_rows = TileRowsFor(assignments, stacked, moe_max_tile_rows_);
+    const bool by_gemm = !step_graphed_ && n >= kGemmMinTokens;
+    const int32_t tile_rows = by_gemm ? 8 : TileRowsFor(assignments, stacked, moe_max_tile_rows_);
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeAlign({.topk_ids = ws_.moe_topk_ids.data(),
                                                .assignments = assignments,
                                                .top_k = choices,
@@ -84,6 +150,9 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
     // Every expert chosen at least once is a tile; more when one has over tile_rows tokens.
     const int32_t expected_tiles =
         std::min(max_tiles, std::max(std::min(stacked, assignments), (assignments + tile_rows - 1) / tile_rows));
+    if (by_gemm) {
+      ERNIE_RETURN_IF_ERROR(ExpertsByGemm(layer, hc_bf16, max_tiles * tile_rows));
+    } else {
     ERNIE_CUDA_RETURN_IF_ERROR(
         LaunchGroupedExpertGemv({.x = hc_bf16,
                                  .x_row = ws_.moe_slot_token.data(),
@@ -113,6 +182,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
                                  .expected_tiles = expected_tiles},
                                 s),
         absl::StrCat("MoE experts' down kernel, layer ", layer));
+    }
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),
                                                  .topk_weights = ws_.moe_topk_weights.data(),
