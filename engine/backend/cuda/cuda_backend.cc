@@ -79,6 +79,8 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("moe_chunk_tokens must be in [1, 65536], got ", o.moe_chunk_tokens));
   if (o.moe_max_tile_rows != 8 && o.moe_max_tile_rows != 16 && o.moe_max_tile_rows != 32 && o.moe_max_tile_rows != 64)
     return absl::InvalidArgumentError(absl::StrCat("moe_max_tile_rows must be 8, 16, 32 or 64, got ", o.moe_max_tile_rows));
+  if (o.moe_gemm_min_tokens < 1)
+    return absl::InvalidArgumentError(absl::StrCat("moe_gemm_min_tokens must be positive, got ", o.moe_gemm_min_tokens));
   if (o.graph_max_tokens < 0 || o.max_graphs < 0)
     return absl::InvalidArgumentError("graph_max_tokens and max_graphs must not be negative");
   return absl::OkStatus();
@@ -174,6 +176,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     const int64_t slots = MoeSlotCapacity(chunk * choices, m.num_experts + m.num_shared_experts, kMoeMaxTileRows);
     b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
     b->moe_max_tile_rows_ = options.moe_max_tile_rows;
+    b->moe_gemm_min_tokens_ = options.moe_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_weights, Alloc<float>(chunk * choices, "MoE expert weights"));

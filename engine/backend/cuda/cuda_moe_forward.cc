@@ -10,11 +10,12 @@
 // Steps larger than moe_chunk_tokens_ go in chunks, which bounds the slot
 // workspace. Nothing here waits for the device, so decode steps of MoE
 // models replay as CUDA graphs like dense ones. Chunks of at least
-// kGemmMinTokens tokens in steps that are not graphed (prefill) instead
+// moe_gemm_min_tokens_ tokens (steps that large are not graphed) instead
 // read the routing's tile table back and run each expert as one cuBLAS
-// GEMM on its contiguous slots (ExpertsByGemm): at hundreds of tokens an
-// expert, tensor-core GEMM tiles beat the grouped GEMV's, which re-reads
-// each expert's weights for every 32 tokens.
+// GEMM on its contiguous slots (ExpertsByGemm): at a hundred tokens an
+// expert and more (prefill), tensor-core GEMM tiles beat the grouped
+// GEMV's, which re-reads each expert's weights for every 32 tokens; below,
+// the host wait and 130 launches a layer cost more (NOTES.md v5).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -37,8 +38,6 @@ int32_t TileRowsFor(int64_t assignments, int64_t experts, int32_t max_tile_rows)
   const int64_t per_expert = (assignments + experts - 1) / experts;
   return std::min(max_tile_rows, per_expert <= 6 ? 8 : per_expert <= 12 ? 16 : per_expert <= 24 ? 32 : 64);
 }
-
-constexpr int32_t kGemmMinTokens = 256;
 
 }  // namespace
 
@@ -133,7 +132,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
                                               s),
                                absl::StrCat("MoE routing kernels, layer ", layer));
     const int32_t assignments = n * choices;
-    const bool by_gemm = !step_graphed_ && n >= kGemmMinTokens;
+    const bool by_gemm = !step_graphed_ && n >= moe_gemm_min_tokens_;
     const int32_t tile_rows = by_gemm ? 8 : TileRowsFor(assignments, stacked, moe_max_tile_rows_);
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeAlign({.topk_ids = ws_.moe_topk_ids.data(),
                                                .assignments = assignments,

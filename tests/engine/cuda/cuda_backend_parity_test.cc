@@ -82,12 +82,15 @@ class CudaParityTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? std::move(*b) : nullptr;
   }
-  // moe_chunk_tokens below a step's tokens makes MoE layers go in chunks.
-  std::unique_ptr<CudaBackend> Gpu(int64_t block_size, int64_t moe_chunk_tokens = 1024) {
+  // moe_chunk_tokens below a step's tokens makes MoE layers go in chunks;
+  // steps of moe_gemm_min_tokens or more run the experts as per-expert GEMMs.
+  std::unique_ptr<CudaBackend> Gpu(int64_t block_size, int64_t moe_chunk_tokens = 1024,
+                                   int64_t moe_gemm_min_tokens = 512) {
     auto b = CreateCudaBackend(*model_, {.block_size = block_size,
                                          .num_blocks = 512,
                                          .max_tokens_per_step = 512,
-                                         .moe_chunk_tokens = moe_chunk_tokens});
+                                         .moe_chunk_tokens = moe_chunk_tokens,
+                                         .moe_gemm_min_tokens = moe_gemm_min_tokens});
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? std::move(*b) : nullptr;
   }
@@ -146,17 +149,19 @@ TEST_P(CudaParityTest, TeacherForcedLogitsMatchTheCpuReference) {
   struct Layout {
     int64_t block_size;
     int32_t chunk;
-    int64_t moe_chunk_tokens;
+    int64_t moe_chunk_tokens = 1024;
+    int64_t moe_gemm_min_tokens = 512;
   };
   double worst = 0;
   // Chunks of at most 8 tokens run the fused decode kernels; 1 also splits
   // attention over many CTAs. A MoE chunk of 5 tokens splits the expert
-  // kernels of a step in passes.
-  for (const Layout layout :
-       {Layout{16, 512, 1024}, Layout{3, 7, 1024}, Layout{1, 64, 1024}, Layout{16, 1, 1024}, Layout{16, 64, 5}}) {
+  // kernels of a step in passes; a GEMM threshold of 16 sends MoE steps of
+  // 16+ tokens through the per-expert cuBLAS GEMMs.
+  for (const Layout layout : {Layout{16, 512}, Layout{3, 7}, Layout{1, 64}, Layout{16, 1}, Layout{16, 64, 5},
+                              Layout{16, 64, 1024, 16}}) {
     SCOPED_TRACE(absl::StrCat(GetParam(), " block=", layout.block_size, " chunk=", layout.chunk,
-                              " moe_chunk=", layout.moe_chunk_tokens));
-    auto gpu = Gpu(layout.block_size, layout.moe_chunk_tokens);
+                              " moe_chunk=", layout.moe_chunk_tokens, " moe_gemm_min=", layout.moe_gemm_min_tokens));
+    auto gpu = Gpu(layout.block_size, layout.moe_chunk_tokens, layout.moe_gemm_min_tokens);
     ASSERT_NE(gpu, nullptr);
     std::vector<double> errors;
     for (const Prompt& p : prompts_) {

@@ -7,7 +7,7 @@
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B]
 //                    [--max-attention-splits 32] [--fused-decode 1] [--log FILE]
-//                    [--load-format auto|dummy] [--moe-max-tile-rows 64]
+//                    [--load-format auto|dummy] [--moe-max-tile-rows 32] [--moe-gemm-min-tokens 256]
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
 // the device (the 21B-A3B shape is 43.7 GB: ernie-make-model --config-only
@@ -55,6 +55,7 @@ struct Args {
   int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
+  int moe_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_gemm_min_tokens);
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -66,6 +67,8 @@ bool Parse(int argc, char** argv, Args* a) {
       a->log = v;
     } else if (f == "--load-format") {
       a->load_format = v;
+    } else if (f == "--moe-gemm-min-tokens") {
+      if (!absl::SimpleAtoi(v, &a->moe_gemm_min_tokens) || a->moe_gemm_min_tokens < 1) return false;
     } else if (f == "--moe-max-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->moe_max_tile_rows)) return false;
     } else if (f == "--batch-sizes") {
@@ -252,7 +255,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
                  "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] [--log FILE] "
-                 "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64]\n";
+                 "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] [--moe-gemm-min-tokens N]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -273,7 +276,8 @@ int main(int argc, char** argv) {
                 .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
                 .max_attention_splits = args.max_attention_splits,
                 .fused_decode = args.fused_decode == 1,
-                .moe_max_tile_rows = args.moe_max_tile_rows});
+                .moe_max_tile_rows = args.moe_max_tile_rows,
+                .moe_gemm_min_tokens = args.moe_gemm_min_tokens});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
     return 1;
@@ -288,6 +292,7 @@ int main(int argc, char** argv) {
                         {"prompt_len", args.prompt_len},
                         {"load_format", args.load_format},
                         {"moe_max_tile_rows", args.moe_max_tile_rows},
+                        {"moe_gemm_min_tokens", args.moe_gemm_min_tokens},
                         {"architecture", (*model)->config.architecture_name},
                         {"parameters", (*model)->config.ParameterCount()},
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.
