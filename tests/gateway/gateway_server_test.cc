@@ -368,6 +368,8 @@ TEST(GatewayServerTest, WorkerQueueFullIs429WithRetryAfter) {
   EXPECT_EQ(r.status, 429);
   EXPECT_EQ(r.headers.at("retry-after"), "1");
   EXPECT_EQ(ParseBody(r)["error"]["type"], "rate_limit_error");
+  // An HTTP error, not an event in a started stream.
+  EXPECT_EQ(h.app().metrics().stream_error_events(StreamErrorReason::kWorkerFailed), 0);
 }
 
 TEST(GatewayServerTest, ErrorAfterTheStreamStartedIsAnErrorEvent) {
@@ -379,6 +381,10 @@ TEST(GatewayServerTest, ErrorAfterTheStreamStartedIsAnErrorEvent) {
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("data: {\"error\":"), std::string::npos) << r.body;
   EXPECT_EQ(r.body.find("[DONE]"), std::string::npos);
+  // Counted before the event is sent, so it shows by the time the body has come.
+  EXPECT_EQ(h.app().metrics().stream_error_events(StreamErrorReason::kWorkerFailed), 1);
+  EXPECT_NE(h.Get("/metrics").body.find("reason=\"worker_failed\"} 1\n"),
+            std::string::npos);
 }
 
 TEST(GatewayServerTest, RetriesOnAnotherWorkerWhenOneIsDown) {
