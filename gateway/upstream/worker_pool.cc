@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "services/common/grpc_handoff.h"
 
 namespace ernie::gateway {
 namespace {
@@ -150,15 +151,21 @@ void WorkerPool::Poll(const std::shared_ptr<Worker>& worker) {
   const auto deadline = std::chrono::system_clock::now() + options_.poll_timeout;
   auto call = std::make_shared<LoadCall>();
   call->context.set_deadline(deadline);
+  HandToGrpc(call.get());
   worker->endpoint->stub->async()->GetLoad(
-      &call->context, &call->request, &call->response,
-      [this, worker, call](grpc::Status status) { OnLoadPolled(*worker, status, call->response); });
+      &call->context, &call->request, &call->response, [this, worker, call](grpc::Status status) {
+        TakeFromGrpc(call.get());
+        OnLoadPolled(*worker, status, call->response);
+      });
   if (!need_info) return;
   auto info = std::make_shared<InfoCall>();
   info->context.set_deadline(deadline);
+  HandToGrpc(info.get());
   worker->endpoint->stub->async()->GetModelInfo(
-      &info->context, &info->request, &info->response,
-      [this, worker, info](grpc::Status status) { OnInfoFetched(*worker, status, info->response); });
+      &info->context, &info->request, &info->response, [this, worker, info](grpc::Status status) {
+        TakeFromGrpc(info.get());
+        OnInfoFetched(*worker, status, info->response);
+      });
 }
 
 void WorkerPool::OnLoadPolled(Worker& worker, const grpc::Status& status, const ernie::v1::Load& load) {
