@@ -88,6 +88,11 @@ void WorkerPool::Stop() {
   polled_.wait(lock, [this] { return outstanding_polls_ == 0; });
 }
 
+bool WorkerPool::WaitForLeasesReleased(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return polled_.wait_for(lock, timeout, [this] { return leases_out_ == 0; });
+}
+
 void WorkerPool::PollLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
@@ -223,6 +228,7 @@ std::optional<WorkerPool::Lease> WorkerPool::Acquire(uint64_t affinity_key, cons
   const std::optional<size_t> chosen = ChooseWorker(views, excluded_indices, affinity, options_.choice);
   if (!chosen) return std::nullopt;
   ++workers_[*chosen]->in_flight;
+  ++leases_out_;
   return Lease{workers_[*chosen]->endpoint};
 }
 
@@ -237,6 +243,8 @@ void WorkerPool::Release(const Lease& lease, bool failed, std::optional<uint64_t
     if (affinity_.size() >= kMaxAffinityEntries) affinity_.clear();  // cheap bound; affinity is only a hint
     affinity_[*served_prefix] = lease.endpoint->address;
   }
+  --leases_out_;
+  polled_.notify_all();  // under the lock: the waiter may destroy this object right after
 }
 
 bool WorkerPool::AnyHealthy() const {

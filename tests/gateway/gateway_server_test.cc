@@ -74,6 +74,10 @@ class Harness {
   }
   ~Harness() {
     server_->Stop();
+    // A generation's last worker callback, which releases its lease, can
+    // come after the client has its answer: wait for it before destroying
+    // the pool (ThreadSanitizer caught a Release into a destroyed pool).
+    EXPECT_TRUE(pool_->WaitForLeasesReleased(std::chrono::seconds(10)));
     pool_->Stop();
     client_->Stop();
     std::filesystem::remove_all(web_dir_);
