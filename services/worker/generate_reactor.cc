@@ -44,12 +44,11 @@ GenerateReactor::GenerateReactor(EngineLoop* engine, EngineRequest request, bool
       sink_(std::make_shared<Sink>(this)) {
   pending_.resize(static_cast<size_t>(std::max(1, num_samples_)));
   request.sink = sink_;
-  engine_->SubmitAsync(std::move(request), [this](const absl::Status& verdict) {
-    if (verdict.ok()) return;
-    // Refused at admission: nothing was streamed, the status says why.
-    std::lock_guard<std::mutex> lock(mu_);
-    engine_done_ = true;
-    FinishLocked(ToGrpcStatus(verdict));
+  // Refused at admission: nothing was streamed, the status says why. It goes
+  // through the sink like every other engine event, so the engine thread
+  // never calls into gRPC (Finish) itself.
+  engine_->SubmitAsync(std::move(request), [sink = sink_](const absl::Status& verdict) {
+    if (!verdict.ok()) sink->OnError(verdict);
   });
   HandToGrpc(this);  // returned to gRPC, which calls OnCancel / OnWriteDone / OnDone
 }
