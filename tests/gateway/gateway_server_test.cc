@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "gateway/http/http_server.h"
 #include "gateway/routes/gateway_app.h"
@@ -21,6 +23,12 @@ using testing::FakeTokenizer;
 using testing::FakeWorker;
 using testing::HttpTestClient;
 using OJson = nlohmann::ordered_json;
+
+// Never destroyed (see ~Harness); reachable, so not a leak to LeakSanitizer.
+void KeepUntilExit(std::unique_ptr<HttpServer> server, std::unique_ptr<GatewayApp> app) {
+  static auto* const kept = new std::vector<std::pair<std::unique_ptr<HttpServer>, std::unique_ptr<GatewayApp>>>();
+  kept->emplace_back(std::move(server), std::move(app));
+}
 
 struct HarnessOptions {
   int workers = 1;
@@ -42,7 +50,9 @@ class Harness {
     } else {
       for (const auto& server : worker_servers_) pool_options.addresses.push_back(server->address());
     }
-    pool_options.poll_timeout = std::chrono::milliseconds(300);
+    // Generous: under ThreadSanitizer on a busy machine a poll can take over
+    // 300 ms, and a worker whose poll timed out counts as down.
+    pool_options.poll_timeout = std::chrono::milliseconds(2000);
     pool_ = std::make_unique<WorkerPool>(pool_options);
     pool_->PollNowForTest();
     client_ = std::make_unique<TokenizerClient>(tokenizer_server_.address());
@@ -81,6 +91,12 @@ class Harness {
     pool_->Stop();
     client_->Stop();
     std::filesystem::remove_all(web_dir_);
+    // That last callback can also drop the request's channel, so its HTTP
+    // session (on the server's io_context) and the app's metrics must
+    // outlive it (ThreadSanitizer caught a session's strand released while
+    // the io_context was being destroyed). As in ernie-gateway, which
+    // _Exit()s without destroying them, they are kept to the end.
+    KeepUntilExit(std::move(server_), std::move(app_));
   }
 
   uint16_t port() const { return server_->port(); }
