@@ -53,6 +53,13 @@ void GatewayMetrics::Register(const std::string& model_name) {
   retries_ = &Must(registry_.AddCounter("ernie_gateway_upstream_retries_total",
                                         "Generations retried on another worker (nothing streamed yet)."))
                   ->Get();
+  auto* stream_errors = Must(registry_.AddCounter<1>(
+      "ernie_gateway_stream_error_events_total",
+      "Streams (already answered 200) that ended with an error event instead of [DONE], by reason.", {"reason"}));
+  stream_errors_[static_cast<size_t>(StreamErrorReason::kWorkerFailed)] = &stream_errors->WithLabels({"worker_failed"});
+  stream_errors_[static_cast<size_t>(StreamErrorReason::kNoWorker)] = &stream_errors->WithLabels({"no_worker"});
+  stream_errors_[static_cast<size_t>(StreamErrorReason::kInvalidWorkerOutput)] =
+      &stream_errors->WithLabels({"invalid_worker_output"});
   ttft_ = &Must(registry_.AddHistogram("ernie_gateway_time_to_first_token_seconds",
                                        "Time from the request's arrival to its first generated token, at the gateway.",
                                        metrics::FirstTokenBuckets()))

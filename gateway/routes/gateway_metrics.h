@@ -1,17 +1,30 @@
 // The gateway's Prometheus metrics, on the in-tree library: HTTP requests by
 // route and status, requests and streams in flight, client disconnects,
-// upstream errors and retries, time to first token / inter-token latency /
-// end-to-end latency as the client sees them, drain state, and the process
-// metrics. Thread-safe; updates are atomics (a request's route/status series
+// upstream errors and retries, streams ended by an error event, time to first
+// token / inter-token latency / end-to-end latency as the client sees them,
+// drain state, and the process metrics. Thread-safe; updates are atomics (a request's route/status series
 // is looked up once per request, never per token).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
 #include "services/common/metrics/registry.h"
 
 namespace ernie::gateway {
+
+// Why a stream that had already answered 200 ended with an error event in
+// place of [DONE] (the client sees a truncated answer; the HTTP status
+// counted in ernie_gateway_requests_total is still 200). The reason label of
+// ernie_gateway_stream_error_events_total.
+enum class StreamErrorReason {
+  kWorkerFailed,         // a worker's call failed after tokens were streamed (no retry then)
+  kNoWorker,             // no healthy worker was left for one of the prompts
+  kInvalidWorkerOutput,  // a worker message the gateway cannot use (sample index out of range,
+                         // tokens the detokenizer refuses)
+};
+inline constexpr int kStreamErrorReasonCount = 3;
 
 class GatewayMetrics {
  public:
@@ -31,6 +44,8 @@ class GatewayMetrics {
   void UpstreamError(const std::string& service, const std::string& code);
   // A generation was retried on another worker.
   void UpstreamRetry() { retries_->Increment(); }
+  // An error event was sent to a streaming client (its stream then ends).
+  void StreamErrorEvent(StreamErrorReason reason) { stream_errors_[static_cast<size_t>(reason)]->Increment(); }
   // Streaming latencies, measured from the request's arrival at the gateway.
   void ObserveFirstToken(double seconds) { ttft_->Observe(seconds); }
   // `tokens` tokens arrived `seconds` after the previous ones: each gets seconds / tokens.
@@ -41,6 +56,9 @@ class GatewayMetrics {
   int64_t streams_in_flight() const { return static_cast<int64_t>(streams_in_flight_->value()); }
   int64_t requests_in_flight() const { return static_cast<int64_t>(requests_in_flight_->value()); }
   int64_t requests(const std::string& route, int status) const;
+  int64_t stream_error_events(StreamErrorReason reason) const {
+    return static_cast<int64_t>(stream_errors_[static_cast<size_t>(reason)]->value());
+  }
 
   // Text format 0.0.4 with HELP and TYPE lines.
   std::string Exposition() const { return registry_.Exposition(); }
@@ -56,6 +74,8 @@ class GatewayMetrics {
   metrics::Gauge* requests_in_flight_ = nullptr;
   metrics::Counter* client_disconnects_ = nullptr;
   metrics::Counter* retries_ = nullptr;
+  // Indexed by StreamErrorReason: every series exists (at 0) from the start.
+  std::array<metrics::Counter*, kStreamErrorReasonCount> stream_errors_{};
   metrics::Histogram* ttft_ = nullptr;
   metrics::Histogram* itl_ = nullptr;
   metrics::Histogram* e2e_ = nullptr;

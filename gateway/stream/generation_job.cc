@@ -75,7 +75,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     const int attempt = ++group.attempt;
     std::optional<WorkerPool::Lease> lease = services_.workers->Acquire(group.affinity_key, group.tried);
     if (!lease) {
-      FailLocked(last_error_ ? *last_error_ : ServiceUnavailable("No healthy worker is available"));
+      FailLocked(last_error_ ? *last_error_ : ServiceUnavailable("No healthy worker is available"),
+                 StreamErrorReason::kNoWorker);
       return;
     }
     group.lease = lease;
@@ -112,13 +113,14 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     group.prompt_tokens = message.prompt_tokens();
     group.cached_tokens = message.cached_prompt_tokens();
     if (message.index() < 0 || message.index() >= n()) {
-      return FailLocked(InternalError(absl::StrCat("worker sent sample index ", message.index(), " of ", n())));
+      return FailLocked(InternalError(absl::StrCat("worker sent sample index ", message.index(), " of ", n())),
+                        StreamErrorReason::kInvalidWorkerOutput);
     }
     if (spec_.params.stream && !stream_started_) StartStreamLocked();
     const size_t c = g * static_cast<size_t>(n()) + static_cast<size_t>(message.index());
     if (!choices_[c].finished) {
       if (absl::Status status = ConsumeLocked(c, message); !status.ok()) {
-        return FailLocked(ApiErrorFromStatus(status, "worker"));
+        return FailLocked(ApiErrorFromStatus(status, "worker"), StreamErrorReason::kInvalidWorkerOutput);
       }
     }
     bool group_done = true;
@@ -250,7 +252,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
                                                        static_cast<absl::StatusCode>(status.error_code())));
         if (retry) services_.metrics->UpstreamRetry();
       }
-      if (!retry) return FailLocked(*last_error_);
+      if (!retry) return FailLocked(*last_error_, StreamErrorReason::kWorkerFailed);
     }
     StartGroup(g);  // another worker; fails with last_error_ when none is left
   }
@@ -286,13 +288,16 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   }
 
   // Ends the request with `error`: an HTTP error before the stream started,
-  // an error event and the end of the stream after.
-  void FailLocked(const ApiError& error) {
+  // an error event and the end of the stream after. `reason` is counted only
+  // for the event: the HTTP errors are in ernie_gateway_requests_total, but a
+  // stream already answered 200 and would otherwise fail unseen.
+  void FailLocked(const ApiError& error, StreamErrorReason reason) {
     if (ended_) return;
     ended_ = true;
     RecordEndLocked();
     CancelAllLocked();
     if (stream_started_) {
+      if (services_.metrics != nullptr) services_.metrics->StreamErrorEvent(reason);
       channel_->Send(SseEvent(error.ToJsonString()));
       channel_->End();
       return;

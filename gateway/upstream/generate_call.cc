@@ -1,6 +1,7 @@
 #include "gateway/upstream/generate_call.h"
 
 #include "absl/strings/str_cat.h"
+#include "services/common/grpc_handoff.h"
 
 namespace ernie::gateway {
 
@@ -18,6 +19,7 @@ std::shared_ptr<GenerateCall> GenerateCall::Start(ernie::v1::Worker::Stub* stub,
   stub->async()->Generate(&call->context_, &call->request_, call.get());
   call->reading_ = true;
   call->read_started_ = std::chrono::steady_clock::now();
+  HandToGrpc(call.get());
   call->StartRead(&call->response_);
   call->StartCall();
   if (timeouts.first_token.count() > 0 || timeouts.stall.count() > 0) UpstreamWatchdog::Instance().Watch(call);
@@ -29,6 +31,7 @@ void GenerateCall::ReadNext() {
   if (done_ || reading_) return;
   reading_ = true;
   read_started_ = std::chrono::steady_clock::now();
+  HandToGrpc(this);
   StartRead(&response_);
 }
 
@@ -51,6 +54,7 @@ void GenerateCall::TimeOut() {
 }
 
 void GenerateCall::OnReadDone(bool ok) {
+  TakeFromGrpc(this);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     reading_ = false;
@@ -65,6 +69,7 @@ void GenerateCall::OnReadDone(bool ok) {
 }
 
 void GenerateCall::OnDone(const grpc::Status& status) {
+  TakeFromGrpc(this);
   bool timed_out = false;
   bool received = false;
   {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gateway/upstream/grpc_status_map.h"
+#include "services/common/grpc_handoff.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -137,8 +138,10 @@ void TokenizerClient::Encode(const std::string& text, bool add_special_tokens, c
   call->context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
   call->request.set_text(text);
   call->request.set_add_special_tokens(add_special_tokens);
+  HandToGrpc(call.get());
   stub_->async()->Encode(&call->context, &call->request, &call->response,
                          [call, done = std::move(done)](grpc::Status status) {
+                           TakeFromGrpc(call.get());
                            if (!status.ok()) return done(ToAbsl(status));
                            done(std::vector<int32_t>(call->response.ids().begin(), call->response.ids().end()));
                          });
@@ -156,8 +159,10 @@ void TokenizerClient::ApplyChatTemplate(const ernie::v1::ChatInput& chat, const 
   call->context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
   *call->request.mutable_chat() = chat;
   call->request.set_tokenize(true);
+  HandToGrpc(call.get());
   stub_->async()->ApplyChatTemplate(&call->context, &call->request, &call->response,
                                     [call, done = std::move(done)](grpc::Status status) {
+                                      TakeFromGrpc(call.get());
                                       if (!status.ok()) return done(ToAbsl(status));
                                       done(std::vector<int32_t>(call->response.ids().begin(),
                                                                 call->response.ids().end()));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "services/common/grpc_handoff.h"
 
 namespace ernie::gateway {
 namespace {
@@ -87,6 +88,11 @@ void WorkerPool::Stop() {
   polled_.wait(lock, [this] { return outstanding_polls_ == 0; });
 }
 
+bool WorkerPool::WaitForLeasesReleased(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return polled_.wait_for(lock, timeout, [this] { return leases_out_ == 0; });
+}
+
 void WorkerPool::PollLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
@@ -150,15 +156,21 @@ void WorkerPool::Poll(const std::shared_ptr<Worker>& worker) {
   const auto deadline = std::chrono::system_clock::now() + options_.poll_timeout;
   auto call = std::make_shared<LoadCall>();
   call->context.set_deadline(deadline);
+  HandToGrpc(call.get());
   worker->endpoint->stub->async()->GetLoad(
-      &call->context, &call->request, &call->response,
-      [this, worker, call](grpc::Status status) { OnLoadPolled(*worker, status, call->response); });
+      &call->context, &call->request, &call->response, [this, worker, call](grpc::Status status) {
+        TakeFromGrpc(call.get());
+        OnLoadPolled(*worker, status, call->response);
+      });
   if (!need_info) return;
   auto info = std::make_shared<InfoCall>();
   info->context.set_deadline(deadline);
+  HandToGrpc(info.get());
   worker->endpoint->stub->async()->GetModelInfo(
-      &info->context, &info->request, &info->response,
-      [this, worker, info](grpc::Status status) { OnInfoFetched(*worker, status, info->response); });
+      &info->context, &info->request, &info->response, [this, worker, info](grpc::Status status) {
+        TakeFromGrpc(info.get());
+        OnInfoFetched(*worker, status, info->response);
+      });
 }
 
 void WorkerPool::OnLoadPolled(Worker& worker, const grpc::Status& status, const ernie::v1::Load& load) {
@@ -216,6 +228,7 @@ std::optional<WorkerPool::Lease> WorkerPool::Acquire(uint64_t affinity_key, cons
   const std::optional<size_t> chosen = ChooseWorker(views, excluded_indices, affinity, options_.choice);
   if (!chosen) return std::nullopt;
   ++workers_[*chosen]->in_flight;
+  ++leases_out_;
   return Lease{workers_[*chosen]->endpoint};
 }
 
@@ -230,6 +243,8 @@ void WorkerPool::Release(const Lease& lease, bool failed, std::optional<uint64_t
     if (affinity_.size() >= kMaxAffinityEntries) affinity_.clear();  // cheap bound; affinity is only a hint
     affinity_[*served_prefix] = lease.endpoint->address;
   }
+  --leases_out_;
+  polled_.notify_all();  // under the lock: the waiter may destroy this object right after
 }
 
 bool WorkerPool::AnyHealthy() const {

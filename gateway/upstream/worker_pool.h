@@ -56,6 +56,12 @@ class WorkerPool {
 
   void Start();  // the polling thread
   void Stop();
+  // Waits until every lease has been released; false on timeout. A
+  // generation's last gRPC callback, which releases its lease, can come
+  // after its client has the whole answer: whoever destroys the pool while
+  // the process goes on (tests; ernie-gateway _Exit()s instead) waits here
+  // first, after stopping the HTTP server so that no new lease is taken.
+  bool WaitForLeasesReleased(std::chrono::milliseconds timeout);
 
   // A worker chosen for a request, its in-flight count raised until Release.
   struct Lease {
@@ -63,8 +69,9 @@ class WorkerPool {
   };
   // Nullopt when no healthy worker is left outside `excluded` (addresses).
   std::optional<Lease> Acquire(uint64_t affinity_key, const std::vector<std::string>& excluded);
-  // `failed`: the worker did not answer (UNAVAILABLE); it is taken out until
-  // a poll succeeds again. `served_prefix` records the affinity.
+  // Every lease is released exactly once. `failed`: the worker did not
+  // answer (UNAVAILABLE); it is taken out until a poll succeeds again.
+  // `served_prefix` records the affinity.
   void Release(const Lease& lease, bool failed, std::optional<uint64_t> served_prefix);
 
   bool AnyHealthy() const;
@@ -100,9 +107,10 @@ class WorkerPool {
   std::unordered_map<uint64_t, std::string> affinity_;  // prefix key -> address of the last worker to serve it
   std::optional<ernie::v1::ModelInfo> model_info_;
   std::condition_variable wake_;                 // Stop() and PollNowForTest
-  std::condition_variable polled_;               // a poll answer arrived
+  std::condition_variable polled_;               // a poll answer arrived, or a lease came back
   bool stopping_ = false;
   int outstanding_polls_ = 0;                    // GetLoad / GetModelInfo calls not yet answered
+  int leases_out_ = 0;                           // Acquire()d and not yet Release()d
   std::chrono::steady_clock::time_point next_dns_;
   std::thread poller_;
 };

@@ -7,6 +7,11 @@
 
 namespace ernie::tokenizer {
 
+// Deeper nesting of arrays and objects in any of ChatInput's JSON strings is
+// refused (InvalidArgument). The gateway refuses request bodies nested deeper
+// than its own limit of the same value, so whatever it forwards fits here.
+inline constexpr int kMaxChatJsonNesting = 128;
+
 absl::StatusOr<ChatRequest> ParseChatInput(const ernie::v1::ChatInput& input);
 
 }  // namespace ernie::tokenizer

@@ -1,5 +1,6 @@
 #include "services/worker/generate_reactor.h"
 
+#include "services/common/grpc_handoff.h"
 #include "services/worker/grpc_status.h"
 #include "services/worker/output_dispatcher.h"
 #include "services/worker/proto_convert.h"
@@ -43,13 +44,13 @@ GenerateReactor::GenerateReactor(EngineLoop* engine, EngineRequest request, bool
       sink_(std::make_shared<Sink>(this)) {
   pending_.resize(static_cast<size_t>(std::max(1, num_samples_)));
   request.sink = sink_;
-  engine_->SubmitAsync(std::move(request), [this](const absl::Status& verdict) {
-    if (verdict.ok()) return;
-    // Refused at admission: nothing was streamed, the status says why.
-    std::lock_guard<std::mutex> lock(mu_);
-    engine_done_ = true;
-    FinishLocked(ToGrpcStatus(verdict));
+  // Refused at admission: nothing was streamed, the status says why. It goes
+  // through the sink like every other engine event, so the engine thread
+  // never calls into gRPC (Finish) itself.
+  engine_->SubmitAsync(std::move(request), [sink = sink_](const absl::Status& verdict) {
+    if (!verdict.ok()) sink->OnError(verdict);
   });
+  HandToGrpc(this);  // returned to gRPC, which calls OnCancel / OnWriteDone / OnDone
 }
 
 void GenerateReactor::Enqueue(const SampleOutput& out) {
@@ -75,6 +76,7 @@ void GenerateReactor::MaybeWriteLocked() {
     in_flight_ = std::move(*slot);
     slot.reset();
     writing_ = true;
+    HandToGrpc(this);
     StartWrite(&in_flight_);
     return;
   }
@@ -89,10 +91,13 @@ void GenerateReactor::FinishLocked(const grpc::Status& status) {
   }
   if (writing_) return;  // OnWriteDone finishes with final_status_
   finished_ = true;
-  Finish(final_status_.value_or(grpc::Status::OK));
+  const grpc::Status status_to_send = final_status_.value_or(grpc::Status::OK);
+  HandToGrpc(this);  // after the last read of our state: OnDone may delete it
+  Finish(status_to_send);
 }
 
 void GenerateReactor::OnWriteDone(bool ok) {
+  TakeFromGrpc(this);
   std::lock_guard<std::mutex> lock(mu_);
   writing_ = false;
   if (!ok) {  // the stream broke: the client is gone
@@ -100,15 +105,20 @@ void GenerateReactor::OnWriteDone(bool ok) {
     engine_done_ = true;
     for (auto& slot : pending_) slot.reset();
     finished_ = true;
+    HandToGrpc(this);
     Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
     return;
   }
   MaybeWriteLocked();
 }
 
-void GenerateReactor::OnCancel() { engine_->Abort(request_id_); }
+void GenerateReactor::OnCancel() {
+  TakeFromGrpc(this);
+  engine_->Abort(request_id_);
+}
 
 void GenerateReactor::OnDone() {
+  TakeFromGrpc(this);
   sink_->Detach();
   delete this;
 }

@@ -1,6 +1,7 @@
 #include "services/worker/worker_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "services/common/grpc_handoff.h"
 #include "services/worker/generate_reactor.h"
 #include "services/worker/proto_convert.h"
 
@@ -11,8 +12,14 @@ namespace {
 // A finished-at-once stream (errors before anything is streamed).
 class RejectedStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  explicit RejectedStream(grpc::Status status) { Finish(std::move(status)); }
-  void OnDone() override { delete this; }
+  explicit RejectedStream(grpc::Status status) {
+    HandToGrpc(this);
+    Finish(std::move(status));
+  }
+  void OnDone() override {
+    TakeFromGrpc(this);
+    delete this;
+  }
 };
 
 grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* context, grpc::Status status) {

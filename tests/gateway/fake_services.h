@@ -18,6 +18,7 @@
 #include "grpcpp/server_context.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/gateway/fake_services_order.h"
 #include "tests/gateway/test_vocabulary.h"
 
 namespace ernie::gateway::testing {
@@ -33,6 +34,7 @@ class FakeTokenizer final : public ernie::v1::Tokenizer::Service {
   // "LONG" makes 70 ids (over the fake model length of 64).
   grpc::Status ApplyChatTemplate(grpc::ServerContext* context, const ernie::v1::ApplyChatTemplateRequest* request,
                                  ernie::v1::ApplyChatTemplateResponse* response) override {
+    FakeHandlerScope order;
     std::lock_guard<std::mutex> lock(mutex);
     last_request_id = Metadata(*context, "x-request-id");
     last_messages_json = request->chat().messages_json();
@@ -81,6 +83,7 @@ class FakeWorker final : public ernie::v1::Worker::Service {
  public:
   grpc::Status Generate(grpc::ServerContext* context, const ernie::v1::GenerateRequest* request,
                         grpc::ServerWriter<ernie::v1::GenerateResponse>* writer) override {
+    FakeHandlerScope order;
     std::vector<std::vector<int32_t>> script;
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -88,6 +91,7 @@ class FakeWorker final : public ernie::v1::Worker::Service {
       last_request_id = Metadata(*context, "x-request-id");
       script = chunks;
     }
+    HandToGrpc(&kFakeServicesOrder);  // recorded: the answer may end before this handler returns
     ++generate_calls;
     if (!fail.ok()) return fail;
     const int n = std::max(1, request->sampling().n());

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "gateway/http/http_server.h"
 #include "gateway/routes/gateway_app.h"
@@ -21,6 +23,12 @@ using testing::FakeTokenizer;
 using testing::FakeWorker;
 using testing::HttpTestClient;
 using OJson = nlohmann::ordered_json;
+
+// Never destroyed (see ~Harness); reachable, so not a leak to LeakSanitizer.
+void KeepUntilExit(std::unique_ptr<HttpServer> server, std::unique_ptr<GatewayApp> app) {
+  static auto* const kept = new std::vector<std::pair<std::unique_ptr<HttpServer>, std::unique_ptr<GatewayApp>>>();
+  kept->emplace_back(std::move(server), std::move(app));
+}
 
 struct HarnessOptions {
   int workers = 1;
@@ -42,7 +50,9 @@ class Harness {
     } else {
       for (const auto& server : worker_servers_) pool_options.addresses.push_back(server->address());
     }
-    pool_options.poll_timeout = std::chrono::milliseconds(300);
+    // Generous: under ThreadSanitizer on a busy machine a poll can take over
+    // 300 ms, and a worker whose poll timed out counts as down.
+    pool_options.poll_timeout = std::chrono::milliseconds(2000);
     pool_ = std::make_unique<WorkerPool>(pool_options);
     pool_->PollNowForTest();
     client_ = std::make_unique<TokenizerClient>(tokenizer_server_.address());
@@ -74,9 +84,19 @@ class Harness {
   }
   ~Harness() {
     server_->Stop();
+    // A generation's last worker callback, which releases its lease, can
+    // come after the client has its answer: wait for it before destroying
+    // the pool (ThreadSanitizer caught a Release into a destroyed pool).
+    EXPECT_TRUE(pool_->WaitForLeasesReleased(std::chrono::seconds(10)));
     pool_->Stop();
     client_->Stop();
     std::filesystem::remove_all(web_dir_);
+    // That last callback can also drop the request's channel, so its HTTP
+    // session (on the server's io_context) and the app's metrics must
+    // outlive it (ThreadSanitizer caught a session's strand released while
+    // the io_context was being destroyed). As in ernie-gateway, which
+    // _Exit()s without destroying them, they are kept to the end.
+    KeepUntilExit(std::move(server_), std::move(app_));
   }
 
   uint16_t port() const { return server_->port(); }
@@ -368,6 +388,8 @@ TEST(GatewayServerTest, WorkerQueueFullIs429WithRetryAfter) {
   EXPECT_EQ(r.status, 429);
   EXPECT_EQ(r.headers.at("retry-after"), "1");
   EXPECT_EQ(ParseBody(r)["error"]["type"], "rate_limit_error");
+  // An HTTP error, not an event in a started stream.
+  EXPECT_EQ(h.app().metrics().stream_error_events(StreamErrorReason::kWorkerFailed), 0);
 }
 
 TEST(GatewayServerTest, ErrorAfterTheStreamStartedIsAnErrorEvent) {
@@ -379,6 +401,10 @@ TEST(GatewayServerTest, ErrorAfterTheStreamStartedIsAnErrorEvent) {
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("data: {\"error\":"), std::string::npos) << r.body;
   EXPECT_EQ(r.body.find("[DONE]"), std::string::npos);
+  // Counted before the event is sent, so it shows by the time the body has come.
+  EXPECT_EQ(h.app().metrics().stream_error_events(StreamErrorReason::kWorkerFailed), 1);
+  EXPECT_NE(h.Get("/metrics").body.find("reason=\"worker_failed\"} 1\n"),
+            std::string::npos);
 }
 
 TEST(GatewayServerTest, RetriesOnAnotherWorkerWhenOneIsDown) {

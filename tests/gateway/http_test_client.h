@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "tests/gateway/fake_services_order.h"
 
 namespace ernie::gateway::testing {
 
@@ -44,6 +45,7 @@ class HttpTestClient {
   }
 
   bool SendRaw(const std::string& bytes) {
+    HandToGrpc(&kFakeServicesOrder);
     size_t sent = 0;
     while (sent < bytes.size()) {
       const ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
@@ -135,6 +137,7 @@ class HttpTestClient {
     char chunk[4096];
     const ssize_t n = recv(fd_, chunk, sizeof(chunk), 0);
     if (n <= 0) return false;
+    TakeFromGrpc(&kFakeServicesOrder);
     buffer_.append(chunk, static_cast<size_t>(n));
     return true;
   }

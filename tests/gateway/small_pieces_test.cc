@@ -149,5 +149,21 @@ TEST(GatewayMetricsTest, Exposition) {
   EXPECT_NE(text.find("# TYPE ernie_gateway_requests_total counter"), std::string::npos);
 }
 
+// Every reason is a series from the start (rates see the first failure).
+TEST(GatewayMetricsTest, StreamErrorEventsByReason) {
+  GatewayMetrics metrics;
+  metrics.StreamErrorEvent(StreamErrorReason::kWorkerFailed);
+  metrics.StreamErrorEvent(StreamErrorReason::kWorkerFailed);
+  metrics.StreamErrorEvent(StreamErrorReason::kInvalidWorkerOutput);
+  EXPECT_EQ(metrics.stream_error_events(StreamErrorReason::kWorkerFailed), 2);
+  EXPECT_EQ(metrics.stream_error_events(StreamErrorReason::kNoWorker), 0);
+  const std::string text = metrics.Exposition();
+  EXPECT_NE(text.find("# TYPE ernie_gateway_stream_error_events_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("ernie_gateway_stream_error_events_total{reason=\"worker_failed\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("ernie_gateway_stream_error_events_total{reason=\"no_worker\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("ernie_gateway_stream_error_events_total{reason=\"invalid_worker_output\"} 1\n"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ernie::gateway

@@ -214,6 +214,15 @@ TEST_F(TokenizerServiceTest, ErrorStatuses) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(status.error_message().find("messages_json"), std::string::npos);
   }
+  {
+    grpc::ClientContext context;
+    ernie::v1::ApplyChatTemplateRequest request;
+    request.mutable_chat()->set_messages_json(std::string(200, '[') + std::string(200, ']'));
+    ernie::v1::ApplyChatTemplateResponse response;
+    const grpc::Status status = stub->ApplyChatTemplate(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("messages_json nests arrays and objects deeper than"), std::string::npos);
+  }
 }
 
 // grpc.health.v1.Health/Check through a generic stub: the request is an
