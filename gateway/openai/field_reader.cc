@@ -4,42 +4,16 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/json_nesting.h"
 
 namespace ernie::gateway {
-namespace {
-
-// Whether arrays and objects in `text` nest deeper than `limit` (brackets
-// inside strings do not count). A scan of the bytes, before any parse.
-bool NestsDeeperThan(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, which may be a quote
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
-
-}  // namespace
 
 std::optional<ApiError> ParseJsonObject(const std::string& body, Json* out) {
   // nlohmann parses and frees without recursion, but copying, dumping and
   // comparing a value recurse once per level: a body nested a hundred
   // thousand deep (200 KB) overflowed the stack (the openai_request fuzz
   // target's regression inputs). OpenAI's structured outputs allow 5 levels.
-  if (NestsDeeperThan(body, kMaxJsonNesting)) {
+  if (JsonNestsDeeperThan(body, kMaxJsonNesting)) {
     return BadField("body", absl::StrCat("the request body nests arrays and objects deeper than ", kMaxJsonNesting,
                                          " levels"));
   }

@@ -3,43 +3,18 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/json_nesting.h"
 
 namespace ernie::tokenizer {
 namespace {
 
 using OrderedJson = nlohmann::ordered_json;
 
-// Whether arrays and objects in `text` nest deeper than `limit` (brackets
-// inside strings do not count). A scan of the bytes, before any parse. The
-// gateway has the same scan (gateway/openai/field_reader.cc); the layers share
-// no library below the proto, and this one is small.
-bool NestsDeeperThan(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, which may be a quote
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
-
 absl::StatusOr<OrderedJson> ParseJsonField(const std::string& text, const char* field) {
   // nlohmann parses without recursion, but the chat template's Value::FromJson
   // and json_dump recurse once per level: a messages_json of 500,000 '[' (1 MB,
   // the default --max-input-bytes) would overflow the stack of the RPC thread.
-  if (NestsDeeperThan(text, kMaxChatJsonNesting)) {
+  if (JsonNestsDeeperThan(text, kMaxChatJsonNesting)) {
     return absl::InvalidArgumentError(absl::StrCat("chat.", field, " nests arrays and objects deeper than ",
                                                    kMaxChatJsonNesting, " levels"));
   }

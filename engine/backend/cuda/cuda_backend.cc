@@ -158,22 +158,21 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.qkv, Alloc<float>(t * (c.q_size() + 2 * c.kv_size()), "qkv activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn, Alloc<uint16_t>(t * c.q_size(), "attention output"));
   ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
-  // Also ExpertsByGemm's gate|up output, [slots of a MoE chunk, 2 moe_intermediate_size].
-  int64_t gate_up_floats = t * 2 * c.intermediate_size;
-  if (c.architecture == Architecture::kErnie45Moe) {
-    const MoeConfig& m = c.moe;
-    const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
-    gate_up_floats = std::max(gate_up_floats, MoeSlotCapacity(chunk * (m.top_k + m.num_shared_experts),
-                                                              m.num_experts + m.num_shared_experts, 8) *
-                                                  2 * m.intermediate_size);
-  }
+  // MoE models: one MoeBlock pass takes `chunk` tokens of K = top_k + shared
+  // choices each, over E + shared stacked experts; its slots are sized for
+  // the largest tile (grouped kernels), ExpertsByGemm's for tiles of 8.
+  const bool moe = c.architecture == Architecture::kErnie45Moe;
+  const MoeConfig& m = c.moe;
+  const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
+  const int64_t choices = m.top_k + m.num_shared_experts, stacked = m.num_experts + m.num_shared_experts;
+  // ws.gate_up is also ExpertsByGemm's gate|up output.
+  const int64_t gate_up_floats =
+      std::max(t * 2 * c.intermediate_size,
+               moe ? MoeSlotCapacity(chunk * choices, stacked, 8) * 2 * m.intermediate_size : int64_t{0});
   ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(gate_up_floats, "gate/up activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * c.intermediate_size, "MLP activations"));
-  if (c.architecture == Architecture::kErnie45Moe) {
-    const MoeConfig& m = c.moe;
-    const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
-    const int64_t choices = m.top_k + m.num_shared_experts;  // the shared experts ride as pseudo-experts
-    const int64_t slots = MoeSlotCapacity(chunk * choices, m.num_experts + m.num_shared_experts, kMoeMaxTileRows);
+  if (moe) {
+    const int64_t slots = MoeSlotCapacity(chunk * choices, stacked, kMoeMaxTileRows);
     b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
     b->moe_max_tile_rows_ = options.moe_max_tile_rows;
     b->moe_gemm_min_tokens_ = options.moe_gemm_min_tokens;

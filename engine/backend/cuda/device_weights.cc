@@ -119,33 +119,29 @@ absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector
                                       "that is a multiple of moe_intermediate_size");
   ERNIE_ASSIGN_OR_RETURN(d.router, UploadVectors({m.router}));
   ERNIE_ASSIGN_OR_RETURN(d.correction_bias, UploadVectors({m.correction_bias}));
-  std::vector<uint16_t> gate, up, down;
-  auto widen = [&](const MlpWeights& e) {
-    gate.clear();
-    up.clear();
-    down.clear();
-    AppendBf16(*e.gate_proj.weight, gate);
-    AppendBf16(*e.up_proj.weight, up);
-    AppendBf16(*e.down_proj.weight, down);
-  };
+  // Each matrix is widened to bf16 once: the routed experts' one at a time,
+  // the shared experts' (split into S pseudo-experts) kept for both stacks.
+  std::vector<uint16_t> gate, up, shared_gate, shared_up, shared_down;
   const int64_t shared = m.has_shared ? m.shared.gate_proj.weight->shape[0] / width : 0;
+  if (m.has_shared) {
+    AppendBf16(*m.shared.gate_proj.weight, shared_gate);
+    AppendBf16(*m.shared.up_proj.weight, shared_up);
+    AppendBf16(*m.shared.down_proj.weight, shared_down);
+  }
   staging.clear();
   for (const MlpWeights& e : m.experts) {
-    widen(e);
+    gate.clear();
+    up.clear();
+    AppendBf16(*e.gate_proj.weight, gate);
+    AppendBf16(*e.up_proj.weight, up);
     AppendInterleavedGateUp(gate, up, hidden, 0, width, staging);
   }
-  if (m.has_shared) {
-    widen(m.shared);
-    for (int64_t s = 0; s < shared; ++s) AppendInterleavedGateUp(gate, up, hidden, s * width, width, staging);
-  }
+  for (int64_t s = 0; s < shared; ++s) AppendInterleavedGateUp(shared_gate, shared_up, hidden, s * width, width, staging);
   ERNIE_ASSIGN_OR_RETURN(d.experts_gate_up,
                          Upload(staging, m.experts[0].gate_proj.weight->name + " (all experts' gate|up)"));
   staging.clear();
   for (const MlpWeights& e : m.experts) AppendBf16(*e.down_proj.weight, staging);
-  if (m.has_shared) {
-    widen(m.shared);
-    for (int64_t s = 0; s < shared; ++s) AppendColumns(down, hidden, shared * width, s * width, width, staging);
-  }
+  for (int64_t s = 0; s < shared; ++s) AppendColumns(shared_down, hidden, shared * width, s * width, width, staging);
   ERNIE_ASSIGN_OR_RETURN(d.experts_down, Upload(staging, m.experts[0].down_proj.weight->name + " (all experts' down)"));
   return d;
 }

@@ -28,6 +28,7 @@
 #include "engine/backend/cuda/kernels/gemv_bf16.h"
 #include "engine/util/half.h"
 #include "tests/engine/cuda/backend_runner.h"
+#include "tests/engine/cuda/device_copies.h"
 
 namespace ernie::testing {
 namespace {
@@ -39,22 +40,6 @@ std::vector<uint16_t> RandomBf16(size_t count, std::mt19937& gen) {
   std::vector<uint16_t> out(count);
   for (auto& v : out) v = FloatToBf16(dist(gen));
   return out;
-}
-
-template <typename T>
-DeviceBuffer<T> Upload(const std::vector<T>& host) {
-  auto buffer = DeviceBuffer<T>::Allocate(host.size(), "test input");
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_EQ(cudaMemcpy(buffer->data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return std::move(*buffer);
-}
-
-template <typename T>
-std::vector<T> Download(const DeviceBuffer<T>& device) {
-  std::vector<T> host(device.size());
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(host.data(), device.data(), device.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-  return host;
 }
 
 // A [rows, cols] float32 result from the device, float or bf16.

@@ -26,37 +26,12 @@
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/util/half.h"
 #include "tests/engine/cuda/backend_runner.h"
+#include "tests/engine/cuda/device_copies.h"
 
 namespace ernie::testing {
 namespace {
 
 using cuda::DeviceBuffer;
-
-template <typename T>
-DeviceBuffer<T> Upload(const std::vector<T>& host) {
-  auto buffer = DeviceBuffer<T>::Allocate(std::max<size_t>(host.size(), 1), "test input");
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  if (!host.empty()) {
-    EXPECT_EQ(cudaMemcpy(buffer->data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  return std::move(*buffer);
-}
-
-template <typename T>
-DeviceBuffer<T> Zeros(size_t count) {
-  auto buffer = DeviceBuffer<T>::Allocate(count, "test output");
-  EXPECT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_EQ(cudaMemset(buffer->data(), 0, buffer->bytes()), cudaSuccess);
-  return std::move(*buffer);
-}
-
-template <typename T>
-std::vector<T> Download(const DeviceBuffer<T>& device) {
-  std::vector<T> host(device.size());
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(host.data(), device.data(), device.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
-  return host;
-}
 
 // The CPU reference's routing rule on the logits of one token: the
 // probabilities, the biased scores and the top_k ids in order.

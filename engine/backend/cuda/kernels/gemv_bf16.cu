@@ -48,12 +48,10 @@ cudaError_t LaunchTiles(const GemvBf16Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 }  // namespace
 
 cudaError_t LaunchGemvBf16(const GemvBf16Params& p, cudaStream_t stream) {
-  if (p.x == nullptr || p.w == nullptr || p.y == nullptr || !Aligned16(p.x) || !Aligned16(p.w))
+  if (p.x == nullptr || p.w == nullptr || p.y == nullptr || !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
     return cudaErrorInvalidValue;
   if (p.m < 1 || p.m > kGemvMaxRows || p.n < 1 || p.k < 8 || p.k % 8 != 0) return cudaErrorInvalidValue;
   if (p.out != LinearOutput::kF32 && p.out != LinearOutput::kBf16) return cudaErrorInvalidValue;

@@ -83,13 +83,11 @@ cudaError_t LaunchTiles(const GroupedExpertGemvParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 }  // namespace
 
 cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream_t stream) {
   if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
-      !Aligned16(p.x) || !Aligned16(p.w))
+      !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
     return cudaErrorInvalidValue;
   if (p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
   if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.n % 16 != 0) return cudaErrorInvalidValue;
