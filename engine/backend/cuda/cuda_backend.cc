@@ -10,6 +10,7 @@
 #include "engine/backend/cuda/kernels/copy_blocks.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/moe_routing.h"
+#include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/util/status_macros.h"
 
@@ -133,6 +134,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->logit_rows_per_pass_ = std::min(options.max_logit_rows, options.max_tokens_per_step);
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b->max_attention_splits_ = options.max_attention_splits;
+  b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
+  b->attention_rows_per_item_ = b->mma_attention_ ? kMmaAttentionRows : kAttentionRowsPerCta;
   b->fused_decode_ = options.fused_decode;
   // The fused decode kernels hold their input rows in shared memory: steps
   // of up to decode_max_rows_ tokens take them (fewer than 8 when a layer is
@@ -187,7 +190,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     ERNIE_ASSIGN_OR_RETURN(ws.moe_expert_out, Alloc<float>(slots * c.hidden_size, "MoE expert outputs"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_tiles_host, PinnedBuffer<int32_t>::Allocate(1 + slots / 8, "MoE tile table"));
   }
-  const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * kAttentionRowsPerCta;
+  const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * b->attention_rows_per_item_;
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_out, Alloc<float>(partial_rows * c.head_dim, "split-KV partial outputs"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_ml, Alloc<float>(partial_rows * 2, "split-KV partial max/sum"));
   ERNIE_ASSIGN_OR_RETURN(ws.awq_weights, Alloc<uint16_t>(b->weights_.max_awq_elements, "AWQ dequantise workspace"));

@@ -39,6 +39,10 @@ struct CudaBackendOptions {
   // Most CTAs one (attention item, KV head) pair's context is split over when
   // a step has too few pairs to fill the device (split-KV); 1 turns it off.
   int max_attention_splits = 32;
+  // Attention on the tensor cores (kernels/mma_attention.h) for head dims
+  // 16, 32, 64 and 128; false, or another head dim: the CUDA-core kernel
+  // (kernels/paged_attention.h).
+  bool tensor_core_attention = true;
   // Steps of at most kDecodeLinearMaxRows (8) tokens run the fused decode
   // kernels (kernels/decode_linear.h: GEMV with the norms, SiLU and residual
   // adds folded in) instead of cuBLAS; false: cuBLAS for every step.

@@ -140,6 +140,8 @@ class CudaBackendImpl final : public CudaBackend {
   float attn_scale_ = 1.0f;  // head_dim ^ -0.5
   int32_t num_sms_ = 1;      // the device's SMs: how many attention CTAs fill it
   int32_t max_attention_splits_ = 1;  // CudaBackendOptions::max_attention_splits
+  bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
+  int32_t attention_rows_per_item_ = 0;  // query rows of one attention work item: the kernel's size
   bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models

@@ -14,6 +14,7 @@
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
+#include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/backend/cuda/kernels/rotary_kv_write.h"
 #include "engine/util/status_macros.h"
@@ -50,22 +51,25 @@ absl::Status CudaBackendImpl::RotaryAndAttention(int64_t layer, int32_t tokens) 
                                                   .head_dim = static_cast<int32_t>(c.head_dim)},
                                                  s),
                              "rotary + KV write kernel");
-  ERNIE_CUDA_RETURN_IF_ERROR(LaunchPagedAttention({.q = ws_.qkv.data(),
-                                                   .q_row_stride = qkv_width,
-                                                   .cache = cache,
-                                                   .items = inputs_.items(),
-                                                   .block_tables = inputs_.block_tables(),
-                                                   .positions = inputs_.positions(),
-                                                   .out = Bf16(ws_.attn),
-                                                   .scale = attn_scale_,
-                                                   .num_items = inputs_.num_items(),
-                                                   .num_heads = static_cast<int32_t>(c.num_heads),
-                                                   .num_kv_heads = static_cast<int32_t>(c.num_kv_heads),
-                                                   .head_dim = static_cast<int32_t>(c.head_dim),
-                                                   .num_splits = splits,
-                                                   .partial_out = ws_.attn_partial_out.data(),
-                                                   .partial_ml = ws_.attn_partial_ml.data()},
-                                                  s),
+  const PagedAttentionParams attention{.q = ws_.qkv.data(),
+                                       .q_row_stride = qkv_width,
+                                       .cache = cache,
+                                       .items = inputs_.items(),
+                                       .block_tables = inputs_.block_tables(),
+                                       .positions = inputs_.positions(),
+                                       .out = Bf16(ws_.attn),
+                                       .scale = attn_scale_,
+                                       .num_items = inputs_.num_items(),
+                                       .num_heads = static_cast<int32_t>(c.num_heads),
+                                       .num_kv_heads = static_cast<int32_t>(c.num_kv_heads),
+                                       .head_dim = static_cast<int32_t>(c.head_dim),
+                                       .num_splits = splits,
+                                       .partial_out = ws_.attn_partial_out.data(),
+                                       .partial_ml = ws_.attn_partial_ml.data()};
+  // Items of one token each (a decode step: the graph key's items == tokens)
+  // take the tensor-core kernel's key-split shape.
+  ERNIE_CUDA_RETURN_IF_ERROR(mma_attention_ ? LaunchMmaAttention(attention, inputs_.num_items() == tokens, s)
+                                            : LaunchPagedAttention(attention, s),
                              "paged attention kernel");
   return absl::OkStatus();
 }
@@ -181,7 +185,8 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   const auto tokens = static_cast<int32_t>(batch.token_ids.size());
   const auto rows = static_cast<int32_t>(batch.logit_token_indices.size());
   ERNIE_RETURN_IF_ERROR(inputs_.Upload(batch, static_cast<int32_t>(kv_shape_.block_size),
-                                       static_cast<int32_t>(c.num_heads / c.num_kv_heads), stream_.get()));
+                                       static_cast<int32_t>(c.num_heads / c.num_kv_heads), attention_rows_per_item_,
+                                       stream_.get()));
   // Decode-sized steps take the fused GEMV kernels; rows <= tokens, so their
   // logit passes do too.
   // (bf16 linears only: an AWQ model's decode steps take the int4 GEMV in RunLinear.)

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "engine/backend/cuda/kernels/paged_attention.h"
 
 namespace ernie::cuda {
 
@@ -18,7 +17,8 @@ absl::StatusOr<StepInputs> StepInputs::Create(int64_t max_tokens, int64_t max_ta
   return s;
 }
 
-absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int32_t gqa_group, cudaStream_t stream) {
+absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int32_t gqa_group, int32_t rows_per_item,
+                               cudaStream_t stream) {
   const auto tokens = static_cast<int64_t>(batch.token_ids.size());
   const auto logit_rows = static_cast<int64_t>(batch.logit_token_indices.size());
   if (logit_rows > max_tokens_)
@@ -32,9 +32,9 @@ absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int3
     std::memcpy(host + kLogitRows * max_tokens_, batch.logit_token_indices.data(),
                 static_cast<size_t>(logit_rows) * sizeof(int32_t));
 
-  // Attention items take up to kAttentionRowsPerCta query rows: that many
-  // decodes' worth of heads, or a run of a prefill chunk's tokens.
-  const int32_t tokens_per_item = std::max<int32_t>(1, kAttentionRowsPerCta / gqa_group);
+  // Attention items take up to rows_per_item query rows: one decode's heads,
+  // or a run of a prefill chunk's tokens.
+  const int32_t tokens_per_item = std::max<int32_t>(1, rows_per_item / gqa_group);
   int32_t* slots = host + kSlots * max_tokens_;
   auto* items = reinterpret_cast<AttentionWorkItem*>(host + kItems * max_tokens_);
   int32_t* tables = host + kTables * max_tokens_;

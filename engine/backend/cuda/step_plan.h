@@ -26,8 +26,10 @@ class StepInputs {
   // the copy on `stream`. The staging buffer is reused: the previous step
   // must have finished (Forward synchronizes before returning).
   // InvalidArgument when the batch needs more block-table entries or logit
-  // rows than the buffers hold.
-  absl::Status Upload(const StepBatch& batch, int32_t block_size, int32_t gqa_group, cudaStream_t stream);
+  // rows than the buffers hold. A work item takes up to `rows_per_item`
+  // (token, head) query rows: the attention kernel's size.
+  absl::Status Upload(const StepBatch& batch, int32_t block_size, int32_t gqa_group, int32_t rows_per_item,
+                      cudaStream_t stream);
 
   // Device arrays of the last upload.
   const int32_t* token_ids() const { return device_.data() + kTokenIds * max_tokens_; }   // [tokens]

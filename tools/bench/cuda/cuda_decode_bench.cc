@@ -53,6 +53,7 @@ struct Args {
   int profile_batch = 0;  // > 0: after the figures, one decode step of this batch inside cudaProfilerStart/Stop
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
   int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
+  int tensor_core_attention = 1;  // 0: the CUDA-core attention kernel (the before)
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
   int moe_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_gemm_min_tokens);
@@ -88,6 +89,10 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->max_attention_splits) || a->max_attention_splits <= 0) return false;
     } else if (f == "--fused-decode") {
       if (!absl::SimpleAtoi(v, &a->fused_decode) || a->fused_decode < 0 || a->fused_decode > 1) return false;
+    } else if (f == "--tensor-core-attention") {
+      if (!absl::SimpleAtoi(v, &a->tensor_core_attention) || a->tensor_core_attention < 0 ||
+          a->tensor_core_attention > 1)
+        return false;
     } else if (f == "--check-tokens") {
       if (!absl::SimpleAtoi(v, &a->check_tokens) || a->check_tokens < 0) return false;
     } else {
@@ -254,7 +259,8 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] [--log FILE] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] "
+                 "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] [--moe-gemm-min-tokens N]\n";
     return 2;
   }
@@ -275,6 +281,7 @@ int main(int argc, char** argv) {
                 .max_tokens_per_step = std::max<int64_t>({2048, max_batch, args.check_tokens}),
                 .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
                 .max_attention_splits = args.max_attention_splits,
+                .tensor_core_attention = args.tensor_core_attention == 1,
                 .fused_decode = args.fused_decode == 1,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
                 .moe_gemm_min_tokens = args.moe_gemm_min_tokens});
@@ -299,6 +306,7 @@ int main(int argc, char** argv) {
                         {"active_weight_bytes", 2 * (*model)->config.ActiveParameterCount()},
                         {"max_attention_splits", args.max_attention_splits},
                         {"fused_decode", args.fused_decode == 1},
+                        {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_tokens", args.decode_tokens}};
   if (args.check_tokens > 0) log["check_vs_cpu"] = CheckAgainstCpu(**model, **backend, args.check_tokens);
   std::cout << "ernie-bench-cuda: " << log.dump() << "\n";

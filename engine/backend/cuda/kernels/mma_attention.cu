@@ -1,0 +1,423 @@
+#include <algorithm>
+#include <cmath>
+
+#include "engine/backend/cuda/kernels/common.cuh"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
+#include "engine/backend/cuda/kernels/mma_attention.h"
+
+namespace ernie::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kTileKeys = 64;  // keys one pipeline stage holds
+constexpr int kStages = 2;     // the next tile's copy runs while this one is used
+constexpr int kMergeThreads = 256;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Shared-memory row of one key: head_dim bf16 plus 16 bytes, so that the
+// 8 keys a quad-row of lanes reads (32-bit loads of K, ldmatrix rows of V)
+// fall on 8 different 16-byte bank groups.
+template <int D>
+constexpr int kRowElems = D + 8;
+
+template <int D>
+constexpr size_t SharedBytes() {
+  const size_t tiles = size_t{kStages} * 2 * kTileKeys * kRowElems<D> * 2;
+  const size_t merge = size_t{kWarps} * 16 * (D + 2) * 4;  // the key-split shape's per-warp o, m and l
+  return std::max(tiles, merge);
+}
+
+// cp.async of 16 bytes, or 16 zero bytes when !valid (src-size 0 reads
+// nothing).
+__device__ __forceinline__ void CpAsync16OrZero(void *smem, const void *gmem, bool valid) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+}
+
+// Four 8x8 bf16 matrices, transposed: lanes 8i..8i+7 give the row addresses
+// of matrix i; lane 4g + c receives rows 2c, 2c+1 of column g of each, which
+// is the B fragment of mma.m16n8k16 for a row-major [k][n] tile.
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t *r, const void *smem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
+
+__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+__device__ __forceinline__ float QuadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(kernels::kFullMask, v, 1));
+  return fmaxf(v, __shfl_xor_sync(kernels::kFullMask, v, 2));
+}
+__device__ __forceinline__ float QuadSum(float v) {
+  v += __shfl_xor_sync(kernels::kFullMask, v, 1);
+  return v + __shfl_xor_sync(kernels::kFullMask, v, 2);
+}
+
+// Keys of one split: a multiple of the tile, so that few CTAs hold whole
+// tiles rather than many holding a handful of keys. The merge recomputes it.
+__device__ __forceinline__ int KeysPerSplit(int context, int num_splits) {
+  const int even = (context + num_splits - 1) / num_splits;
+  return (even + kTileKeys - 1) / kTileKeys * kTileKeys;
+}
+
+// Where query row r of an item lives: token and head.
+struct RowPlace {
+  int64_t token;
+  int head;
+};
+__device__ __forceinline__ RowPlace PlaceOf(const AttentionWorkItem &item, int kv_head, int group, int r) {
+  return {item.token_begin + r / group, kv_head * group + r % group};
+}
+
+// The running softmax of one query row, in log2 units: m the largest scaled
+// score so far, l the sum of 2^(score - m) over this lane's keys (the quad's
+// four lanes hold disjoint keys; summed at the end).
+struct RowState {
+  float m = -INFINITY;
+  float l = 0.0f;
+};
+
+// Grid (num_items, num_kv_heads, num_splits), kWarps warps. Fragment layouts
+// as in linear_mma.cuh: for lane 4g + c, the warp's query rows g and g + 8
+// are its "lo" and "hi" rows. kSplitKeys: the item's (at most 16) rows are
+// every warp's rows, and warp w takes keys 16w .. 16w+15 of each tile;
+// otherwise warp w takes rows 16w .. 16w+15 and every key of each tile.
+template <int D, bool kSplitKeys>
+__global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttentionParams p) {
+  constexpr int kRow = kRowElems<D>;
+  constexpr int kKSteps = D / 16;   // mma k-steps of the scores, over head_dim
+  constexpr int kDimTiles = D / 8;  // 8-wide output tiles
+  constexpr int kWarpKeys = kSplitKeys ? kTileKeys / kWarps : kTileKeys;
+  constexpr int kKeyTiles = kWarpKeys / 8;  // 8-wide score tiles
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  auto *tiles = reinterpret_cast<__nv_bfloat16 *>(shared_raw);  // [stage][K, V][kTileKeys][kRow]
+
+  kernels::AllowDependentLaunch();
+  const AttentionWorkItem item = p.items[blockIdx.x];
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int rows = item.num_tokens * group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int row_lo = (kSplitKeys ? 0 : 16 * warp) + g, row_hi = row_lo + 8;
+
+  const int32_t *table = p.block_tables + item.block_table_offset;
+  const int context = p.positions[item.token_begin + item.num_tokens - 1] + 1;
+  const int per_split = KeysPerSplit(context, p.num_splits);
+  const int begin = blockIdx.z * per_split;
+  const int end = min(context, begin + per_split);
+  if (begin >= end) return;  // a split past a short context: the merge skips it
+  const int num_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
+
+  // Stage a tile's keys and values (zeros past `end`, so that a weight of 0
+  // never meets a NaN of stale memory).
+  auto load_tile = [&](int tile) {
+    __nv_bfloat16 *k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+    __nv_bfloat16 *v_s = k_s + kTileKeys * kRow;
+    const int start = begin + tile * kTileKeys;
+    constexpr int kPieces = D / 8;  // 16-byte pieces of a row
+    for (int idx = threadIdx.x; idx < kTileKeys * kPieces; idx += kWarps * 32) {
+      const int j = idx / kPieces, piece = (idx % kPieces) * 8;
+      const int pos = start + j;
+      const bool valid = pos < end;
+      const int64_t off =
+          valid ? KvOffset(p.cache, table[pos / p.cache.block_size], kv_head, pos % p.cache.block_size) + piece : 0;
+      CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
+      CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
+    }
+    kernels::CpAsyncCommit();
+  };
+  load_tile(0);
+
+  // The warp's query rows as A fragments (bf16), straight from the float32 q.
+  uint32_t qa[kKSteps][4];
+  int pos_lo = -1, pos_hi = -1;  // -1: no such row; it sees no key
+  {
+    const float *q_lo = nullptr;
+    const float *q_hi = nullptr;
+    if (row_lo < rows) {
+      const RowPlace at = PlaceOf(item, kv_head, group, row_lo);
+      q_lo = p.q + at.token * p.q_row_stride + int64_t{at.head} * D;
+      pos_lo = p.positions[at.token];
+    }
+    if (row_hi < rows) {
+      const RowPlace at = PlaceOf(item, kv_head, group, row_hi);
+      q_hi = p.q + at.token * p.q_row_stride + int64_t{at.head} * D;
+      pos_hi = p.positions[at.token];
+    }
+    auto pair = [](const float *q, int d) {
+      if (q == nullptr) return 0u;
+      const float2 v = *reinterpret_cast<const float2 *>(q + d);
+      return PackBf16x2(v.x, v.y);
+    };
+#pragma unroll
+    for (int s = 0; s < kKSteps; ++s) {
+      qa[s][0] = pair(q_lo, 16 * s + 2 * c);
+      qa[s][1] = pair(q_hi, 16 * s + 2 * c);
+      qa[s][2] = pair(q_lo, 16 * s + 2 * c + 8);
+      qa[s][3] = pair(q_hi, 16 * s + 2 * c + 8);
+    }
+  }
+
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int t = 0; t < kDimTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+  RowState lo, hi;
+  const float scale = p.scale * kLog2e;
+  const int warp_key0 = kSplitKeys ? warp * kWarpKeys : 0;  // the warp's first key within a tile
+
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    if (tile + 1 < num_tiles) {
+      load_tile(tile + 1);
+      kernels::CpAsyncWait<1>();
+    } else {
+      kernels::CpAsyncWait<0>();
+    }
+    __syncthreads();
+    const __nv_bfloat16 *k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+    const __nv_bfloat16 *v_s = k_s + kTileKeys * kRow;
+    const int key0 = begin + tile * kTileKeys + warp_key0;  // position of the warp's first key
+
+    // Scores: s[t] holds rows lo / hi x keys key0 + 8t + 2c, + 1.
+    float s[kKeyTiles][4];
+#pragma unroll
+    for (int t = 0; t < kKeyTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+#pragma unroll
+      for (int t = 0; t < kKeyTiles; ++t) {
+        const __nv_bfloat16 *key = k_s + (warp_key0 + 8 * t + g) * kRow + 16 * ks + 2 * c;
+        kernels::MmaBf16(s[t], qa[ks], *reinterpret_cast<const uint32_t *>(key),
+                         *reinterpret_cast<const uint32_t *>(key + 8));
+      }
+    }
+
+    // Causal mask, scale to log2 units, online softmax.
+    float max_lo = -INFINITY, max_hi = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int pos = key0 + 8 * t + 2 * c + e;
+        s[t][e] = pos < end && pos <= pos_lo ? s[t][e] * scale : -INFINITY;
+        s[t][2 + e] = pos < end && pos <= pos_hi ? s[t][2 + e] * scale : -INFINITY;
+        max_lo = fmaxf(max_lo, s[t][e]);
+        max_hi = fmaxf(max_hi, s[t][2 + e]);
+      }
+    }
+    const float m_lo = fmaxf(lo.m, QuadMax(max_lo)), m_hi = fmaxf(hi.m, QuadMax(max_hi));
+    // A row that has seen no key yet keeps m = -inf; 0 as the base keeps
+    // every exponent below a NaN (2^-inf = 0).
+    const float base_lo = m_lo == -INFINITY ? 0.0f : m_lo, base_hi = m_hi == -INFINITY ? 0.0f : m_hi;
+    const float corr_lo = exp2f(lo.m - base_lo), corr_hi = exp2f(hi.m - base_hi);
+    float sum_lo = 0.0f, sum_hi = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[t][e] = exp2f(s[t][e] - base_lo);
+        s[t][2 + e] = exp2f(s[t][2 + e] - base_hi);
+        sum_lo += s[t][e];
+        sum_hi += s[t][2 + e];
+      }
+    }
+    lo = {m_lo, lo.l * corr_lo + sum_lo};
+    hi = {m_hi, hi.l * corr_hi + sum_hi};
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+      o[t][0] *= corr_lo;
+      o[t][1] *= corr_lo;
+      o[t][2] *= corr_hi;
+      o[t][3] *= corr_hi;
+    }
+
+    // o += P V: two score tiles (16 keys) are one A fragment; V's B
+    // fragments come transposed from shared memory, two dim tiles a load.
+#pragma unroll
+    for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
+      const uint32_t pa[4] = {PackBf16x2(s[2 * kk][0], s[2 * kk][1]), PackBf16x2(s[2 * kk][2], s[2 * kk][3]),
+                              PackBf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              PackBf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const int matrix = lane / 8, r = lane % 8;
+      const __nv_bfloat16 *v_row = v_s + (warp_key0 + 16 * kk + r + 8 * (matrix % 2)) * kRow + 8 * (matrix / 2);
+#pragma unroll
+      for (int t = 0; t < kDimTiles; t += 2) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b, v_row + 8 * t);
+        kernels::MmaBf16(o[t], pa, b[0], b[1]);
+        kernels::MmaBf16(o[t + 1], pa, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // the next iteration's copy overwrites this stage
+  }
+  lo.l = QuadSum(lo.l);
+  hi.l = QuadSum(hi.l);
+
+  const int64_t cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits + blockIdx.z;
+  const bool partial = p.num_splits > 1;
+  if constexpr (kSplitKeys) {
+    // Four partial softmaxes of the same rows: staged, then merged per (row,
+    // dim).
+    float *red_o = reinterpret_cast<float *>(shared_raw);  // [kWarps][16][D]
+    float *red_ml = red_o + kWarps * 16 * D;               // [kWarps][16][2]
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        red_o[(warp * 16 + g) * D + 8 * t + 2 * c + e] = o[t][e];
+        red_o[(warp * 16 + g + 8) * D + 8 * t + 2 * c + e] = o[t][2 + e];
+      }
+    }
+    if (c == 0) {
+      red_ml[(warp * 16 + g) * 2] = lo.m;
+      red_ml[(warp * 16 + g) * 2 + 1] = lo.l;
+      red_ml[(warp * 16 + g + 8) * 2] = hi.m;
+      red_ml[(warp * 16 + g + 8) * 2 + 1] = hi.l;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < rows * D; idx += kWarps * 32) {
+      const int r = idx / D, d = idx % D;
+      float m = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) m = fmaxf(m, red_ml[(w * 16 + r) * 2]);
+      const float base = m == -INFINITY ? 0.0f : m;
+      float value = 0.0f, l = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float weight = exp2f(red_ml[(w * 16 + r) * 2] - base);
+        value += weight * red_o[(w * 16 + r) * D + d];
+        l += weight * red_ml[(w * 16 + r) * 2 + 1];
+      }
+      if (partial) {
+        p.partial_out[(cta * kMmaAttentionRows + r) * D + d] = value;
+        if (d == 0) {
+          p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = m;
+          p.partial_ml[(cta * kMmaAttentionRows + r) * 2 + 1] = l;
+        }
+      } else {
+        const RowPlace at = PlaceOf(item, kv_head, group, r);
+        p.out[(at.token * p.num_heads + at.head) * D + d] = __float2bfloat16(value / l);
+      }
+    }
+  } else {
+    auto store_row = [&](int r, const RowState &st, int half) {
+      if (r >= rows) return;
+      if (partial) {
+        float *out = p.partial_out + (cta * kMmaAttentionRows + r) * D;
+#pragma unroll
+        for (int t = 0; t < kDimTiles; ++t)
+          *reinterpret_cast<float2 *>(out + 8 * t + 2 * c) = make_float2(o[t][2 * half], o[t][2 * half + 1]);
+        if (c == 0) {
+          p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = st.m;
+          p.partial_ml[(cta * kMmaAttentionRows + r) * 2 + 1] = st.l;
+        }
+        return;
+      }
+      const RowPlace at = PlaceOf(item, kv_head, group, r);
+      __nv_bfloat16 *out = p.out + (at.token * p.num_heads + at.head) * D;
+      const float inv_l = 1.0f / st.l;
+#pragma unroll
+      for (int t = 0; t < kDimTiles; ++t)
+        *reinterpret_cast<__nv_bfloat162 *>(out + 8 * t + 2 * c) =
+            __floats2bfloat162_rn(o[t][2 * half] * inv_l, o[t][2 * half + 1] * inv_l);
+    };
+    store_row(row_lo, lo, 0);
+    store_row(row_hi, hi, 1);
+  }
+}
+
+// Grid (num_items, num_kv_heads): out = sum_z 2^(m_z - M) o_z / sum_z 2^(m_z -
+// M) l_z over the splits that hold keys (the kernel's KeysPerSplit decides
+// which). A split whose keys a row cannot see left m = -inf: weight 0.
+template <int D>
+__global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAttentionParams p) {
+  __shared__ float weight[kMaxAttentionSplits][kMmaAttentionRows];
+  kernels::AllowDependentLaunch();
+  const AttentionWorkItem item = p.items[blockIdx.x];
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int rows = item.num_tokens * group;
+  const int context = p.positions[item.token_begin + item.num_tokens - 1] + 1;
+  const int active = (context + KeysPerSplit(context, p.num_splits) - 1) / KeysPerSplit(context, p.num_splits);
+  const int64_t first_cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits;
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    float m = -INFINITY;
+    for (int z = 0; z < active; ++z) m = fmaxf(m, p.partial_ml[((first_cta + z) * kMmaAttentionRows + r) * 2]);
+    float sum = 0.0f;
+    for (int z = 0; z < active; ++z) {
+      const float *ml = p.partial_ml + ((first_cta + z) * kMmaAttentionRows + r) * 2;
+      const float w = exp2f(ml[0] - m);  // m is finite: split 0 holds key 0, which every row sees
+      weight[z][r] = w;
+      sum += w * ml[1];
+    }
+    for (int z = 0; z < active; ++z) weight[z][r] /= sum;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
+    const int r = idx / D, d = idx % D;
+    float value = 0.0f;
+    for (int z = 0; z < active; ++z)
+      value += weight[z][r] * p.partial_out[((first_cta + z) * kMmaAttentionRows + r) * D + d];
+    const RowPlace at = PlaceOf(item, kv_head, group, r);
+    p.out[(at.token * p.num_heads + at.head) * D + d] = __float2bfloat16(value);
+  }
+}
+
+template <int D, bool kSplitKeys>
+cudaError_t Launch(const PagedAttentionParams &p, cudaStream_t stream) {
+  constexpr size_t kShared = SharedBytes<D>();
+  auto *kernel = MmaAttentionKernel<D, kSplitKeys>;
+  if (kShared > 48 * 1024) {
+    const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+    if (set != cudaSuccess) return set;
+  }
+  const dim3 grid(static_cast<unsigned>(p.num_items), static_cast<unsigned>(p.num_kv_heads),
+                  static_cast<unsigned>(p.num_splits));
+  kernel<<<grid, kWarps * 32, kShared, stream>>>(p);
+  const cudaError_t launched = cudaGetLastError();
+  if (launched != cudaSuccess || p.num_splits == 1) return launched;
+  MmaMergeSplitsKernel<D><<<dim3(grid.x, grid.y), kMergeThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int D>
+cudaError_t LaunchShape(const PagedAttentionParams &p, bool single_token_items, cudaStream_t stream) {
+  return single_token_items ? Launch<D, true>(p, stream) : Launch<D, false>(p, stream);
+}
+
+}  // namespace
+
+bool MmaAttentionSupportsHeadDim(int32_t head_dim) {
+  return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
+}
+
+cudaError_t LaunchMmaAttention(const PagedAttentionParams &p, bool single_token_items, cudaStream_t stream) {
+  const int32_t group = p.num_kv_heads > 0 ? p.num_heads / p.num_kv_heads : 0;
+  if (p.q == nullptr || p.items == nullptr || p.block_tables == nullptr || p.positions == nullptr || p.out == nullptr ||
+      p.cache.k == nullptr || p.cache.v == nullptr || p.num_items <= 0 || p.num_kv_heads <= 0 ||
+      p.num_heads % p.num_kv_heads != 0 || group > (single_token_items ? 16 : kMmaAttentionRows) ||
+      p.q_row_stride % 2 != 0 || p.cache.head_dim != p.head_dim || p.cache.num_kv_heads != p.num_kv_heads ||
+      p.num_splits < 1 || p.num_splits > kMaxAttentionSplits ||
+      (p.num_splits > 1 && (p.partial_out == nullptr || p.partial_ml == nullptr)))
+    return cudaErrorInvalidValue;
+  switch (p.head_dim) {
+    case 16:
+      return LaunchShape<16>(p, single_token_items, stream);
+    case 32:
+      return LaunchShape<32>(p, single_token_items, stream);
+    case 64:
+      return LaunchShape<64>(p, single_token_items, stream);
+    case 128:
+      return LaunchShape<128>(p, single_token_items, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace ernie::cuda

@@ -1,0 +1,44 @@
+// Paged causal attention on the tensor cores (mma.m16n8k16, bf16 operands,
+// float32 scores, softmax and accumulation), for head dims that are
+// multiples of 16 up to 128. Same contract as paged_attention.h (the
+// CUDA-core kernel, kept for other head dims and as this one's test
+// reference), with bigger work items:
+//
+//   - An item holds up to kMmaAttentionRows (token, head-of-the-group) query
+//     rows, so a prefill chunk's 8 tokens x 8 heads share each K/V tile a CTA
+//     stages in shared memory, where the CUDA-core kernel's items hold one
+//     token of a group of 8 and re-read the whole prefix per token.
+//   - Two shapes, chosen by the step: steps of single-token items (decode:
+//     at most 16 rows an item) give each of a CTA's four warps its own
+//     quarter of every 64-key tile and merge the four partial softmaxes at
+//     the end; other steps give each warp 16 of the item's 64 rows and all
+//     64 keys of a tile.
+//   - Split-KV as paged_attention.h, but a split holds a multiple of 64 keys,
+//     so a short context runs in a few full CTAs (the rest return at once)
+//     and the merge reads only the splits that hold keys.
+// q is rounded to bf16 and the probabilities are rounded to bf16 for the
+// P V product, as bf16 attention implementations do.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "engine/backend/cuda/kernels/paged_attention.h"
+
+namespace ernie::cuda {
+
+// Query rows of one work item (and rows of one CTA's partial output).
+inline constexpr int32_t kMmaAttentionRows = 64;
+
+bool MmaAttentionSupportsHeadDim(int32_t head_dim);
+
+// `p` as for LaunchPagedAttention, except: items hold up to
+// kMmaAttentionRows rows; partial_out / partial_ml (needed when
+// num_splits > 1) are [PagedAttentionPartialCtas, kMmaAttentionRows, head_dim]
+// and [.., kMmaAttentionRows, 2]. `single_token_items`: every item of the
+// step holds one token (then at most 16 rows); it picks the kernel shape
+// and, like the item count, must be the same for every replay of a graph.
+cudaError_t LaunchMmaAttention(const PagedAttentionParams &p, bool single_token_items, cudaStream_t stream);
+
+}  // namespace ernie::cuda
