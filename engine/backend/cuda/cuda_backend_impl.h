@@ -117,6 +117,9 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
   // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);
+  // Attention alone, once rotary and the KV write are done (the decode path
+  // folds them into its qkv GEMV).
+  absl::Status Attention(int64_t layer, int32_t tokens);
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
   // out (+)= the mixture-of-experts MLP of layer `layer` on h's `tokens`
   // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc).

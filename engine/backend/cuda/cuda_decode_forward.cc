@@ -1,7 +1,8 @@
 // The dense forward pass for decode-sized steps (at most kDecodeLinearMaxRows
-// tokens), the same function as cuda_forward.cc's, in six kernels a layer:
-//   qkv   = RMSNorm(x) W_qkv^T                  decode GEMV, norm in its prologue
-//   rotary + KV write, paged attention           as cuda_forward.cc
+// tokens), the same function as cuda_forward.cc's, in five kernels a layer (six with split-KV's merge):
+//   qkv   = RMSNorm(x) W_qkv^T + b_qkv           decode GEMV, norm in its prologue,
+//                                                rotary + KV write in its epilogue
+//   paged attention                              as cuda_forward.cc
 //   x    += attn W_o^T + b_o                     decode GEMV, residual add in its epilogue
 //   act   = silu(g) * u, [g|u] = RMSNorm(x) W_gu^T   norm prologue, SiLU epilogue
 //   x    += act W_down^T + b_down                 residual add epilogue
@@ -42,13 +43,20 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                             .norm_weight = w.input_norm.data(),
                             .eps = c.rms_norm_eps,
                             .w = Bf16(w.qkv),
-                            .y = ws_.qkv.data(),  // the bias is added by the rotary kernel, as on the cuBLAS path
+                            .bias = OrNull(w.qkv_bias),
+                            .y = ws_.qkv.data(),
                             .m = tokens,
                             .n = static_cast<int32_t>(c.q_size() + 2 * c.kv_size()),
-                            .k = hidden},
+                            .k = hidden,
+                            .epilogue = DecodeEpilogue::kRotaryKv,
+                            .rotary = {.positions = inputs_.positions(),
+                                       .slots = inputs_.slots(),
+                                       .inv_freq = ws_.inv_freq.data(),
+                                       .cache = LayerCache(layer),
+                                       .num_heads = static_cast<int32_t>(c.num_heads)}},
                            s),
-        absl::StrCat("decode qkv kernel, layer ", layer));
-    ERNIE_RETURN_IF_ERROR(RotaryAndAttention(layer, tokens));
+        absl::StrCat("decode qkv + rotary kernel, layer ", layer));
+    ERNIE_RETURN_IF_ERROR(Attention(layer, tokens));
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_bf16 = Bf16(ws_.attn),
                                                    .w = Bf16(w.o_proj),
                                                    .bias = OrNull(w.o_bias),

@@ -34,11 +34,7 @@ absl::Status CudaBackendImpl::RotaryAndAttention(int64_t layer, int32_t tokens) 
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
-  const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
   const PagedKvView cache = LayerCache(layer);
-  // A function of the item count alone, so a captured graph fits every context length.
-  const int32_t splits = std::min(max_attention_splits_,
-                                  PagedAttentionSplits(inputs_.num_items(), static_cast<int32_t>(c.num_kv_heads), num_sms_));
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchRotaryKvWrite({.qkv = ws_.qkv.data(),
                                                   .bias = OrNull(w.qkv_bias),
                                                   .positions = inputs_.positions(),
@@ -51,9 +47,19 @@ absl::Status CudaBackendImpl::RotaryAndAttention(int64_t layer, int32_t tokens) 
                                                   .head_dim = static_cast<int32_t>(c.head_dim)},
                                                  s),
                              "rotary + KV write kernel");
+  return Attention(layer, tokens);
+}
+
+absl::Status CudaBackendImpl::Attention(int64_t layer, int32_t tokens) {
+  const ModelConfig& c = config_;
+  cudaStream_t s = stream_.get();
+  const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
+  // A function of the item count alone, so a captured graph fits every context length.
+  const int32_t splits = std::min(max_attention_splits_,
+                                  PagedAttentionSplits(inputs_.num_items(), static_cast<int32_t>(c.num_kv_heads), num_sms_));
   const PagedAttentionParams attention{.q = ws_.qkv.data(),
                                        .q_row_stride = qkv_width,
-                                       .cache = cache,
+                                       .cache = LayerCache(layer),
                                        .items = inputs_.items(),
                                        .block_tables = inputs_.block_tables(),
                                        .positions = inputs_.positions(),

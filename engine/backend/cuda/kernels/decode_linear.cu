@@ -45,6 +45,33 @@ __device__ void LoadInputRows(const DecodeLinearParams& p, float* xs) {
   }
 }
 
+// kRotaryKv for input row r and the output pair (a, a + 1), a even, with
+// values va, vb (bias added): the same float32 expressions as
+// RotaryKvWriteKernel.
+__device__ __forceinline__ void RotaryKvStore(const DecodeLinearParams& p, int r, int64_t a, float va, float vb) {
+  const DecodeRotaryKv& q = p.rotary;
+  const int d = q.cache.head_dim;
+  const int head = static_cast<int>(a / d), i = static_cast<int>(a % d) / 2;
+  const int32_t slot = q.slots[r];
+  const int32_t block = slot / q.cache.block_size, block_row = slot % q.cache.block_size;
+  if (head >= q.num_heads + q.cache.num_kv_heads) {  // v: stored as it is
+    __nv_bfloat16* dst =
+        q.cache.v + KvOffset(q.cache, block, head - q.num_heads - q.cache.num_kv_heads, block_row) + 2 * i;
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(va, vb);
+    return;
+  }
+  float s, c;
+  sincosf(static_cast<float>(q.positions[r]) * q.inv_freq[i], &s, &c);
+  const float ra = va * c - vb * s, rb = vb * c + va * s;
+  if (head < q.num_heads) {
+    p.y[int64_t{r} * p.n + a] = ra;
+    p.y[int64_t{r} * p.n + a + 1] = rb;
+    return;
+  }
+  __nv_bfloat16* dst = q.cache.k + KvOffset(q.cache, block, head - q.num_heads, block_row) + 2 * i;
+  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(ra, rb);
+}
+
 // Each warp owns a pair of weight rows (a, b): (2j, 2j + 1), or (j, width + j)
 // for kSiluMul, and computes both dots for all M input rows.
 template <int M>
@@ -133,6 +160,9 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
           // The same expression as SiluAndMulKernel.
           p.y[int64_t{r} * (p.n / 2) + j] = va / (1.0f + expf(-va)) * vb;
           break;
+        case DecodeEpilogue::kRotaryKv:
+          RotaryKvStore(p, r, a, va, vb);
+          break;
       }
     }
   }
@@ -180,6 +210,14 @@ cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream)
       p.k <= 0 || p.k % 8 != 0 || (p.norm_weight != nullptr && p.x_f32 == nullptr) ||
       (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 2 != 0))
     return cudaErrorInvalidValue;
+  if (p.epilogue == DecodeEpilogue::kRotaryKv) {
+    const DecodeRotaryKv& q = p.rotary;
+    if (q.positions == nullptr || q.slots == nullptr || q.inv_freq == nullptr || q.cache.k == nullptr ||
+        q.cache.v == nullptr || q.cache.block_size <= 0 || q.cache.head_dim <= 0 || q.cache.head_dim % 2 != 0 ||
+        q.num_heads <= 0 || q.cache.num_kv_heads <= 0 ||
+        p.n != (q.num_heads + 2 * q.cache.num_kv_heads) * q.cache.head_dim)
+      return cudaErrorInvalidValue;
+  }
   switch (p.m) {
     case 1: return Launch<1>(p, stream);
     case 2: return Launch<2>(p, stream);

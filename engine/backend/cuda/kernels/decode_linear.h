@@ -11,6 +11,12 @@
 //             kSiluMul       y[r, j] = silu(g) * u, g and u the dots of rows j
 //                            and width + j of W (gate|up), plus their biases
 //             kAddResidual   y[r, n] += dot + bias[n]   (y the residual stream)
+//             kRotaryKv      the fused q|k|v projection: q and k heads get the
+//                            interleaved rotary embedding of row r's position
+//                            (a warp's row pair (2j, 2j+1) is one rotary
+//                            pair); q goes to y, k and v to the paged cache
+//                            at row r's slot, in bf16 (rotary_kv_write.h's
+//                            work, without its own launch)
 //
 // Every weight row is read once per call with 16-byte loads by one warp,
 // which keeps the row's dot products for every input row in registers (no
@@ -24,11 +30,22 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/paged_kv_view.h"
+
 namespace ernie::cuda {
 
 inline constexpr int32_t kDecodeLinearMaxRows = 8;
 
-enum class DecodeEpilogue : int32_t { kStore, kSiluMul, kAddResidual };
+enum class DecodeEpilogue : int32_t { kStore, kSiluMul, kAddResidual, kRotaryKv };
+
+// What kRotaryKv needs besides y ([m, n] float32; only the q columns are written).
+struct DecodeRotaryKv {
+  const int32_t* positions = nullptr;  // [m] absolute positions
+  const int32_t* slots = nullptr;      // [m] cache slot: block * block_size + row
+  const float* inv_freq = nullptr;     // [head_dim / 2], as RotaryKvWriteParams
+  PagedKvView cache;                   // this layer's keys and values
+  int32_t num_heads = 0;               // n = (num_heads + 2 cache.num_kv_heads) * cache.head_dim
+};
 
 struct DecodeLinearParams {
   // Input: exactly one of x_f32 / x_bf16. Row r of the input is
@@ -45,6 +62,7 @@ struct DecodeLinearParams {
   int32_t n = 0;                          // weight rows (even for kSiluMul: gate rows, then up rows)
   int32_t k = 0;                          // a multiple of 8
   DecodeEpilogue epilogue = DecodeEpilogue::kStore;
+  DecodeRotaryKv rotary;                  // kRotaryKv only
 };
 
 // Shared memory the launches need beyond the default 48 KiB are allowed once
