@@ -164,7 +164,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
                                  .n = 2 * width,
                                  .k = hidden,
                                  .epilogue = GroupedEpilogue::kSiluMulBf16,
-                                 .expected_tiles = expected_tiles},
+                                 .expected_tiles = expected_tiles,
+                                 .allow_staged = moe_staged_experts_},
                                 s),
         absl::StrCat("MoE experts' gate/up kernel, layer ", layer));
     ERNIE_CUDA_RETURN_IF_ERROR(
@@ -178,7 +179,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
                                  .n = hidden,
                                  .k = width,
                                  .epilogue = GroupedEpilogue::kStoreF32,
-                                 .expected_tiles = expected_tiles},
+                                 .expected_tiles = expected_tiles,
+                                 .allow_staged = moe_staged_experts_},
                                 s),
         absl::StrCat("MoE experts' down kernel, layer ", layer));
     }
