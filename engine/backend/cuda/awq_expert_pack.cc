@@ -130,19 +130,29 @@ absl::StatusOr<AwqExpertStacks> StackAwqExperts(std::span<const AwqMlpRaw> route
     ++s.experts;
     return absl::OkStatus();
   };
-  for (const AwqMlpRaw& e : routed) ERNIE_RETURN_IF_ERROR(add(e));
-  if (shared == nullptr) return s;
-  const int64_t total = shared->gate.n;
-  if (width <= 0 || total % width != 0)
-    return absl::InvalidArgumentError(absl::StrCat(shared->name, ".gate_proj: width ", total,
-                                                   " is not a multiple of moe_intermediate_size ", width));
-  for (int64_t first = 0; first < total; first += width) {
-    const std::string piece = absl::StrCat(shared->name, " (columns ", first, "..", first + width - 1, ")");
-    ERNIE_ASSIGN_OR_RETURN(const AwqHostLinear gate, AwqOutputSlice(shared->gate, first, width, shared->name + ".gate_proj"));
-    ERNIE_ASSIGN_OR_RETURN(const AwqHostLinear up, AwqOutputSlice(shared->up, first, width, shared->name + ".up_proj"));
-    ERNIE_ASSIGN_OR_RETURN(const AwqHostLinear down, AwqInputSlice(shared->down, first, width, shared->name + ".down_proj"));
-    ERNIE_RETURN_IF_ERROR(add({.gate = gate.raw(), .up = up.raw(), .down = down.raw(), .name = piece}));
+  // The shared experts' pieces first: a split that cuts a group is the
+  // clearer error (the routed experts' down_proj would only say its k).
+  struct Piece {
+    AwqHostLinear gate, up, down;
+    std::string name;
+  };
+  std::vector<Piece> pieces;
+  if (shared != nullptr) {
+    const int64_t total = shared->gate.n;
+    if (width <= 0 || total % width != 0)
+      return absl::InvalidArgumentError(absl::StrCat(shared->name, ".gate_proj: width ", total,
+                                                     " is not a multiple of moe_intermediate_size ", width));
+    for (int64_t first = 0; first < total; first += width) {
+      Piece p{.name = absl::StrCat(shared->name, " (columns ", first, "..", first + width - 1, ")")};
+      ERNIE_ASSIGN_OR_RETURN(p.gate, AwqOutputSlice(shared->gate, first, width, shared->name + ".gate_proj"));
+      ERNIE_ASSIGN_OR_RETURN(p.up, AwqOutputSlice(shared->up, first, width, shared->name + ".up_proj"));
+      ERNIE_ASSIGN_OR_RETURN(p.down, AwqInputSlice(shared->down, first, width, shared->name + ".down_proj"));
+      pieces.push_back(std::move(p));
+    }
   }
+  for (const AwqMlpRaw& e : routed) ERNIE_RETURN_IF_ERROR(add(e));
+  for (const Piece& p : pieces)
+    ERNIE_RETURN_IF_ERROR(add({.gate = p.gate.raw(), .up = p.up.raw(), .down = p.down.raw(), .name = p.name}));
   return s;
 }
 
