@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -267,6 +268,13 @@ TEST_F(CudaAwqMoeTest, TheQuantizedCheckpointIsAnAwqMoeModel) {
   EXPECT_TRUE(l.moe.shared.gate_proj.is_awq());
   EXPECT_EQ(l.moe.shared.gate_proj.out_features(), 128);
   EXPECT_FALSE((*m)->weights.layers[0].is_moe);
+  // The CPU reference runs it (the GPU tests' expected values).
+  auto cpu = cpu::CpuBackend::Create(**m, {.num_threads = 2, .block_size = 16, .num_blocks = 2, .max_tokens_per_step = 8});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const std::vector<int32_t> tokens = {1, 17, 250, 3, 99};
+  const auto logits = TeacherForced(**cpu, tokens, 0, 5, ConsecutiveBlocks(5, 16));
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(*std::max_element(logits.begin(), logits.end()), *std::min_element(logits.begin(), logits.end()));
 }
 
 // Per-position relative L2 error bounds of the logits (cuda_backend_parity_test's
