@@ -171,8 +171,11 @@ absl::Status WriteJsonFile(const std::string& path, const Json& json) {
   return absl::OkStatus();
 }
 
-absl::Status WriteConfigFiles(const std::string& dir, const DenseShape& shape, WeightDtype dtype) {
-  ERNIE_RETURN_IF_ERROR(WriteJsonFile(dir + "/config.json", ModelConfigJson(shape, dtype)));
+absl::Status WriteConfigFiles(const std::string& dir, const DenseShape& shape, WeightDtype dtype,
+                              const std::optional<AwqConfig>& awq) {
+  Json config = ModelConfigJson(shape, dtype);
+  if (awq.has_value()) config["quantization_config"] = Json::parse(AwqQuantizationConfigJson(*awq).dump());
+  ERNIE_RETURN_IF_ERROR(WriteJsonFile(dir + "/config.json", config));
   ERNIE_RETURN_IF_ERROR(WriteJsonFile(dir + "/generation_config.json", GenerationConfigJson()));
   ERNIE_RETURN_IF_ERROR(WriteJsonFile(dir + "/tokenizer_config.json", TokenizerConfigJson()));
   ERNIE_RETURN_IF_ERROR(WriteJsonFile(dir + "/special_tokens_map.json", SpecialTokensMapJson()));

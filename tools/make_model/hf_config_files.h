@@ -3,9 +3,11 @@
 // rope_theta, torch_dtype, architectures ["Ernie4_5_ForCausalLM"]).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "engine/model/quantization_config.h"
 #include "nlohmann/json.hpp"
 #include "tools/make_model/model_shape.h"
 #include "tools/make_model/weight_dtype.h"
@@ -26,7 +28,9 @@ nlohmann::ordered_json AddedTokensJson();
 absl::Status WriteJsonFile(const std::string& path, const nlohmann::ordered_json& json);
 
 // Writes config.json, generation_config.json, tokenizer_config.json,
-// special_tokens_map.json and added_tokens.json into `dir`.
-absl::Status WriteConfigFiles(const std::string& dir, const DenseShape& shape, WeightDtype dtype);
+// special_tokens_map.json and added_tokens.json into `dir`. With `awq`,
+// config.json carries its quantization_config (what ernie-quantize writes).
+absl::Status WriteConfigFiles(const std::string& dir, const DenseShape& shape, WeightDtype dtype,
+                              const std::optional<AwqConfig>& awq = std::nullopt);
 
 }  // namespace ernie::make_model

@@ -38,7 +38,9 @@ absl::Status MakeModel(const MakeModelOptions& options) {
                          MakeTokenizerModel({.corpus_dir = options.corpus_dir}));
   ERNIE_RETURN_IF_ERROR(PrepareOutputDir(options.output_dir));
   ERNIE_RETURN_IF_ERROR(WriteBinaryFile(options.output_dir + "/tokenizer.model", tokenizer));
-  ERNIE_RETURN_IF_ERROR(WriteConfigFiles(options.output_dir, options.shape, options.dtype));
+  std::optional<AwqConfig> awq;
+  if (options.awq_group_size > 0) awq = AwqConfig{.group_size = options.awq_group_size};
+  ERNIE_RETURN_IF_ERROR(WriteConfigFiles(options.output_dir, options.shape, options.dtype, awq));
   if (options.config_only) return absl::OkStatus();
   const CheckpointOptions checkpoint{.seed = options.seed,
                                      .dtype = options.dtype,

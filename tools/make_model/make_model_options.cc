@@ -1,10 +1,12 @@
 #include "tools/make_model/make_model_options.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "engine/model/awq_format.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie::make_model {
@@ -63,6 +65,11 @@ absl::StatusOr<MakeModelOptions> ParseMakeModelArgs(const std::vector<std::strin
       if (options.max_shard_bytes == 0) return absl::InvalidArgumentError("--max-shard-bytes must be positive");
     } else if (arg == "--dtype") {
       ERNIE_ASSIGN_OR_RETURN(options.dtype, WeightDtypeByName(value));
+    } else if (arg == "--awq-group-size") {
+      ERNIE_ASSIGN_OR_RETURN(const uint64_t group, ParseUnsigned("--awq-group-size", value));
+      if (std::find(kAwqGroupSizes.begin(), kAwqGroupSizes.end(), static_cast<int64_t>(group)) == kAwqGroupSizes.end())
+        return absl::InvalidArgumentError(absl::StrCat("--awq-group-size must be 32, 64 or 128, got ", value));
+      options.awq_group_size = static_cast<int64_t>(group);
     } else if (arg == "--corpus") {
       if (value.empty()) return absl::InvalidArgumentError("--corpus needs a folder");
       options.corpus_dir = value;
@@ -73,6 +80,11 @@ absl::StatusOr<MakeModelOptions> ParseMakeModelArgs(const std::vector<std::strin
   if (options.output_dir.empty()) return absl::InvalidArgumentError("missing the output DIR");
   if (!shape_name) return absl::InvalidArgumentError("missing --shape");
   if (!have_seed) return absl::InvalidArgumentError("missing --seed");
+  // Random int4 weights belong to the device (--load-format dummy); a
+  // checkpoint with weights is quantized from a float one by ernie-quantize.
+  if (options.awq_group_size > 0 && !options.config_only)
+    return absl::InvalidArgumentError(
+        "--awq-group-size needs --config-only (to quantize a checkpoint's weights, use ernie-quantize)");
   ERNIE_ASSIGN_OR_RETURN(options.shape, ShapeByName(*shape_name));
   return options;
 }

@@ -15,10 +15,12 @@ namespace ernie::make_model {
 inline constexpr char kMakeModelUsage[] =
     "usage: ernie-make-model DIR --shape demo|0.3b|21b-a3b --seed S\n"
     "                        [--max-shard-bytes N] [--dtype bfloat16|float16|float32]\n"
-    "                        [--corpus DIR] [--config-only]\n"
+    "                        [--corpus DIR] [--config-only] [--awq-group-size 32|64|128]\n"
     "Writes a random ERNIE-4.5 checkpoint in Hugging Face layout into DIR.\n"
     "--config-only writes everything but the safetensors (config, generation\n"
-    "config, tokenizer): a directory to serve with --load-format dummy.";
+    "config, tokenizer): a directory to serve with --load-format dummy.\n"
+    "--awq-group-size (with --config-only) adds an AWQ int4 quantization_config,\n"
+    "so --load-format dummy makes int4 weights of that group size.";
 
 struct MakeModelOptions {
   std::string output_dir;
@@ -28,6 +30,7 @@ struct MakeModelOptions {
   uint64_t max_shard_bytes = kDefaultMaxShardBytes;
   std::string corpus_dir;  // defaults to the corpus of the source tree
   bool config_only = false;  // no weights: for --load-format dummy (shapes too large to write)
+  int64_t awq_group_size = 0;  // > 0: config.json declares AWQ int4 of this group size (config_only only)
 };
 
 // Parses argv[1..]. Both "--flag value" and "--flag=value" are accepted.

@@ -37,8 +37,13 @@ namespace {
 absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (c.architecture == Architecture::kErnie45Moe) {
     const MoeConfig& m = c.moe;
-    if (c.awq.has_value())
-      return absl::InvalidArgumentError("AWQ mixture-of-experts checkpoints run on the CPU backend only (--backend cpu)");
+    // The int4 kernels step along k in blocks of 64 (kernels/awq_gemm.h):
+    // H is the gate/up input, I the down input.
+    if (c.awq.has_value() && (c.hidden_size % 64 != 0 || m.intermediate_size % 64 != 0))
+      return absl::InvalidArgumentError(absl::StrCat("the CUDA AWQ expert kernels need hidden_size and ",
+                                                     "moe_intermediate_size divisible by 64; the model has ",
+                                                     c.hidden_size, " and ", m.intermediate_size,
+                                                     " (the CPU backend runs it: --backend cpu)"));
     if (c.use_bias) return absl::InvalidArgumentError("the CUDA backend runs MoE models without biases (use_bias false)");
     if (m.num_experts + m.num_shared_experts > kMoeMaxExperts || m.top_k + m.num_shared_experts > kMoeMaxTopK)
       return absl::InvalidArgumentError(absl::StrCat("the CUDA MoE kernels take at most ", kMoeMaxExperts,

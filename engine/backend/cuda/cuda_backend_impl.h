@@ -46,7 +46,7 @@ struct Workspace {
   DeviceBuffer<uint16_t> act;     // bf16 [T, I] silu(gate) * up
   DeviceBuffer<float> attn_partial_out;  // split-KV partial outputs [PagedAttentionPartialCtas, kAttentionRowsPerCta, head_dim]
   DeviceBuffer<float> attn_partial_ml;   // their (max, sum) [PagedAttentionPartialCtas, kAttentionRowsPerCta, 2]
-  DeviceBuffer<uint16_t> awq_weights;  // bf16 [n, k] of the largest AWQ linear, dequantised for large steps; else empty
+  DeviceBuffer<uint16_t> awq_weights;  // bf16 [n, k] of the largest AWQ linear or expert linear, dequantised for large steps; else empty
   DeviceBuffer<float> logits;     // [logit_rows_per_pass, V]
   DeviceBuffer<float> inv_freq;   // [head_dim / 2] rotary inverse frequencies
   // MoE layers only (else empty), sized for one chunk of C = moe_chunk_tokens
@@ -127,6 +127,9 @@ class CudaBackendImpl final : public CudaBackend {
   // The experts of one routed chunk (tiles of 8 slots) as one cuBLAS GEMM per
   // expert; waits for the routing (large, ungraphed steps only).
   absl::Status ExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t max_slots);
+  // The same as the two grouped launches (bf16 or AWQ int4 experts), no host wait.
+  absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles, int32_t tile_rows,
+                              int32_t expected_tiles);
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
   // The same two for steps of at most kDecodeLinearMaxRows tokens (cuda_decode_forward.cc).
   absl::Status EnqueueDecodeLayers(int32_t tokens);

@@ -16,11 +16,18 @@
 // expert and more (prefill), tensor-core GEMM tiles beat the grouped
 // GEMV's, which re-reads each expert's weights for every 32 tokens; below,
 // the host wait and 130 launches a layer cost more (NOTES.md v5).
+// AWQ int4 experts take the same two paths: the grouped launches read the
+// packed experts (kernels/grouped_awq_gemv.h, dequantising in registers),
+// and ExpertsByGemm dequantises each active expert's linear to bf16 in the
+// AWQ workspace just before its GEMM (the dense AWQ layers' prefill path),
+// stream-ordered, so one expert-sized workspace serves every expert.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
+#include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/util/status_macros.h"
@@ -69,6 +76,19 @@ absl::Status CudaBackendImpl::ExpertsByGemm(int64_t layer, const __nv_bfloat16* 
   ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), "MoE tile table");
   const int32_t tiles = std::min(host[0], max_tiles);
   const auto* tile_expert = host + 1;
+  // Expert e's bf16 [n, k] weights: a slice of the bf16 stack, or (AWQ) its
+  // int4 linear dequantised into the workspace (free again once the GEMM
+  // that reads it has run: same stream).
+  auto expert_weights = [&](const DeviceBuffer<uint16_t>& stack, const AwqExpertsView& awq, int32_t e, int64_t n,
+                            int64_t k) -> absl::StatusOr<const uint16_t*> {
+    if (w.awq.empty()) return stack.data() + int64_t{e} * n * k;
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqDequantize({.w = awq.Expert(e),
+                                                    .out = reinterpret_cast<__nv_bfloat16*>(ws_.awq_weights.data()),
+                                                    .out_bytes = ws_.awq_weights.bytes()},
+                                                   s),
+                               absl::StrCat("AWQ expert dequantise kernel, layer ", layer, " expert ", e));
+    return ws_.awq_weights.data();
+  };
   // Each expert's tiles are consecutive: one GEMM per run.
   auto for_each_run = [&](auto&& gemm) -> absl::Status {
     for (int32_t first = 0; first < tiles;) {
@@ -79,9 +99,10 @@ absl::Status CudaBackendImpl::ExpertsByGemm(int64_t layer, const __nv_bfloat16* 
     }
     return absl::OkStatus();
   };
-  ERNIE_RETURN_IF_ERROR(for_each_run([&](int32_t e, int64_t slot0, int64_t rows) {
-    return gemm_.Run(reinterpret_cast<const uint16_t*>(gathered) + slot0 * hidden, rows, hidden,
-                     w.experts_gate_up.data() + int64_t{e} * 2 * width * hidden, 2 * width,
+  ERNIE_RETURN_IF_ERROR(for_each_run([&](int32_t e, int64_t slot0, int64_t rows) -> absl::Status {
+    ERNIE_ASSIGN_OR_RETURN(const uint16_t* weights,
+                           expert_weights(w.experts_gate_up, w.awq.gate_up(), e, 2 * width, hidden));
+    return gemm_.Run(reinterpret_cast<const uint16_t*>(gathered) + slot0 * hidden, rows, hidden, weights, 2 * width,
                      ws_.gate_up.data() + slot0 * 2 * width, GemmOutput::kF32);
   }));
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeSiluMul({.gate_up = ws_.gate_up.data(),
@@ -92,11 +113,73 @@ absl::Status CudaBackendImpl::ExpertsByGemm(int64_t layer, const __nv_bfloat16* 
                                                .width = static_cast<int32_t>(width)},
                                               s),
                              absl::StrCat("MoE SiLU-and-mul kernel, layer ", layer));
-  return for_each_run([&](int32_t e, int64_t slot0, int64_t rows) {
-    return gemm_.Run(ws_.moe_act.data() + slot0 * width, rows, width,
-                     w.experts_down.data() + int64_t{e} * hidden * width, hidden,
+  return for_each_run([&](int32_t e, int64_t slot0, int64_t rows) -> absl::Status {
+    ERNIE_ASSIGN_OR_RETURN(const uint16_t* weights, expert_weights(w.experts_down, w.awq.down(), e, hidden, width));
+    return gemm_.Run(ws_.moe_act.data() + slot0 * width, rows, width, weights, hidden,
                      ws_.moe_expert_out.data() + slot0 * hidden, GemmOutput::kF32);
   });
+}
+
+absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles,
+                                             int32_t tile_rows, int32_t expected_tiles) {
+  const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
+  cudaStream_t s = stream_.get();
+  const auto hidden = static_cast<int32_t>(config_.hidden_size), width = static_cast<int32_t>(config_.moe.intermediate_size);
+  const auto* act = reinterpret_cast<const __nv_bfloat16*>(ws_.moe_act.data());
+  if (!w.awq.empty()) {
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGroupedAwqGemv({.x = h,
+                                                     .x_row = ws_.moe_slot_token.data(),
+                                                     .w = w.awq.gate_up(),
+                                                     .tile_expert = ws_.moe_tile_expert.data(),
+                                                     .num_tiles = ws_.moe_num_tiles.data(),
+                                                     .y = ws_.moe_act.data(),
+                                                     .max_tiles = max_tiles,
+                                                     .tile_rows = tile_rows,
+                                                     .epilogue = GroupedEpilogue::kSiluMulBf16,
+                                                     .expected_tiles = expected_tiles},
+                                                    s),
+                               absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
+    return CudaStatus(LaunchGroupedAwqGemv({.x = act,
+                                            .w = w.awq.down(),
+                                            .tile_expert = ws_.moe_tile_expert.data(),
+                                            .num_tiles = ws_.moe_num_tiles.data(),
+                                            .y = ws_.moe_expert_out.data(),
+                                            .max_tiles = max_tiles,
+                                            .tile_rows = tile_rows,
+                                            .epilogue = GroupedEpilogue::kStoreF32,
+                                            .expected_tiles = expected_tiles},
+                                           s),
+                      absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
+  }
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchGroupedExpertGemv({.x = h,
+                                                      .x_row = ws_.moe_slot_token.data(),
+                                                      .w = reinterpret_cast<const __nv_bfloat16*>(w.experts_gate_up.data()),
+                                                      .tile_expert = ws_.moe_tile_expert.data(),
+                                                      .num_tiles = ws_.moe_num_tiles.data(),
+                                                      .y = ws_.moe_act.data(),
+                                                      .max_tiles = max_tiles,
+                                                      .tile_rows = tile_rows,
+                                                      .n = 2 * width,
+                                                      .k = hidden,
+                                                      .epilogue = GroupedEpilogue::kSiluMulBf16,
+                                                      .expected_tiles = expected_tiles,
+                                                      .allow_staged = moe_staged_experts_},
+                                                     s),
+                             absl::StrCat("MoE experts' gate/up kernel, layer ", layer));
+  return CudaStatus(LaunchGroupedExpertGemv({.x = act,
+                                             .w = reinterpret_cast<const __nv_bfloat16*>(w.experts_down.data()),
+                                             .tile_expert = ws_.moe_tile_expert.data(),
+                                             .num_tiles = ws_.moe_num_tiles.data(),
+                                             .y = ws_.moe_expert_out.data(),
+                                             .max_tiles = max_tiles,
+                                             .tile_rows = tile_rows,
+                                             .n = hidden,
+                                             .k = width,
+                                             .epilogue = GroupedEpilogue::kStoreF32,
+                                             .expected_tiles = expected_tiles,
+                                             .allow_staged = moe_staged_experts_},
+                                            s),
+                    absl::StrCat("MoE experts' down kernel, layer ", layer));
 }
 
 absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint16_t* h, float* out, bool accumulate) {
@@ -109,7 +192,6 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
   const auto experts = static_cast<int32_t>(m.num_experts), top_k = static_cast<int32_t>(m.top_k);
   const auto shared = static_cast<int32_t>(m.num_shared_experts);
   const int32_t choices = top_k + shared, stacked = experts + shared;
-  const auto width = static_cast<int32_t>(m.intermediate_size);
   for (int32_t begin = 0; begin < tokens; begin += moe_chunk_tokens_) {
     const int32_t n = std::min(moe_chunk_tokens_, tokens - begin);
     const uint16_t* hc = h + int64_t{begin} * hidden;
@@ -152,37 +234,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
     if (by_gemm) {
       ERNIE_RETURN_IF_ERROR(ExpertsByGemm(layer, hc_bf16, max_tiles * tile_rows));
     } else {
-    ERNIE_CUDA_RETURN_IF_ERROR(
-        LaunchGroupedExpertGemv({.x = hc_bf16,
-                                 .x_row = ws_.moe_slot_token.data(),
-                                 .w = reinterpret_cast<const __nv_bfloat16*>(w.experts_gate_up.data()),
-                                 .tile_expert = ws_.moe_tile_expert.data(),
-                                 .num_tiles = ws_.moe_num_tiles.data(),
-                                 .y = ws_.moe_act.data(),
-                                 .max_tiles = max_tiles,
-                                 .tile_rows = tile_rows,
-                                 .n = 2 * width,
-                                 .k = hidden,
-                                 .epilogue = GroupedEpilogue::kSiluMulBf16,
-                                 .expected_tiles = expected_tiles,
-                                 .allow_staged = moe_staged_experts_},
-                                s),
-        absl::StrCat("MoE experts' gate/up kernel, layer ", layer));
-    ERNIE_CUDA_RETURN_IF_ERROR(
-        LaunchGroupedExpertGemv({.x = reinterpret_cast<const __nv_bfloat16*>(ws_.moe_act.data()),
-                                 .w = reinterpret_cast<const __nv_bfloat16*>(w.experts_down.data()),
-                                 .tile_expert = ws_.moe_tile_expert.data(),
-                                 .num_tiles = ws_.moe_num_tiles.data(),
-                                 .y = ws_.moe_expert_out.data(),
-                                 .max_tiles = max_tiles,
-                                 .tile_rows = tile_rows,
-                                 .n = hidden,
-                                 .k = width,
-                                 .epilogue = GroupedEpilogue::kStoreF32,
-                                 .expected_tiles = expected_tiles,
-                                 .allow_staged = moe_staged_experts_},
-                                s),
-        absl::StrCat("MoE experts' down kernel, layer ", layer));
+      ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles));
     }
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),

@@ -103,12 +103,31 @@ void AppendColumns(const std::vector<uint16_t>& m, int64_t rows, int64_t cols, i
     out.insert(out.end(), m.begin() + r * cols + first, m.begin() + r * cols + first + width);
 }
 
-absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector<uint16_t>& staging) {
+absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector<uint16_t>& staging,
+                                           int64_t& max_awq_elements) {
   DeviceMoeWeights d;
+  auto no_bias = [](const MlpWeights& e) {
+    return e.gate_proj.bias == nullptr && e.up_proj.bias == nullptr && e.down_proj.bias == nullptr;
+  };
+  auto all_awq = [](const MlpWeights& e) { return e.gate_proj.is_awq() && e.up_proj.is_awq() && e.down_proj.is_awq(); };
+  // The loader binds all of a model's linears in one form.
+  if (all_awq(m.experts[0])) {
+    const int64_t width = m.experts[0].gate_proj.out_features();
+    for (const MlpWeights& e : m.experts)
+      if (!no_bias(e) || !all_awq(e))
+        return absl::InvalidArgumentError("the CUDA backend runs AWQ MoE experts without biases, all of them int4");
+    if (m.has_shared && (!no_bias(m.shared) || !all_awq(m.shared)))
+      return absl::InvalidArgumentError("the CUDA backend runs AWQ shared experts without biases, in int4");
+    ERNIE_ASSIGN_OR_RETURN(d.router, UploadVectors({m.router}));
+    ERNIE_ASSIGN_OR_RETURN(d.correction_bias, UploadVectors({m.correction_bias}));
+    ERNIE_ASSIGN_OR_RETURN(d.awq, UploadAwqExperts(m, width));
+    // Large steps dequantise one expert's gate|up or down at a time (cuda_moe_forward.cc).
+    max_awq_elements = std::max(max_awq_elements, 2 * width * d.awq.hidden);
+    return d;
+  }
   const int64_t width = m.experts[0].gate_proj.weight->shape[0], hidden = m.experts[0].gate_proj.weight->shape[1];
-  auto float_no_bias = [](const MlpWeights& e) {
-    return !e.gate_proj.is_awq() && !e.up_proj.is_awq() && !e.down_proj.is_awq() && e.gate_proj.bias == nullptr &&
-           e.up_proj.bias == nullptr && e.down_proj.bias == nullptr;
+  auto float_no_bias = [&](const MlpWeights& e) {
+    return !e.gate_proj.is_awq() && !e.up_proj.is_awq() && !e.down_proj.is_awq() && no_bias(e);
   };
   for (const MlpWeights& e : m.experts)
     if (!float_no_bias(e) || width % 8 != 0)
@@ -172,8 +191,10 @@ absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& w) {
     if (l.q_proj.is_awq()) {
       ERNIE_ASSIGN_OR_RETURN(dl.qkv_awq, UploadAwqLinears({&l.q_proj.awq, &l.k_proj.awq, &l.v_proj.awq}));
       ERNIE_ASSIGN_OR_RETURN(dl.o_awq, UploadAwqLinears({&l.o_proj.awq}));
-      ERNIE_ASSIGN_OR_RETURN(dl.gate_up_awq, UploadAwqLinears({&l.gate_proj.awq, &l.up_proj.awq}));
-      ERNIE_ASSIGN_OR_RETURN(dl.down_awq, UploadAwqLinears({&l.down_proj.awq}));
+      if (!l.is_moe) {
+        ERNIE_ASSIGN_OR_RETURN(dl.gate_up_awq, UploadAwqLinears({&l.gate_proj.awq, &l.up_proj.awq}));
+        ERNIE_ASSIGN_OR_RETURN(dl.down_awq, UploadAwqLinears({&l.down_proj.awq}));
+      }
       for (const DeviceAwqLinear* a : {&dl.qkv_awq, &dl.o_awq, &dl.gate_up_awq, &dl.down_awq})
         d.max_awq_elements = std::max(d.max_awq_elements, int64_t{a->n} * a->k);
     } else {
@@ -188,7 +209,7 @@ absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& w) {
     ERNIE_ASSIGN_OR_RETURN(dl.o_bias, UploadVectors({l.o_proj.bias}));
     if (l.is_moe) {
       dl.is_moe = true;
-      ERNIE_ASSIGN_OR_RETURN(dl.moe, UploadMoe(l.moe, staging));
+      ERNIE_ASSIGN_OR_RETURN(dl.moe, UploadMoe(l.moe, staging, d.max_awq_elements));
     } else {
       ERNIE_ASSIGN_OR_RETURN(dl.gate_up_bias, UploadVectors({l.gate_proj.bias, l.up_proj.bias}));
       ERNIE_ASSIGN_OR_RETURN(dl.down_bias, UploadVectors({l.down_proj.bias}));

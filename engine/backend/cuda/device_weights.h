@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/backend/cuda/device_awq_experts.h"
 #include "engine/backend/cuda/device_awq_linear.h"
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/model/ernie4_5_weights.h"
@@ -22,15 +23,19 @@ namespace ernie::cuda {
 // groups of 8 (8 gate rows, then the 8 up rows of the same features) so the
 // gate/up launch can end in SiLU-and-mul. The shared experts (one MLP of
 // width S x I) follow the E routed ones as S pseudo-experts of width I, its
-// column blocks (moe_routing.h says why that is the same function).
+// column blocks (moe_routing.h says why that is the same function). An AWQ
+// checkpoint's experts stay int4 in `awq`, in the same order and interleave
+// (device_awq_experts.h), and leave the two bf16 stacks empty.
 struct DeviceMoeWeights {
   DeviceBuffer<float> router;              // [E, H] float32, as the router runs
   DeviceBuffer<float> correction_bias;     // [E]
   DeviceBuffer<uint16_t> experts_gate_up;  // bf16 [E + S, 2 I, H], interleaved as above
   DeviceBuffer<uint16_t> experts_down;     // bf16 [E + S, H, I]
+  DeviceAwqExperts awq;                    // AWQ checkpoints only (else empty)
   int64_t bytes() const {
     return static_cast<int64_t>(router.bytes() + correction_bias.bytes() + experts_gate_up.bytes() +
-                                experts_down.bytes());
+                                experts_down.bytes()) +
+           awq.bytes();
   }
 };
 
@@ -58,7 +63,7 @@ struct DeviceWeights {
   DeviceBuffer<uint16_t> lm_head_own;   // bf16 [V, H] when untied; empty when tied
   const uint16_t* lm_head = nullptr;    // bf16 [V, H]: lm_head_own, or embed_tokens when tied
   int64_t awq_group_size = 0;           // 0: bf16 linears; else the layers' *_awq fields hold them
-  int64_t max_awq_elements = 0;         // largest n x k of an AWQ linear (the dequantise workspace)
+  int64_t max_awq_elements = 0;         // largest n x k of an AWQ linear or expert (the dequantise workspace)
 
   int64_t bytes() const;                // device bytes held, for the start-up report
 };
@@ -71,7 +76,9 @@ absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& weights);
 // --load-format dummy): matrices uniform in +-0.02 sqrt(3) (std 0.02, the
 // models' initializer_range), norm weights 1, biases and the router's
 // correction bias small. For benchmarks of shapes too large to write to
-// disk; bf16 only (an AWQ config is refused). dummy_weights.cc.
+// disk. A config with a quantization_config gets AWQ int4 linears and
+// experts instead (random nibbles, zeros 0..15, fp16 scales that give the
+// same spread; embeddings, lm_head, norms and router as above). dummy_weights.cc.
 absl::StatusOr<DeviceWeights> MakeDummyWeights(const ModelConfig& config, uint64_t seed);
 
 }  // namespace ernie::cuda

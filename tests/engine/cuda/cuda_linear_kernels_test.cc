@@ -27,6 +27,7 @@
 #include "engine/backend/cuda/kernels/awq_repack.h"
 #include "engine/backend/cuda/kernels/gemv_bf16.h"
 #include "engine/util/half.h"
+#include "tests/engine/cuda/awq_test_case.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
 
@@ -143,60 +144,6 @@ TEST(GemvBf16Test, RejectsBadParameters) {
 }
 
 // ---- AWQ ----
-
-// Random AutoAWQ tensors for an n x k linear, plus the float32 weights they
-// mean, w[n][k] = (q - z) s, unpacked here from the documented order.
-struct AwqCase {
-  std::vector<int32_t> qweight, qzeros;
-  std::vector<uint16_t> scales;
-  std::vector<float> w;  // [n, k]
-  int k, n, group;
-  cuda::AwqRawLinear Raw() const {
-    return {.qweight = qweight, .qzeros = qzeros, .scales = scales, .k = k, .n = n, .group_size = group};
-  }
-};
-
-// AutoAWQ words: output column 8j + kAwqOrder[i] in nibble i of word j.
-std::vector<int32_t> PackAwq(const std::vector<uint8_t>& values, int rows, int n) {
-  std::vector<int32_t> words(static_cast<size_t>(rows) * n / 8);
-  for (int r = 0; r < rows; ++r)
-    for (int j = 0; j < n / 8; ++j) {
-      uint32_t word = 0;
-      for (int i = 0; i < 8; ++i)
-        word |= uint32_t{values[static_cast<size_t>(r) * n + 8 * j + cuda::kAwqOrder[i]]} << (4 * i);
-      words[static_cast<size_t>(r) * (n / 8) + j] = static_cast<int32_t>(word);
-    }
-  return words;
-}
-
-AwqCase MakeAwqCase(int n, int k, int group, std::mt19937& gen) {
-  AwqCase c{.k = k, .n = n, .group = group};
-  std::uniform_int_distribution<int> nibble(0, 15);
-  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
-  std::vector<uint8_t> q(static_cast<size_t>(k) * n), z(static_cast<size_t>(k / group) * n);
-  for (auto& v : q) v = static_cast<uint8_t>(nibble(gen));
-  for (auto& v : z) v = static_cast<uint8_t>(nibble(gen));
-  c.scales.resize(z.size());
-  for (auto& s : c.scales) s = FloatToF16(scale(gen));
-  c.qweight = PackAwq(q, k, n);
-  c.qzeros = PackAwq(z, k / group, n);
-  // Unpack the packed words again (the reference reads what the kernels read).
-  c.w.resize(static_cast<size_t>(n) * k);
-  auto nibble_at = [n](const std::vector<int32_t>& words, int row, int col) {
-    const auto word = static_cast<uint32_t>(words[static_cast<size_t>(row) * (n / 8) + col / 8]);
-    for (int i = 0; i < 8; ++i)
-      if (cuda::kAwqOrder[i] == col % 8) return static_cast<int>((word >> (4 * i)) & 0xF);
-    return -1;
-  };
-  for (int kk = 0; kk < k; ++kk)
-    for (int j = 0; j < n; ++j) {
-      const int g = kk / group;
-      const float s = F16ToFloat(c.scales[static_cast<size_t>(g) * n + j]);
-      c.w[static_cast<size_t>(j) * k + kk] =
-          static_cast<float>(nibble_at(c.qweight, kk, j) - nibble_at(c.qzeros, g, j)) * s;
-    }
-  return c;
-}
 
 struct DeviceAwq {
   DeviceBuffer<uint32_t> packed, records;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "engine/model/model_config.h"
 #include "nlohmann/json.hpp"
 #include "tests/tools/make_model/run_make_model.h"
 #include "tools/make_model/ernie_special_tokens.h"
@@ -184,6 +185,21 @@ TEST(MakeModelCliConfigOnlyTest, TheFullMoeShapeWithoutWeights) {
   EXPECT_EQ(config["architectures"][0], "Ernie4_5_MoeForCausalLM");
   EXPECT_EQ(config["moe_num_experts"], 64);
   EXPECT_EQ(config["hidden_size"], 2560);
+}
+
+TEST(MakeModelCliConfigOnlyTest, AwqGroupSizeWritesAQuantizationConfigTheLoaderReads) {
+  TempDir dir("cli_config_only_awq");
+  const auto result = RunMakeModel(dir / "m" + " --shape 21b-a3b --seed 1 --config-only --awq-group-size 64");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "m/model.safetensors"));
+  const Json config = ReadJson(dir / "m/config.json");
+  EXPECT_EQ(config["quantization_config"]["quant_method"], "awq");
+  EXPECT_EQ(config["quantization_config"]["group_size"], 64);
+  auto parsed = LoadModelConfig(dir / "m");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_TRUE(parsed->awq.has_value());
+  EXPECT_EQ(parsed->awq->group_size, 64);
+  EXPECT_EQ(parsed->moe.num_experts, 64);
 }
 
 TEST(MakeModelCliShardTest, SmallShardLimitWritesShardsAndAnIndex) {

@@ -40,6 +40,21 @@ TEST(MakeModelOptionsTest, ConfigOnlyIsAFlagWithoutValue) {
   EXPECT_NE(with_value.status().message().find("--config-only"), std::string::npos);
 }
 
+TEST(MakeModelOptionsTest, AwqGroupSizeNeedsConfigOnlyAndAnAwqGroupSize) {
+  const auto options = Parse({"out", "--shape", "21b-a3b", "--seed", "0", "--config-only", "--awq-group-size", "128"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->awq_group_size, 128);
+  EXPECT_EQ(Parse({"out", "--shape", "demo", "--seed", "0"})->awq_group_size, 0);
+  const auto no_config_only = Parse({"out", "--shape", "demo", "--seed", "0", "--awq-group-size=64"});
+  ASSERT_FALSE(no_config_only.ok());
+  EXPECT_NE(no_config_only.status().message().find("--awq-group-size needs --config-only"), std::string::npos)
+      << no_config_only.status();
+  const auto odd = Parse({"out", "--shape", "demo", "--seed", "0", "--config-only", "--awq-group-size", "48"});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("--awq-group-size must be 32, 64 or 128, got 48"), std::string::npos)
+      << odd.status();
+}
+
 TEST(MakeModelOptionsTest, ErrorsNameWhatIsWrong) {
   auto message = [](std::vector<std::string> args) {
     return std::string(Parse(std::move(args)).status().message());

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/backend/cuda/kernels/gemv_blocks.cuh"
+#include "engine/backend/cuda/kernels/grouped_epilogue.cuh"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
 #include "engine/backend/cuda/kernels/grouped_expert_staged.h"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
@@ -40,30 +41,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps) GroupedExpertGemvKernel(Gro
   float acc[kTiles][4] = {};
   kernels::AccumulateSlice<kTiles>(wa, wb, x_row, kTiles, p.k, slice, k_slices, acc);
 
-  constexpr int kRows = 8 * kTiles;
-  kernels::StageAccumulators<kTiles>(acc, red);
-  const int rows_of_cta = 16 * (kLinearWarps / k_slices);
-  if (p.epilogue == GroupedEpilogue::kStoreF32) {
-    auto* y = static_cast<float*>(p.y);
-    for (int i = threadIdx.x; i < rows_of_cta * kRows; i += blockDim.x) {
-      const int m = i / rows_of_cta, r = i % rows_of_cta;  // consecutive threads: consecutive n
-      const int64_t n = cta_row0 + r;
-      if (n < p.n) y[(slot0 + m) * p.n + n] = kernels::StagedRowSum<kTiles>(red, k_slices, r, m);
-    }
-    return;
-  }
-  // SiLU-and-mul: row 16i + j (j < 8) is gate feature 8i + j, row 16i + j + 8 its up.
-  auto* y = static_cast<__nv_bfloat16*>(p.y);
-  const int64_t width = p.n / 2;
-  const int features_of_cta = rows_of_cta / 2;
-  for (int i = threadIdx.x; i < features_of_cta * kRows; i += blockDim.x) {
-    const int m = i / features_of_cta, f = i % features_of_cta;
-    const int r = (f / 8) * 16 + f % 8;
-    if (cta_row0 + r >= p.n) continue;
-    const float gate = kernels::StagedRowSum<kTiles>(red, k_slices, r, m);
-    const float up = kernels::StagedRowSum<kTiles>(red, k_slices, r + 8, m);
-    y[(slot0 + m) * width + cta_row0 / 2 + f] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
-  }
+  kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.n, slot0, p.epilogue, p.y);
 }
 
 template <int kTiles>

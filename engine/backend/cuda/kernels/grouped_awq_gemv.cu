@@ -1,0 +1,99 @@
+// Grouped expert linears on AWQ int4 weights (see grouped_awq_gemv.h). The
+// work split is awq_gemm.cu's decode kernel's along n (a warp owns a 16-row
+// tile of the packed layout and a k slice), with a second grid dimension
+// over the routed tiles of slots, as in grouped_expert_gemv.cu.
+#include <algorithm>
+
+#include "engine/backend/cuda/kernels/awq_blocks.cuh"
+#include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
+#include "engine/backend/cuda/kernels/grouped_epilogue.cuh"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
+
+namespace ernie::cuda {
+
+namespace {
+
+using kernels::kAwqBlockK;
+using kernels::kLinearWarps;
+
+template <int kTiles>
+__global__ void __launch_bounds__(32 * kLinearWarps) GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices,
+                                                                          int group_shift) {
+  __shared__ kernels::AwqWarpRing ring[kLinearWarps];
+  static_assert(sizeof(ring) >= sizeof(float) * kLinearWarps * 16 * 8 * kTiles, "the epilogue reuses the ring");
+  const int tile_index = blockIdx.y;
+  if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
+  const int expert = p.tile_expert[tile_index];
+  const int64_t slot0 = int64_t{tile_index} * 8 * kTiles;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+  const int tiles_per_cta = kLinearWarps / k_slices, slice = warp % k_slices;
+  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
+  // A row tile past the last (grid rounding) reads the last one again; the epilogue drops its rows.
+  const int64_t row_tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, row_tiles - 1);
+  const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
+  // Expert `expert`'s arrays (AwqExpertsView; AwqPackedWords and AwqRecordWords are host-side).
+  const uint32_t* packed = p.w.packed + expert * row_tiles * 16 * (k / 8);
+  const uint32_t* records = p.w.records + expert * row_tiles * 16 * groups2;
+  const __nv_bfloat16* x_row[kTiles];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    const int64_t slot = slot0 + 8 * t + g;
+    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
+    x_row[t] = row >= 0 ? p.x + row * k : nullptr;
+  }
+  float acc[kTiles][4] = {};
+  kernels::AwqAccumulateSlice<kTiles>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
+                                      records + row_tile * 8 * groups2 * 2, x_row, kTiles, k, group_shift, slice,
+                                      k_slices, ring[warp], acc);
+  const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
+  kernels::StoreGroupedTile<kTiles>(acc, reinterpret_cast<float*>(ring), k_slices, cta_row0, p.w.n, slot0, p.epilogue,
+                                    p.y);
+}
+
+template <int kTiles>
+cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  cudaError_t error = cudaSuccess;
+  const int64_t resident = kernels::ResidentCtas<GroupedAwqGemvKernel<kTiles>>(&error);
+  if (error != cudaSuccess) return error;
+  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
+  const int64_t tiles = p.expected_tiles > 0 ? p.expected_tiles : p.max_tiles;
+  // As grouped_expert_gemv.cu: the k split is sized for the tiles the host
+  // expects to run, each with its share of the resident CTAs.
+  const int k_slices = kernels::PickKSlices(row_tiles, p.w.k / kAwqBlockK, std::max<int64_t>(1, resident / tiles));
+  const int64_t tiles_per_cta = kLinearWarps / k_slices;
+  const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
+                  static_cast<unsigned>(p.max_tiles));
+  GroupedAwqGemvKernel<kTiles><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices, group_shift);
+  return cudaGetLastError();
+}
+
+// log2(group_size) for a valid view, -1 otherwise.
+int CheckedGroupShift(const AwqExpertsView& w) {
+  if (w.packed == nullptr || w.records == nullptr || !kernels::Aligned16(w.packed) || !kernels::Aligned16(w.records))
+    return -1;
+  if (w.experts < 1 || w.n < 8 || w.n % 8 != 0 || w.k < kAwqBlockK || w.k % kAwqBlockK != 0) return -1;
+  if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0) return -1;
+  return __builtin_ctz(static_cast<unsigned>(w.group_size));
+}
+
+}  // namespace
+
+cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream) {
+  const int group_shift = CheckedGroupShift(p.w);
+  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
+      !kernels::Aligned16(p.x))
+    return cudaErrorInvalidValue;
+  if (p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
+  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.w.n % 16 != 0) return cudaErrorInvalidValue;
+  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
+    return cudaErrorInvalidValue;
+  switch (p.tile_rows) {
+    case 8: return LaunchTiles<1>(p, group_shift, stream);
+    case 16: return LaunchTiles<2>(p, group_shift, stream);
+    case 32: return LaunchTiles<4>(p, group_shift, stream);
+    case 64: return LaunchTiles<8>(p, group_shift, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace ernie::cuda

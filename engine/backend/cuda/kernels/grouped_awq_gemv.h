@@ -1,0 +1,55 @@
+// The experts' linears of a mixture-of-experts layer on AWQ int4 weights in
+// one launch: grouped_expert_gemv.h's tile/slot interface (tiles of slots
+// from moe_routing.h's alignment, a device-side tile count, the two
+// epilogues) over experts stacked in awq_gemm.h's repacked layout. Each CTA
+// reads its expert's packed rows once for the whole tile and dequantises
+// them in registers (the k loop of awq_gemm.cu's decode kernel, shared
+// through awq_blocks.cuh), so a decode step reads a quarter of the bf16
+// experts' bytes plus the scale/zero records.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "engine/backend/cuda/kernels/awq_gemm.h"
+#include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
+
+namespace ernie::cuda {
+
+// Device view of `experts` AWQ linears of the same n x k, stacked: expert e's
+// arrays start at packed + e AwqPackedWords(n, k) and records + e
+// AwqRecordWords(n, k, group_size) (both multiples of 16 bytes).
+struct AwqExpertsView {
+  const uint32_t* packed = nullptr;   // [experts][AwqPackedWords(n, k)], 16-byte aligned
+  const uint32_t* records = nullptr;  // [experts][AwqRecordWords(n, k, group_size)], 16-byte aligned
+  int32_t experts = 0;
+  int32_t n = 0;           // output features of one expert, a multiple of 8 (16 for kSiluMulBf16)
+  int32_t k = 0;           // input features, a multiple of 64 and of group_size
+  int32_t group_size = 0;  // a power of two >= 32
+
+  // Expert e alone, as LaunchAwqGemv and LaunchAwqDequantize take it.
+  AwqWeightsView Expert(int64_t e) const {
+    return {packed + e * AwqPackedWords(n, k), records + e * AwqRecordWords(n, k, group_size), n, k, group_size};
+  }
+};
+
+struct GroupedAwqGemvParams {
+  const __nv_bfloat16* x = nullptr;      // [*, k] activations, 16-byte aligned
+  const int32_t* x_row = nullptr;        // [slots] row of x for each slot, -1 for a zero row; nullptr: slot s reads row s
+  AwqExpertsView w;
+  const int32_t* tile_expert = nullptr;  // [max_tiles] expert of each tile (< w.experts)
+  const int32_t* num_tiles = nullptr;    // [1] tiles in use (device side)
+  void* y = nullptr;                     // per `epilogue` (grouped_expert_gemv.h), n = w.n
+  int32_t max_tiles = 0;                 // grid size along tiles: an upper bound of *num_tiles
+  int32_t tile_rows = 8;                 // slots per tile: 8, 16, 32 or 64
+  GroupedEpilogue epilogue = GroupedEpilogue::kStoreF32;
+  int32_t expected_tiles = 0;            // host's estimate of *num_tiles, to size the k split (0: max_tiles)
+};
+
+// cudaErrorInvalidValue for a null or misaligned pointer or a size out of
+// range; otherwise the launch's error. Allocates nothing; no host wait.
+cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream);
+
+}  // namespace ernie::cuda

@@ -1,0 +1,375 @@
+// AWQ int4 experts on the CUDA backend:
+// - the grouped AWQ expert kernel equals per-expert products computed here
+//   from an independent unpack of the AutoAWQ tensors (awq_test_case.h),
+//   for tiles of 8, 16, 32 and 64 slots, both epilogues, a routing that
+//   leaves experts empty, slots reading their rows through x_row or not;
+// - a MoE checkpoint written here (ernie-make-model's library, hidden 128,
+//   8 experts of width 64 top 3, two shared experts), quantized here with
+//   ernie-quantize's library (RTN; group sizes 64 and 32), gives the CPU
+//   reference's teacher-forced logits through every expert path: the
+//   grouped kernel (one step, chunks, decode steps replayed as CUDA graphs)
+//   and the per-expert dequantise + cuBLAS GEMMs of large steps;
+// - --load-format dummy builds the same device bytes as that checkpoint,
+//   deterministically, with finite logits;
+// - an AWQ MoE model whose widths the int4 kernels cannot take is refused
+//   with an error that names the sizes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
+#include "engine/backend/cuda/kernels/moe_routing.h"
+#include "engine/util/half.h"
+#include "tests/engine/cuda/awq_test_case.h"
+#include "tests/engine/cuda/backend_runner.h"
+#include "tests/engine/cuda/device_copies.h"
+#include "tools/make_model/checkpoint_writer.h"
+#include "tools/make_model/hf_config_files.h"
+#include "tools/make_model/model_shape.h"
+#include "tools/quantize/quantize_model.h"
+
+namespace ernie::testing {
+namespace {
+
+using cuda::DeviceBuffer;
+
+// ---- the grouped kernel ----
+
+struct GroupedCase {
+  int experts, n, k, group, tile_rows;
+  cuda::GroupedEpilogue epilogue;
+  bool by_x_row;  // slots read x rows through the alignment's slot_token (gate/up), or row = slot (down)
+};
+
+void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
+  const bool silu = gc.epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
+  SCOPED_TRACE(::testing::Message() << "tiles of " << gc.tile_rows << ", n " << gc.n << ", k " << gc.k << ", group "
+                                    << gc.group << (silu ? ", SiLU-mul" : ", float32") << (gc.by_x_row ? ", x_row" : ""));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int tokens = 29, top_k = 2;
+  std::vector<AwqCase> cases;
+  std::vector<uint32_t> packed, records;
+  for (int e = 0; e < gc.experts; ++e) {
+    cases.push_back(MakeAwqCase(gc.n, gc.k, gc.group, gen));
+    auto r = cuda::RepackAwqLinear(cases.back().Raw());
+    ASSERT_TRUE(r.ok()) << r.status();
+    packed.insert(packed.end(), r->packed.begin(), r->packed.end());
+    records.insert(records.end(), r->records.begin(), r->records.end());
+  }
+  // Experts 1 and experts - 1 get no token; expert 0 gets every token (runs of several tiles).
+  std::vector<int32_t> ids;
+  for (int t = 0; t < tokens; ++t) {
+    ids.push_back(0);
+    const int other = 2 + t % std::max(1, gc.experts - 3);
+    ids.push_back(std::min(other, gc.experts - 2));
+  }
+  const int64_t slots = cuda::MoeSlotCapacity(tokens * top_k, gc.experts, gc.tile_rows);
+  auto d_ids = Upload(ids);
+  auto d_slot_token = Zeros<int32_t>(slots);
+  auto d_slot_of = Zeros<int32_t>(ids.size());
+  auto d_tile_expert = Zeros<int32_t>(slots / gc.tile_rows);
+  auto d_tiles = Zeros<int32_t>(1);
+  ASSERT_EQ(cuda::LaunchMoeAlign({.topk_ids = d_ids.data(), .assignments = tokens * top_k, .top_k = top_k,
+                                  .experts = gc.experts, .tile_rows = gc.tile_rows, .slot_token = d_slot_token.data(),
+                                  .slot_of = d_slot_of.data(), .tile_expert = d_tile_expert.data(),
+                                  .num_tiles = d_tiles.data()},
+                                 nullptr),
+            cudaSuccess);
+  const auto slot_of = Download(d_slot_of);
+  const auto slot_token = Download(d_slot_token);
+  // x: token rows (through x_row), or one row per slot (row s = slot s; padding slots hold garbage
+  // that must not reach an assignment's output).
+  const int x_rows = gc.by_x_row ? tokens : static_cast<int>(slots);
+  std::vector<uint16_t> x(static_cast<size_t>(x_rows) * gc.k);
+  for (auto& v : x) v = FloatToBf16(dist(gen));
+  auto d_x = Upload(x);
+  auto d_packed = Upload(packed);
+  auto d_records = Upload(records);
+  auto d_y32 = Zeros<float>(silu ? 1 : slots * gc.n);
+  auto d_y16 = Zeros<uint16_t>(silu ? slots * gc.n / 2 : 1);
+  const cuda::GroupedAwqGemvParams p{
+      .x = reinterpret_cast<const __nv_bfloat16*>(d_x.data()),
+      .x_row = gc.by_x_row ? d_slot_token.data() : nullptr,
+      .w = {.packed = d_packed.data(), .records = d_records.data(), .experts = gc.experts, .n = gc.n, .k = gc.k,
+            .group_size = gc.group},
+      .tile_expert = d_tile_expert.data(),
+      .num_tiles = d_tiles.data(),
+      .y = silu ? static_cast<void*>(d_y16.data()) : d_y32.data(),
+      .max_tiles = static_cast<int32_t>(slots / gc.tile_rows),
+      .tile_rows = gc.tile_rows,
+      .epilogue = gc.epilogue};
+  ASSERT_EQ(cuda::LaunchGroupedAwqGemv(p, nullptr), cudaSuccess);
+  const auto y32 = Download(d_y32);
+  const auto y16 = Download(d_y16);
+  for (int i = 0; i < tokens * top_k; ++i) {
+    const int slot = slot_of[i], e = ids[i];
+    const int row = gc.by_x_row ? i / top_k : slot;
+    ASSERT_EQ(slot_token[slot], i / top_k);
+    const std::vector<float>& w = cases[e].w;
+    std::vector<double> y(gc.n), abs_sum(gc.n);
+    for (int r = 0; r < gc.n; ++r)
+      for (int j = 0; j < gc.k; ++j) {
+        const double prod = static_cast<double>(Bf16ToFloat(x[static_cast<size_t>(row) * gc.k + j])) * w[r * gc.k + j];
+        y[r] += prod;
+        abs_sum[r] += std::fabs(prod);
+      }
+    if (!silu) {
+      // float32 sums of exact products, one scale multiply per 32-k partial
+      // (cuda_linear_kernels_test's bound).
+      for (int r = 0; r < gc.n; ++r)
+        ASSERT_NEAR(y32[static_cast<size_t>(slot) * gc.n + r], y[r],
+                    (gc.k + gc.k / 16.0 + 8) * std::ldexp(1.0, -23) * abs_sum[r] + 1e-30)
+            << "assignment " << i << " (expert " << e << ") row " << r;
+      continue;
+    }
+    for (int f = 0; f < gc.n / 2; ++f) {
+      const double g = y[(f / 8) * 16 + f % 8], u = y[(f / 8) * 16 + f % 8 + 8];
+      const double want = g / (1 + std::exp(-g)) * u;
+      ASSERT_NEAR(Bf16ToFloat(y16[static_cast<size_t>(slot) * (gc.n / 2) + f]), want, 1e-4 + std::abs(want) / 128)
+          << "assignment " << i << " (expert " << e << ") feature " << f;
+    }
+  }
+}
+
+TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(17);
+  for (int tile_rows : {8, 16, 32, 64}) {
+    // n 40: a padded 16-row tile; k 192 in groups of 32 and 64 (an odd group count with 64).
+    RunGroupedCase({6, 40, 192, 64, tile_rows, cuda::GroupedEpilogue::kStoreF32, false}, gen);
+    RunGroupedCase({6, 40, 192, 32, tile_rows, cuda::GroupedEpilogue::kStoreF32, true}, gen);
+    RunGroupedCase({6, 48, 256, 128, tile_rows, cuda::GroupedEpilogue::kSiluMulBf16, true}, gen);
+    RunGroupedCase({5, 96, 128, 32, tile_rows, cuda::GroupedEpilogue::kSiluMulBf16, true}, gen);
+  }
+  // A long k (more blocks than the ring holds) and many row tiles: the 21B's down shape, narrowed.
+  RunGroupedCase({4, 256, 1536, 128, 16, cuda::GroupedEpilogue::kStoreF32, false}, gen);
+}
+
+TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
+  // Checked before any CUDA call, so this runs without a device too.
+  alignas(16) static uint32_t data[64] = {};
+  static int32_t ints[4] = {};
+  const cuda::GroupedAwqGemvParams ok{
+      .x = reinterpret_cast<const __nv_bfloat16*>(data),
+      .w = {.packed = data, .records = data, .experts = 2, .n = 16, .k = 64, .group_size = 32},
+      .tile_expert = ints,
+      .num_tiles = ints,
+      .y = data,
+      .max_tiles = 1};
+  auto bad = [&](auto edit) {
+    cuda::GroupedAwqGemvParams p = ok;
+    edit(p);
+    return cuda::LaunchGroupedAwqGemv(p, nullptr);
+  };
+  EXPECT_EQ(bad([](auto& p) { p.w.k = 96; }), cudaErrorInvalidValue);          // not a multiple of 64
+  EXPECT_EQ(bad([](auto& p) { p.w.group_size = 48; }), cudaErrorInvalidValue);  // not a power of two
+  EXPECT_EQ(bad([](auto& p) { p.w.n = 12; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w.experts = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.tile_rows = 24; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.max_tiles = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.num_tiles = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) {
+              p.w.n = 24;
+              p.epilogue = cuda::GroupedEpilogue::kSiluMulBf16;
+            }),
+            cudaErrorInvalidValue);  // gate/up pairs need whole 16-row tiles
+  EXPECT_EQ(bad([&](auto& p) { p.x = reinterpret_cast<const __nv_bfloat16*>(data) + 1; }), cudaErrorInvalidValue);
+}
+
+// ---- whole models ----
+
+// A folder under the system's temporary directory, removed with the object.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag) {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / absl::StrCat("ernie_", tag, "_", rd());
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes a random bf16 MoE checkpoint of `shape` into `dir`.
+absl::Status WriteFloatCheckpoint(const make_model::DenseShape& shape, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  if (auto s = make_model::WriteConfigFiles(dir, shape, make_model::WeightDtype::kBFloat16); !s.ok()) return s;
+  return make_model::WriteCheckpoint(dir, make_model::DenseTensorList(shape), {.seed = 5}).status();
+}
+
+absl::Status QuantizeRtn(const std::string& in, const std::string& out, int64_t group) {
+  return quantize::QuantizeModel(
+      {.input_dir = in, .output_dir = out, .method = quantize::QuantMethod::kRtn, .group_size = group, .threads = 2});
+}
+
+// Hidden 128 and width 64 (the int4 kernels step k by 64), 8 experts top 3,
+// two shared experts (one MLP of width 128, split into two pseudo-experts),
+// layer 0 dense; head_dim 32, 4 query heads over 2 KV heads; vocab 301.
+make_model::DenseShape SmallMoeShape() {
+  return {.name = "awq-moe-test",
+          .hidden_size = 128,
+          .num_hidden_layers = 3,
+          .num_attention_heads = 4,
+          .num_key_value_heads = 2,
+          .head_dim = 32,
+          .intermediate_size = 256,
+          .vocab_size = 301,
+          .max_position_embeddings = 4096,
+          .moe = {.num_experts = 8, .top_k = 3, .num_shared_experts = 2, .intermediate_size = 64}};
+}
+
+class CudaAwqMoeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ScratchDir("cuda_awq_moe");
+    const absl::Status written = WriteFloatCheckpoint(SmallMoeShape(), *dir_ / "float");
+    ASSERT_TRUE(written.ok()) << written;
+    for (const int64_t group : {64, 32}) {
+      const absl::Status q = QuantizeRtn(*dir_ / "float", *dir_ / absl::StrCat("awq", group), group);
+      ASSERT_TRUE(q.ok()) << q;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string Dir(const std::string& name) { return *dir_ / name; }
+  static ScratchDir* dir_;
+};
+ScratchDir* CudaAwqMoeTest::dir_ = nullptr;
+
+// Runs everywhere (no device needed): the fixture is what the GPU tests think it is.
+TEST_F(CudaAwqMoeTest, TheQuantizedCheckpointIsAnAwqMoeModel) {
+  auto m = LoadModel(Dir("awq64"));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE((*m)->config.awq.has_value());
+  EXPECT_EQ((*m)->config.awq->group_size, 64);
+  const Ernie45LayerWeights& l = (*m)->weights.layers[1];
+  ASSERT_TRUE(l.is_moe);
+  ASSERT_EQ(l.moe.experts.size(), 8u);
+  EXPECT_TRUE(l.moe.experts[7].down_proj.is_awq());
+  ASSERT_TRUE(l.moe.has_shared);
+  EXPECT_TRUE(l.moe.shared.gate_proj.is_awq());
+  EXPECT_EQ(l.moe.shared.gate_proj.out_features(), 128);
+  EXPECT_FALSE((*m)->weights.layers[0].is_moe);
+  // The CPU reference runs it (the GPU tests' expected values).
+  auto cpu = cpu::CpuBackend::Create(**m, {.num_threads = 2, .block_size = 16, .num_blocks = 2, .max_tokens_per_step = 8});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const std::vector<int32_t> tokens = {1, 17, 250, 3, 99};
+  const auto logits = TeacherForced(**cpu, tokens, 0, 5, ConsecutiveBlocks(5, 16));
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(*std::max_element(logits.begin(), logits.end()), *std::min_element(logits.begin(), logits.end()));
+}
+
+// Per-position relative L2 error bounds of the logits (cuda_backend_parity_test's
+// kBound for the median and 90th percentile; a routing flip moves one
+// position far, so the maximum is only held under 1).
+constexpr double kBound = 0.027;
+
+TEST_F(CudaAwqMoeTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryExpertPath) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const char* name : {"awq64", "awq32"}) {
+    auto m = LoadModel(Dir(name));
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto cpu = cpu::CpuBackend::Create(**m, {.num_threads = 2, .block_size = 16, .num_blocks = 16,
+                                             .max_tokens_per_step = 128});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    const int64_t vocab = (*cpu)->vocab_size();
+    std::vector<int32_t> tokens(96);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 7919 + 13) % (vocab - 3));
+    const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
+    const auto ref = TeacherForced(**cpu, tokens, 0, 128, table);
+    struct Layout {
+      int32_t chunk;
+      int64_t moe_chunk_tokens, moe_gemm_min_tokens, moe_max_tile_rows;
+    };
+    // One step of 96 (grouped kernel, tiles up to 32); chunks of 7 and
+    // decode steps of 1 (graphs); MoE passes of 5 tokens; tiles of 64;
+    // steps of 16+ tokens through the per-expert dequantise + GEMMs.
+    for (const Layout layout : {Layout{96, 1024, 512, 32}, Layout{7, 1024, 512, 32}, Layout{1, 1024, 512, 32},
+                                Layout{33, 5, 512, 32}, Layout{96, 1024, 512, 64}, Layout{32, 1024, 16, 32}}) {
+      SCOPED_TRACE(absl::StrCat(name, " chunk=", layout.chunk, " moe_chunk=", layout.moe_chunk_tokens,
+                                " moe_gemm_min=", layout.moe_gemm_min_tokens, " max_tile=", layout.moe_max_tile_rows));
+      auto gpu = CreateCudaBackend(**m, {.block_size = 16,
+                                         .num_blocks = 16,
+                                         .max_tokens_per_step = 128,
+                                         .moe_chunk_tokens = layout.moe_chunk_tokens,
+                                         .moe_max_tile_rows = static_cast<int32_t>(layout.moe_max_tile_rows),
+                                         .moe_gemm_min_tokens = layout.moe_gemm_min_tokens});
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      const auto got = TeacherForced(**gpu, tokens, 0, layout.chunk, table);
+      std::vector<double> errors;
+      for (size_t t = 0; t < tokens.size(); ++t)
+        errors.push_back(RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab));
+      std::sort(errors.begin(), errors.end());
+      EXPECT_LE(errors[errors.size() / 2], kBound) << "median";
+      EXPECT_LE(errors[(errors.size() - 1) * 9 / 10], kBound) << "90th percentile";
+      EXPECT_LE(errors.back(), 1.0) << "maximum";
+      std::cout << "[ yardstick ] " << name << " chunk " << layout.chunk << " gemm_min " << layout.moe_gemm_min_tokens
+                << ": median " << errors[errors.size() / 2] << ", max " << errors.back() << "\n";
+    }
+  }
+}
+
+TEST_F(CudaAwqMoeTest, DummyWeightsHaveTheCheckpointsShapesAndAreDeterministic) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  auto real = LoadModel(Dir("awq64"));
+  auto dummy = LoadModel(Dir("awq64"), "dummy");
+  ASSERT_TRUE(real.ok()) << real.status();
+  ASSERT_TRUE(dummy.ok()) << dummy.status();
+  const CudaBackendOptions options{.block_size = 16, .num_blocks = 8, .max_tokens_per_step = 64};
+  auto from_checkpoint = CreateCudaBackend(**real, options);
+  auto a = CreateCudaBackend(**dummy, options);
+  auto b = CreateCudaBackend(**dummy, options);
+  ASSERT_TRUE(from_checkpoint.ok()) << from_checkpoint.status();
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  // Same int4 arrays, records, router, norms and bf16 embeddings, byte for byte in size.
+  EXPECT_EQ((*a)->memory().weights, (*from_checkpoint)->memory().weights);
+  EXPECT_EQ((*a)->memory().workspace, (*from_checkpoint)->memory().workspace);
+  const std::vector<int32_t> tokens = {1, 5, 9, 200, 3, 77, 42, 11, 300, 8, 64, 2, 19, 7, 150, 33, 4, 99};
+  const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
+  // 18 tokens: the grouped kernel in one step; then one token at a time (graphs).
+  for (const int32_t chunk : {18, 1}) {
+    const auto la = TeacherForced(**a, tokens, 0, chunk, table);
+    const auto lb = TeacherForced(**b, tokens, 0, chunk, table);
+    ASSERT_EQ(la, lb);
+    for (float v : la) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_GT(*std::max_element(la.begin(), la.end()), *std::min_element(la.begin(), la.end()));
+  }
+}
+
+TEST_F(CudaAwqMoeTest, RefusesWidthsTheInt4KernelsCannotTake) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  // moe_e16_k4_shared1: hidden 64, experts of width 32 (the down projection's k).
+  const std::string out = Dir("narrow_awq32");
+  const absl::Status q = QuantizeRtn(TestDataDir() + "/moe_reference/moe_e16_k4_shared1_bf16", out, 32);
+  ASSERT_TRUE(q.ok()) << q;
+  auto m = LoadModel(out);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto gpu = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 8, .max_tokens_per_step = 16});
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(gpu.status().message().find("moe_intermediate_size divisible by 64; the model has 64 and 32"),
+            std::string::npos)
+      << gpu.status();
+}
+
+}  // namespace
+}  // namespace ernie::testing
