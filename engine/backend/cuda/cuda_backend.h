@@ -63,10 +63,6 @@ struct CudaBackendOptions {
   // 512 by measurement on the 21B-A3B shape: prefill chunks of 1,024 tokens
   // run 2x faster so, decode at 64 and 256 tokens 2.1x and 1.2x slower.
   int64_t moe_gemm_min_tokens = 512;
-  // MoE models: tiles of 16+ tokens stage their activations in shared
-  // memory (kernels/grouped_expert_staged.h); false keeps the register-tiled
-  // grouped kernel for every tile (the before of a same-run comparison).
-  bool moe_staged_experts = true;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

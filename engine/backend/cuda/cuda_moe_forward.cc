@@ -162,8 +162,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                       .n = 2 * width,
                                                       .k = hidden,
                                                       .epilogue = GroupedEpilogue::kSiluMulBf16,
-                                                      .expected_tiles = expected_tiles,
-                                                      .allow_staged = moe_staged_experts_},
+                                                      .expected_tiles = expected_tiles},
                                                      s),
                              absl::StrCat("MoE experts' gate/up kernel, layer ", layer));
   return CudaStatus(LaunchGroupedExpertGemv({.x = act,
@@ -176,8 +175,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                              .n = hidden,
                                              .k = width,
                                              .epilogue = GroupedEpilogue::kStoreF32,
-                                             .expected_tiles = expected_tiles,
-                                             .allow_staged = moe_staged_experts_},
+                                             .expected_tiles = expected_tiles},
                                             s),
                     absl::StrCat("MoE experts' down kernel, layer ", layer));
 }

@@ -7,8 +7,7 @@
 // - the alignment gives every assignment its own slot inside a tile of its
 //   expert, pads with -1 and counts the tiles, for all four tile sizes and
 //   for a routing that sends every token to one expert;
-// - the grouped expert kernels (register-tiled, and staged for 16+ slot
-//   tiles) equal per-expert products computed here;
+// - the grouped expert kernel equals per-expert products computed here;
 // - --load-format dummy builds the same shapes as the checkpoint (same
 //   weight bytes), deterministically, and the CPU backend refuses it.
 #include <gtest/gtest.h>
@@ -204,11 +203,10 @@ TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
   const int experts = 5, tokens = 23, top_k = 2;
   // (n, k): one partial 128-wide k block; then several, n over several row chunks.
   for (const auto& [n, k] : {std::pair{48, 136}, std::pair{160, 1032}})
-  for (const bool staged : {true, false})
   for (int tile_rows : {8, 16, 32, 64}) {
     for (const auto epilogue : {cuda::GroupedEpilogue::kStoreF32, cuda::GroupedEpilogue::kSiluMulBf16}) {
       SCOPED_TRACE(::testing::Message() << "n " << n << ", k " << k << ", tiles of " << tile_rows << ", epilogue "
-                                        << static_cast<int>(epilogue) << (staged ? ", staged kernel allowed" : ""));
+                                        << static_cast<int>(epilogue));
       std::vector<uint16_t> x(tokens * k), w(experts * n * k);
       for (auto& v : x) v = FloatToBf16(dist(gen));
       for (auto& v : w) v = FloatToBf16(0.1f * dist(gen));
@@ -244,8 +242,7 @@ TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
                                                .tile_rows = tile_rows,
                                                .n = n,
                                                .k = k,
-                                               .epilogue = epilogue,
-                                               .allow_staged = staged},
+                                               .epilogue = epilogue},
                                               nullptr),
                 cudaSuccess);
       const auto slot_of = Download(d_slot_of);

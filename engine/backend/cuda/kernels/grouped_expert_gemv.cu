@@ -6,7 +6,6 @@
 #include "engine/backend/cuda/kernels/gemv_blocks.cuh"
 #include "engine/backend/cuda/kernels/grouped_epilogue.cuh"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
-#include "engine/backend/cuda/kernels/grouped_expert_staged.h"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
 
 namespace ernie::cuda {
@@ -72,7 +71,6 @@ cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream
   if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.n % 16 != 0) return cudaErrorInvalidValue;
   if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
     return cudaErrorInvalidValue;
-  if (p.allow_staged && GroupedExpertStagedFits(p.tile_rows, p.k)) return LaunchGroupedExpertStaged(p, stream);
   switch (p.tile_rows) {
     case 8: return LaunchTiles<1>(p, stream);
     case 16: return LaunchTiles<2>(p, stream);

@@ -39,10 +39,6 @@ struct GroupedExpertGemvParams {
   int32_t k = 0;                         // a multiple of 8
   GroupedEpilogue epilogue = GroupedEpilogue::kStoreF32;
   int32_t expected_tiles = 0;            // host's estimate of *num_tiles, to size the k split (0: max_tiles)
-  // Tiles of 16+ slots whose activations fit a CTA's shared memory take
-  // grouped_expert_staged.h's kernel; false keeps this one (the before of a
-  // same-run comparison).
-  bool allow_staged = true;
 };
 
 cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream_t stream);
