@@ -122,8 +122,11 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status Attention(int64_t layer, int32_t tokens);
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
   // out (+)= the mixture-of-experts MLP of layer `layer` on h's `tokens`
-  // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc).
-  absl::Status MoeBlock(int64_t layer, int32_t tokens, const uint16_t* h, float* out, bool accumulate);
+  // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc). With
+  // `normalize_into_h`, h is written first, RMSNorm(ws_.x) by the router
+  // kernel, instead of read as the caller's.
+  absl::Status MoeBlock(int64_t layer, int32_t tokens, uint16_t* h, bool normalize_into_h, float* out,
+                        bool accumulate);
   // The experts of one routed chunk (tiles of 8 slots) as one cuBLAS GEMM per
   // expert; waits for the routing (large, ungraphed steps only).
   absl::Status ExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t max_slots);

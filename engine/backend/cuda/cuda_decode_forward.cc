@@ -7,8 +7,8 @@
 //   act   = silu(g) * u, [g|u] = RMSNorm(x) W_gu^T   norm prologue, SiLU epilogue
 //   x    += act W_down^T + b_down                 residual add epilogue
 // and the logit pass: logits = RMSNorm(x[row]) lm_head^T for the logit rows.
-// A MoE layer's MLP is RMSNorm, then cuda_moe_forward.cc's MoeBlock adding
-// into x.
+// A MoE layer's MLP is cuda_moe_forward.cc's MoeBlock adding into x (its
+// router kernel writes the RMSNorm of x for the experts).
 // Differences from the cuBLAS path: the normalised input and the SiLU
 // output stay float32 (cuBLAS reads them as bf16), so this path is, if
 // anything, closer to the CPU reference.
@@ -68,17 +68,10 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                                   s),
                                absl::StrCat("decode o_proj kernel, layer ", layer));
     if (w.is_moe) {
-      // h = RMSNorm(x) for the router and experts; the combine adds the MoE output to x.
-      ERNIE_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm({.x = ws_.x.data(),
-                                                   .weight = w.post_attn_norm.data(),
-                                                   .out = reinterpret_cast<__nv_bfloat16*>(ws_.h.data()),
-                                                   .rows = tokens,
-                                                   .hidden = hidden,
-                                                   .eps = c.rms_norm_eps,
-                                                   .write_residual = false},
-                                                  s),
-                                 absl::StrCat("MoE input RMSNorm kernel, layer ", layer));
-      ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, ws_.h.data(), ws_.x.data(), /*accumulate=*/true));
+      // The router writes h = RMSNorm(x) for the experts as it normalises x
+      // itself; the combine adds the MoE output to x.
+      ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, ws_.h.data(), /*normalize_into_h=*/true, ws_.x.data(),
+                                     /*accumulate=*/true));
       continue;
     }
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_f32 = ws_.x.data(),

@@ -110,7 +110,8 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
   if (w.is_moe) {
-    ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, Raw(ws_.h), ws_.proj.data(), /*accumulate=*/false));
+    ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, ws_.h.data(), /*normalize_into_h=*/false, ws_.proj.data(),
+                                   /*accumulate=*/false));
   } else {
     ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.h), tokens, c.hidden_size, w.gate_up, w.gate_up_awq,
                                     2 * c.intermediate_size, ws_.gate_up.data()));

@@ -180,7 +180,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                     absl::StrCat("MoE experts' down kernel, layer ", layer));
 }
 
-absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint16_t* h, float* out, bool accumulate) {
+absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* h, bool normalize_into_h, float* out,
+                                       bool accumulate) {
   const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
   const MoeConfig& m = c.moe;
@@ -192,39 +193,39 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, const uint
   const int32_t choices = top_k + shared, stacked = experts + shared;
   for (int32_t begin = 0; begin < tokens; begin += moe_chunk_tokens_) {
     const int32_t n = std::min(moe_chunk_tokens_, tokens - begin);
-    const uint16_t* hc = h + int64_t{begin} * hidden;
+    uint16_t* hc = h + int64_t{begin} * hidden;
     const auto* hc_bf16 = reinterpret_cast<const __nv_bfloat16*>(hc);
     float* oc = out + int64_t{begin} * hidden;
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeRoute({.x = ws_.x.data() + int64_t{begin} * hidden,
-                                               .norm_weight = lw.post_attn_norm.data(),
-                                               .eps = c.rms_norm_eps,
-                                               .router = w.router.data(),
-                                               .correction_bias = w.correction_bias.data(),
-                                               .logits = ws_.moe_logits.data(),
-                                               .topk_ids = ws_.moe_topk_ids.data(),
-                                               .topk_weights = ws_.moe_topk_weights.data(),
-                                               .tokens = n,
-                                               .hidden = hidden,
-                                               .experts = experts,
-                                               .top_k = top_k,
-                                               .shared_experts = shared,
-                                               .norm_min = m.norm_min},
-                                              s),
-                               absl::StrCat("MoE routing kernels, layer ", layer));
     const int32_t assignments = n * choices;
     const bool by_gemm = !step_graphed_ && n >= moe_gemm_min_tokens_;
     const int32_t tile_rows = by_gemm ? 8 : TileRowsFor(assignments, stacked, moe_max_tile_rows_);
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeAlign({.topk_ids = ws_.moe_topk_ids.data(),
-                                               .assignments = assignments,
-                                               .top_k = choices,
-                                               .experts = stacked,
-                                               .tile_rows = tile_rows,
-                                               .slot_token = ws_.moe_slot_token.data(),
-                                               .slot_of = ws_.moe_slot_of.data(),
-                                               .tile_expert = ws_.moe_tile_expert.data(),
-                                               .num_tiles = ws_.moe_num_tiles.data()},
-                                              s),
-                               absl::StrCat("MoE align kernel, layer ", layer));
+    ERNIE_CUDA_RETURN_IF_ERROR(
+        LaunchMoeRouteAndAlign({.x = ws_.x.data() + int64_t{begin} * hidden,
+                                .norm_weight = lw.post_attn_norm.data(),
+                                .eps = c.rms_norm_eps,
+                                .router = w.router.data(),
+                                .correction_bias = w.correction_bias.data(),
+                                .logits = ws_.moe_logits.data(),
+                                .normed = normalize_into_h ? reinterpret_cast<__nv_bfloat16*>(hc) : nullptr,
+                                .topk_ids = ws_.moe_topk_ids.data(),
+                                .topk_weights = ws_.moe_topk_weights.data(),
+                                .tokens = n,
+                                .hidden = hidden,
+                                .experts = experts,
+                                .top_k = top_k,
+                                .shared_experts = shared,
+                                .norm_min = m.norm_min},
+                               {.topk_ids = ws_.moe_topk_ids.data(),
+                                .assignments = assignments,
+                                .top_k = choices,
+                                .experts = stacked,
+                                .tile_rows = tile_rows,
+                                .slot_token = ws_.moe_slot_token.data(),
+                                .slot_of = ws_.moe_slot_of.data(),
+                                .tile_expert = ws_.moe_tile_expert.data(),
+                                .num_tiles = ws_.moe_num_tiles.data()},
+                               s),
+        absl::StrCat("MoE routing kernels, layer ", layer));
     const auto max_tiles = static_cast<int32_t>(MoeSlotCapacity(assignments, stacked, tile_rows) / tile_rows);
     // Every expert chosen at least once is a tile; more when one has over tile_rows tokens.
     const int32_t expected_tiles =

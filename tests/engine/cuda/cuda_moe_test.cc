@@ -131,6 +131,106 @@ TEST(CudaMoeRoutingTest, ChoosesAndWeighsLikeTheCpuRule) {
   }
 }
 
+// LaunchMoeRouteAndAlign (top-k and alignment fused for steps of up to
+// kMoeFusedTopKMaxTokens, the normalised rows written by the router) gives
+// the separate launches' choices and weights bit for bit, an alignment with
+// the same tiles and every assignment in a slot of its expert, and the
+// RMSNorm rows within bf16 rounding.
+TEST(CudaMoeRoutingTest, FusedRouteAndAlignMatchesTheSeparateLaunches) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(17);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int hidden = 320, experts = 64, k = 6, shared = 2, tile_rows = 16;
+  const int choices = k + shared, stacked = experts + shared;
+  for (const int tokens : {1, 3, cuda::kMoeFusedTopKMaxTokens, cuda::kMoeFusedTopKMaxTokens + 1, 200}) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens");
+    std::vector<float> x(static_cast<size_t>(tokens * hidden)), norm(hidden), router(experts * hidden), bias(experts);
+    for (auto& v : x) v = 3.0f * dist(gen);
+    for (auto& v : norm) v = 1.0f + 0.2f * dist(gen);
+    for (auto& v : router) v = 0.05f * dist(gen);
+    for (auto& v : bias) v = 0.01f * dist(gen);
+    auto d_x = Upload(x);
+    auto d_norm = Upload(norm);
+    auto d_router = Upload(router);
+    auto d_bias = Upload(bias);
+    const int assignments = tokens * choices;
+    const int64_t slots = cuda::MoeSlotCapacity(assignments, stacked, tile_rows);
+    struct Outputs {
+      DeviceBuffer<float> logits, weights;
+      DeviceBuffer<int32_t> ids, slot_token, slot_of, tile_expert, tiles;
+      DeviceBuffer<uint16_t> normed;
+    };
+    auto outputs = [&] {
+      return Outputs{Zeros<float>(static_cast<size_t>(tokens * experts)), Zeros<float>(assignments),
+                     Zeros<int32_t>(assignments),                          Zeros<int32_t>(slots),
+                     Zeros<int32_t>(assignments),                          Zeros<int32_t>(slots / tile_rows),
+                     Zeros<int32_t>(1),                                    Zeros<uint16_t>(x.size())};
+    };
+    Outputs separate = outputs(), fused = outputs();
+    auto route = [&](Outputs& o, bool write_normed) {
+      return cuda::MoeRouteParams{.x = d_x.data(),
+                                  .norm_weight = d_norm.data(),
+                                  .eps = 1e-5f,
+                                  .router = d_router.data(),
+                                  .correction_bias = d_bias.data(),
+                                  .logits = o.logits.data(),
+                                  .normed = write_normed ? reinterpret_cast<__nv_bfloat16*>(o.normed.data()) : nullptr,
+                                  .topk_ids = o.ids.data(),
+                                  .topk_weights = o.weights.data(),
+                                  .tokens = tokens,
+                                  .hidden = hidden,
+                                  .experts = experts,
+                                  .top_k = k,
+                                  .shared_experts = shared};
+    };
+    auto align = [&](Outputs& o) {
+      return cuda::MoeAlignParams{.topk_ids = o.ids.data(),
+                                  .assignments = assignments,
+                                  .top_k = choices,
+                                  .experts = stacked,
+                                  .tile_rows = tile_rows,
+                                  .slot_token = o.slot_token.data(),
+                                  .slot_of = o.slot_of.data(),
+                                  .tile_expert = o.tile_expert.data(),
+                                  .num_tiles = o.tiles.data()};
+    };
+    ASSERT_EQ(cuda::LaunchMoeRoute(route(separate, false), nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::LaunchMoeAlign(align(separate), nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), align(fused), nullptr), cudaSuccess);
+    auto mismatched = align(fused);
+    mismatched.top_k = k;  // the shared experts forgotten
+    EXPECT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), mismatched, nullptr), cudaErrorInvalidValue);
+    const auto ids = Download(fused.ids);
+    EXPECT_EQ(ids, Download(separate.ids));
+    EXPECT_EQ(Download(fused.weights), Download(separate.weights));
+    const auto tiles = Download(fused.tiles);
+    ASSERT_EQ(tiles, Download(separate.tiles));
+    const auto tile_expert = Download(fused.tile_expert);
+    const auto want_tile_expert = Download(separate.tile_expert);
+    ASSERT_TRUE(std::equal(tile_expert.begin(), tile_expert.begin() + tiles[0], want_tile_expert.begin()));
+    const auto slot_of = Download(fused.slot_of);
+    const auto slot_token = Download(fused.slot_token);
+    std::set<int32_t> used;
+    for (int i = 0; i < assignments; ++i) {
+      ASSERT_LT(slot_of[i], tiles[0] * tile_rows) << "assignment " << i;
+      EXPECT_EQ(tile_expert[slot_of[i] / tile_rows], ids[i]) << "assignment " << i;
+      EXPECT_EQ(slot_token[slot_of[i]], i / choices) << "assignment " << i;
+      EXPECT_TRUE(used.insert(slot_of[i]).second) << "assignment " << i << " shares a slot";
+    }
+    const auto normed = Download(fused.normed);
+    for (int t = 0; t < tokens; ++t) {
+      double square = 0;
+      for (int i = 0; i < hidden; ++i) square += static_cast<double>(x[t * hidden + i]) * x[t * hidden + i];
+      const double inv_rms = 1.0 / std::sqrt(square / hidden + 1e-5);
+      for (int i = 0; i < hidden; ++i) {
+        const double want = norm[i] * (x[t * hidden + i] * inv_rms);
+        ASSERT_NEAR(Bf16ToFloat(normed[t * hidden + i]), want, std::abs(want) / 128 + 1e-6)
+            << "token " << t << " feature " << i;
+      }
+    }
+  }
+}
+
 // Runs the alignment of `ids` and checks its invariants.
 void CheckAlignment(const std::vector<int32_t>& ids, int top_k, int experts, int tile_rows) {
   SCOPED_TRACE(::testing::Message() << ids.size() << " assignments, " << experts << " experts, tiles of " << tile_rows);

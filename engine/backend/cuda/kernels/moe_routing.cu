@@ -10,7 +10,6 @@ namespace ernie::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kTokensPerCta = 8;  // of the top-k kernel (a warp each)
 
 constexpr int kStagedFloats = 4096;  // normalised inputs staged per pass (16 KB)
 
@@ -41,10 +40,14 @@ __global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams
   for (int base = 0; base < p.hidden; base += kChunk) {
     const int width = min(kChunk, p.hidden - base);
     __syncthreads();  // inv_rms written; the previous chunk read by every warp
+    // The first column of CTAs also writes the normalised rows out in bf16
+    // (the product is AddRmsNormKernel's, weight * (x * scale), reordered).
+    const bool write_normed = p.normed != nullptr && blockIdx.x == 0;
     for (int idx = threadIdx.x; idx < kTokens * width; idx += blockDim.x) {
       const int t = idx / width, i = idx % width;
-      xs[t][i] = t < tokens ? p.x[int64_t{token0 + t} * p.hidden + base + i] * inv_rms[t] * p.norm_weight[base + i]
-                            : 0.0f;
+      const int64_t at = int64_t{token0 + t} * p.hidden + base + i;
+      xs[t][i] = t < tokens ? p.x[at] * inv_rms[t] * p.norm_weight[base + i] : 0.0f;
+      if (write_normed && t < tokens) p.normed[at] = __float2bfloat16(xs[t][i]);
     }
     __syncthreads();
 #pragma unroll 4
@@ -68,10 +71,8 @@ __global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams
 // One warp per token: softmax over the experts (in place in `logits`), then
 // top_k rounds of a warp argmax of the biased score over the experts not
 // yet chosen; chosen ones are marked by a negative probability.
-__global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p) {
+__device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t) {
   const int lane = threadIdx.x % 32;
-  const int64_t t = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
-  if (t >= p.tokens) return;
   float* probs = p.logits + t * p.experts;
   float max_logit = -FLT_MAX;
   for (int e = lane; e < p.experts; e += 32) max_logit = fmaxf(max_logit, probs[e]);
@@ -128,11 +129,22 @@ __global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p
   }
 }
 
+__global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p) {
+  const int64_t t = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
+  if (t < p.tokens) TopKOfToken(p, t);
+}
+
 // One CTA: counts per expert, padded offsets, tiles' experts, then each
 // assignment's slot (order within an expert's run is whatever the atomics
 // give: every slot's result depends on its own row only).
-__global__ void __launch_bounds__(1024) MoeAlignKernel(MoeAlignParams p) {
-  __shared__ int32_t count[kMoeMaxExperts], offset[kMoeMaxExperts + 1], fill[kMoeMaxExperts];
+struct AlignShared {
+  int32_t count[kMoeMaxExperts], offset[kMoeMaxExperts + 1], fill[kMoeMaxExperts];
+};
+
+__device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, AlignShared& shared) {
+  int32_t* count = shared.count;
+  int32_t* offset = shared.offset;
+  int32_t* fill = shared.fill;
   for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
     count[e] = 0;
     fill[e] = 0;
@@ -161,6 +173,21 @@ __global__ void __launch_bounds__(1024) MoeAlignKernel(MoeAlignParams p) {
     p.slot_token[slot] = i / p.top_k;
     p.slot_of[i] = slot;
   }
+}
+
+__global__ void __launch_bounds__(1024) MoeAlignKernel(MoeAlignParams p) {
+  __shared__ AlignShared shared;
+  AlignAssignments(p, shared);
+}
+
+// One CTA of 1024 threads: warp w takes the top-k of tokens w, w + 32, ...;
+// the barrier makes their choices (global writes of this CTA) visible to
+// the alignment that follows.
+__global__ void __launch_bounds__(1024) MoeTopKAlignKernel(MoeRouteParams route, MoeAlignParams align) {
+  __shared__ AlignShared shared;
+  for (int64_t t = threadIdx.x / 32; t < route.tokens; t += blockDim.x / 32) TopKOfToken(route, t);
+  __syncthreads();
+  AlignAssignments(align, shared);
 }
 
 // Grid (tokens, hidden / kCombineThreads): one output element a thread.
@@ -198,35 +225,60 @@ __global__ void MoeSiluMulKernel(MoeSiluMulParams p) {
   }
 }
 
-}  // namespace
-
-cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream) {
+bool ValidRoute(const MoeRouteParams& p) {
   if (p.x == nullptr || p.norm_weight == nullptr || p.router == nullptr || p.correction_bias == nullptr ||
       p.logits == nullptr || p.topk_ids == nullptr || p.topk_weights == nullptr ||
       reinterpret_cast<uintptr_t>(p.router) % 16 != 0)
     return cudaErrorInvalidValue;
   if (p.tokens < 1 || p.hidden < 4 || p.hidden % 4 != 0 || p.experts < 1 || p.experts > kMoeMaxExperts ||
       p.top_k < 1 || p.top_k > p.experts || p.shared_experts < 0 || p.top_k + p.shared_experts > kMoeMaxTopK)
-    return cudaErrorInvalidValue;
+    return false;
+  return true;
+}
+
+bool ValidAlign(const MoeAlignParams& p) {
+  if (p.topk_ids == nullptr || p.slot_token == nullptr || p.slot_of == nullptr || p.tile_expert == nullptr ||
+      p.num_tiles == nullptr)
+    return false;
+  return p.assignments >= 1 && p.top_k >= 1 && p.experts >= 1 && p.experts <= kMoeMaxExperts &&
+         (p.tile_rows == 8 || p.tile_rows == 16 || p.tile_rows == 32 || p.tile_rows == 64);
+}
+
+cudaError_t LaunchRouterLogits(const MoeRouteParams& p, cudaStream_t stream) {
   const unsigned expert_ctas = (p.experts + kWarps - 1) / kWarps;
   if (p.tokens <= 2) {
     RouterLogitsKernel<1><<<dim3(expert_ctas, p.tokens), 32 * kWarps, 0, stream>>>(p);
   } else {
     RouterLogitsKernel<8><<<dim3(expert_ctas, (p.tokens + 7) / 8), 32 * kWarps, 0, stream>>>(p);
   }
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream) {
+  if (!ValidRoute(p)) return cudaErrorInvalidValue;
+  if (const cudaError_t e = LaunchRouterLogits(p, stream); e != cudaSuccess) return e;
   RouterTopKKernel<<<(p.tokens + kWarps - 1) / kWarps, 32 * kWarps, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream) {
-  if (p.topk_ids == nullptr || p.slot_token == nullptr || p.slot_of == nullptr || p.tile_expert == nullptr ||
-      p.num_tiles == nullptr)
-    return cudaErrorInvalidValue;
-  if (p.assignments < 1 || p.top_k < 1 || p.experts < 1 || p.experts > kMoeMaxExperts ||
-      (p.tile_rows != 8 && p.tile_rows != 16 && p.tile_rows != 32 && p.tile_rows != 64))
-    return cudaErrorInvalidValue;
+  if (!ValidAlign(p)) return cudaErrorInvalidValue;
   MoeAlignKernel<<<1, 1024, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream) {
+  if (!ValidRoute(route) || !ValidAlign(align) || align.topk_ids != route.topk_ids ||
+      align.top_k != route.top_k + route.shared_experts || align.assignments != route.tokens * align.top_k)
+    return cudaErrorInvalidValue;
+  if (route.tokens > kMoeFusedTopKMaxTokens) {
+    if (const cudaError_t e = LaunchMoeRoute(route, stream); e != cudaSuccess) return e;
+    return LaunchMoeAlign(align, stream);
+  }
+  if (const cudaError_t e = LaunchRouterLogits(route, stream); e != cudaSuccess) return e;
+  MoeTopKAlignKernel<<<1, 1024, 0, stream>>>(route, align);
   return cudaGetLastError();
 }
 

@@ -41,6 +41,10 @@ struct MoeRouteParams {
   const float* router = nullptr;           // [experts, hidden] float32, 16-byte aligned
   const float* correction_bias = nullptr;  // [experts]
   float* logits = nullptr;                 // [tokens, experts] scratch
+  // [tokens, hidden] bf16 RMSNorm(x) for the experts, written on the way
+  // (the router normalises x anyway), or nullptr: the decode path saves its
+  // separate norm kernel so.
+  __nv_bfloat16* normed = nullptr;
   int32_t* topk_ids = nullptr;             // [tokens, top_k + shared_experts] out
   float* topk_weights = nullptr;           // [tokens, top_k + shared_experts] out
   int32_t tokens = 0;
@@ -69,6 +73,14 @@ struct MoeAlignParams {
   int32_t* num_tiles = nullptr;    // [1] tiles used
 };
 cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream);
+
+// LaunchMoeRoute then LaunchMoeAlign (align.topk_ids must be route.topk_ids,
+// align.top_k route.top_k + route.shared_experts), with the top-k and the
+// alignment in one single-CTA kernel for steps of at most
+// kMoeFusedTopKMaxTokens tokens: a decode step's routing is then two
+// launches, not three.
+constexpr int32_t kMoeFusedTopKMaxTokens = 64;
+cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream);
 
 struct MoeCombineParams {
   const float* expert_out = nullptr;    // [slots, hidden] the experts' down projections
