@@ -233,11 +233,11 @@ cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
 
 int32_t PagedAttentionSplits(int32_t num_items, int32_t num_kv_heads, int32_t num_sms) {
   const int64_t pairs = int64_t{num_items} * num_kv_heads;
-  if (pairs <= 0 || pairs >= num_sms) return 1;
+  if (pairs <= 0 || 4 * pairs >= num_sms) return 1;
   return static_cast<int32_t>(std::min<int64_t>(kMaxAttentionSplits, (2 * int64_t{num_sms} + pairs - 1) / pairs));
 }
 
-// pairs < num_sms whenever splits > 1, and pairs * splits < 2 * num_sms + pairs.
+// pairs < num_sms / 4 whenever splits > 1, and pairs * splits < 2 * num_sms + pairs.
 int64_t PagedAttentionPartialCtas(int32_t num_sms) { return 3 * int64_t{num_sms}; }
 
 bool PagedAttentionSupportsHeadDim(int32_t head_dim) {

@@ -47,7 +47,10 @@ struct PagedAttentionParams {
 };
 
 // Splits per (item, KV head) for a step of `num_items` items on a device of
-// `num_sms` SMs: enough CTAs to cover the SMs twice, at most kMaxAttentionSplits.
+// `num_sms` SMs: none when the pairs fill a quarter of the SMs or more (64
+// decodes of the 0.3b shape ran 7% faster without the merge kernel,
+// tools/bench/results/gpu-2026-12-02-v6-mma-attention/run5), else enough
+// CTAs to cover the SMs twice, at most kMaxAttentionSplits.
 inline constexpr int32_t kMaxAttentionSplits = 32;
 int32_t PagedAttentionSplits(int32_t num_items, int32_t num_kv_heads, int32_t num_sms);
 
