@@ -70,6 +70,10 @@ absl::StatusOr<MakeModelOptions> ParseMakeModelArgs(const std::vector<std::strin
       if (std::find(kAwqGroupSizes.begin(), kAwqGroupSizes.end(), static_cast<int64_t>(group)) == kAwqGroupSizes.end())
         return absl::InvalidArgumentError(absl::StrCat("--awq-group-size must be 32, 64 or 128, got ", value));
       options.awq_group_size = static_cast<int64_t>(group);
+    } else if (arg == "--num-layers") {
+      ERNIE_ASSIGN_OR_RETURN(const uint64_t layers, ParseUnsigned("--num-layers", value));
+      if (layers == 0) return absl::InvalidArgumentError("--num-layers must be positive");
+      options.num_layers = static_cast<int64_t>(layers);
     } else if (arg == "--corpus") {
       if (value.empty()) return absl::InvalidArgumentError("--corpus needs a folder");
       options.corpus_dir = value;
@@ -86,6 +90,12 @@ absl::StatusOr<MakeModelOptions> ParseMakeModelArgs(const std::vector<std::strin
     return absl::InvalidArgumentError(
         "--awq-group-size needs --config-only (to quantize a checkpoint's weights, use ernie-quantize)");
   ERNIE_ASSIGN_OR_RETURN(options.shape, ShapeByName(*shape_name));
+  if (options.num_layers > 0) {
+    if (options.num_layers > options.shape.num_hidden_layers)
+      return absl::InvalidArgumentError(absl::StrCat("--num-layers ", options.num_layers, " is more than the ",
+                                                     options.shape.name, " shape's ", options.shape.num_hidden_layers));
+    options.shape.num_hidden_layers = options.num_layers;
+  }
   return options;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <span>
 #include <string>
 
 #include "engine/util/half.h"
@@ -11,13 +12,23 @@ namespace ernie::cuda {
 
 namespace {
 
+// Whether `t` is bf16 in place: its bytes can be read as uint16_t bf16 bits
+// straight from the checkpoint's mapping.
+bool Bf16InPlace(const TensorView& t) {
+  return t.dtype == DType::kBF16 && reinterpret_cast<uintptr_t>(t.data()) % alignof(uint16_t) == 0;
+}
+
 // Appends `t` to `out` as bf16 bits.
 void AppendBf16(const TensorView& t, std::vector<uint16_t>& out) {
   const int64_t n = t.numel();
+  const auto* src16 = static_cast<const uint16_t*>(t.data());
+  if (Bf16InPlace(t)) {  // one pass over the bytes: no zero-fill before the copy
+    out.insert(out.end(), src16, src16 + n);
+    return;
+  }
   const size_t base = out.size();
   out.resize(base + static_cast<size_t>(n));
   uint16_t* dst = out.data() + base;
-  const auto* src16 = static_cast<const uint16_t*>(t.data());
   switch (t.dtype) {
     case DType::kBF16:
       std::memcpy(dst, src16, static_cast<size_t>(n) * 2);
@@ -87,17 +98,26 @@ absl::StatusOr<DeviceBuffer<float>> UploadVectors(std::initializer_list<const Te
   return Upload(host, what);
 }
 
+// `t`'s values as bf16 bits: a view of the checkpoint's own bytes when they
+// are bf16 (no copy), else widened into `scratch`.
+std::span<const uint16_t> AsBf16(const TensorView& t, std::vector<uint16_t>& scratch) {
+  if (Bf16InPlace(t)) return {static_cast<const uint16_t*>(t.data()), static_cast<size_t>(t.numel())};
+  scratch.clear();
+  AppendBf16(t, scratch);
+  return scratch;
+}
+
 // Rows [first, first + width) of gate and up, interleaved for the grouped
 // gate/up launch (device_weights.h): groups of 16 rows, 8 of gate then 8 of up.
-void AppendInterleavedGateUp(const std::vector<uint16_t>& gate, const std::vector<uint16_t>& up, int64_t hidden,
+void AppendInterleavedGateUp(std::span<const uint16_t> gate, std::span<const uint16_t> up, int64_t hidden,
                              int64_t first, int64_t width, std::vector<uint16_t>& out) {
   for (int64_t f0 = first; f0 < first + width; f0 += 8)
-    for (const std::vector<uint16_t>* part : {&gate, &up})
-      out.insert(out.end(), part->begin() + f0 * hidden, part->begin() + (f0 + 8) * hidden);
+    for (const std::span<const uint16_t> part : {gate, up})
+      out.insert(out.end(), part.begin() + f0 * hidden, part.begin() + (f0 + 8) * hidden);
 }
 
 // Columns [first, first + width) of a bf16 [rows, cols] matrix.
-void AppendColumns(const std::vector<uint16_t>& m, int64_t rows, int64_t cols, int64_t first, int64_t width,
+void AppendColumns(std::span<const uint16_t> m, int64_t rows, int64_t cols, int64_t first, int64_t width,
                    std::vector<uint16_t>& out) {
   for (int64_t r = 0; r < rows; ++r)
     out.insert(out.end(), m.begin() + r * cols + first, m.begin() + r * cols + first + width);
@@ -138,23 +158,22 @@ absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector
                                       "that is a multiple of moe_intermediate_size");
   ERNIE_ASSIGN_OR_RETURN(d.router, UploadVectors({m.router}));
   ERNIE_ASSIGN_OR_RETURN(d.correction_bias, UploadVectors({m.correction_bias}));
-  // Each matrix is widened to bf16 once: the routed experts' one at a time,
-  // the shared experts' (split into S pseudo-experts) kept for both stacks.
-  std::vector<uint16_t> gate, up, shared_gate, shared_up, shared_down;
+  // bf16 checkpoints are read straight from the mapping into the upload's
+  // staging (one copy); other dtypes are widened once, the routed experts'
+  // one at a time, the shared experts' (split into S pseudo-experts) kept
+  // for both stacks.
+  std::vector<uint16_t> gate_scratch, up_scratch, shared_gate_scratch, shared_up_scratch, shared_down_scratch;
   const int64_t shared = m.has_shared ? m.shared.gate_proj.weight->shape[0] / width : 0;
+  std::span<const uint16_t> shared_gate, shared_up, shared_down;
   if (m.has_shared) {
-    AppendBf16(*m.shared.gate_proj.weight, shared_gate);
-    AppendBf16(*m.shared.up_proj.weight, shared_up);
-    AppendBf16(*m.shared.down_proj.weight, shared_down);
+    shared_gate = AsBf16(*m.shared.gate_proj.weight, shared_gate_scratch);
+    shared_up = AsBf16(*m.shared.up_proj.weight, shared_up_scratch);
+    shared_down = AsBf16(*m.shared.down_proj.weight, shared_down_scratch);
   }
   staging.clear();
-  for (const MlpWeights& e : m.experts) {
-    gate.clear();
-    up.clear();
-    AppendBf16(*e.gate_proj.weight, gate);
-    AppendBf16(*e.up_proj.weight, up);
-    AppendInterleavedGateUp(gate, up, hidden, 0, width, staging);
-  }
+  for (const MlpWeights& e : m.experts)
+    AppendInterleavedGateUp(AsBf16(*e.gate_proj.weight, gate_scratch), AsBf16(*e.up_proj.weight, up_scratch), hidden,
+                            0, width, staging);
   for (int64_t s = 0; s < shared; ++s) AppendInterleavedGateUp(shared_gate, shared_up, hidden, s * width, width, staging);
   ERNIE_ASSIGN_OR_RETURN(d.experts_gate_up,
                          Upload(staging, m.experts[0].gate_proj.weight->name + " (all experts' gate|up)"));

@@ -21,6 +21,21 @@ TEST(MakeModelOptionsTest, ParsesEveryFlagInBothSpellings) {
   EXPECT_EQ(options->corpus_dir, "/c");
 }
 
+TEST(MakeModelOptionsTest, NumLayersKeepsTheFirstLayersOfTheShape) {
+  const auto options = Parse({"out", "--shape", "21b-a3b", "--seed", "1", "--num-layers", "3"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->shape.num_hidden_layers, 3);
+  EXPECT_EQ(options->shape.hidden_size, 2560);  // every layer keeps its shape
+  EXPECT_TRUE(options->shape.IsMoeLayer(2));
+  EXPECT_EQ(Parse({"out", "--shape", "demo", "--seed", "1"})->num_layers, 0);
+  const auto too_many = Parse({"out", "--shape", "demo", "--seed", "1", "--num-layers", "5"});
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("--num-layers 5"), std::string::npos) << too_many.status();
+  const auto zero = Parse({"out", "--shape", "demo", "--seed", "1", "--num-layers=0"});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("positive"), std::string::npos) << zero.status();
+}
+
 TEST(MakeModelOptionsTest, DefaultsMatchHuggingFace) {
   const auto options = Parse({"--shape", "demo", "--seed", "0", "out"});
   ASSERT_TRUE(options.ok());
