@@ -85,6 +85,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("moe_chunk_tokens must be in [1, 65536], got ", o.moe_chunk_tokens));
   if (o.moe_max_tile_rows != 8 && o.moe_max_tile_rows != 16 && o.moe_max_tile_rows != 32 && o.moe_max_tile_rows != 64)
     return absl::InvalidArgumentError(absl::StrCat("moe_max_tile_rows must be 8, 16, 32 or 64, got ", o.moe_max_tile_rows));
+  if (o.moe_shared_gemm_min_tokens < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe_shared_gemm_min_tokens must be positive, got ", o.moe_shared_gemm_min_tokens));
   if (o.moe_gemm_min_tokens < 1)
     return absl::InvalidArgumentError(absl::StrCat("moe_gemm_min_tokens must be positive, got ", o.moe_gemm_min_tokens));
   if (o.graph_max_tokens < 0 || o.max_graphs < 0)
@@ -173,17 +176,20 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   const MoeConfig& m = c.moe;
   const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
   const int64_t choices = m.top_k + m.num_shared_experts, stacked = m.num_experts + m.num_shared_experts;
-  // ws.gate_up is also ExpertsByGemm's gate|up output.
+  // ws.gate_up and ws.act also hold ExpertsByGemm's gate|up output and the
+  // shared experts' dense MLP (SharedExpertsByGemm: S x I wide).
+  const int64_t mlp_width = std::max(c.intermediate_size, moe ? m.num_shared_experts * m.intermediate_size : 0);
   const int64_t gate_up_floats =
-      std::max(t * 2 * c.intermediate_size,
+      std::max(t * 2 * mlp_width,
                moe ? MoeSlotCapacity(chunk * choices, stacked, 8) * 2 * m.intermediate_size : int64_t{0});
   ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(gate_up_floats, "gate/up activations"));
-  ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * c.intermediate_size, "MLP activations"));
+  ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * mlp_width, "MLP activations"));
   if (moe) {
     const int64_t slots = MoeSlotCapacity(chunk * choices, stacked, kMoeMaxTileRows);
     b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
     b->moe_max_tile_rows_ = options.moe_max_tile_rows;
     b->moe_gemm_min_tokens_ = options.moe_gemm_min_tokens;
+    b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_weights, Alloc<float>(chunk * choices, "MoE expert weights"));

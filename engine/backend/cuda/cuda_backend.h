@@ -63,6 +63,11 @@ struct CudaBackendOptions {
   // 512 by measurement on the 21B-A3B shape: prefill chunks of 1,024 tokens
   // run 2x faster so, decode at 64 and 256 tokens 2.1x and 1.2x slower.
   int64_t moe_gemm_min_tokens = 512;
+  // MoE models with bf16 shared experts: chunks of at least this many tokens
+  // run the shared experts as a dense MLP on cuBLAS (their weights read once)
+  // instead of as pseudo-experts in the grouped launches (read once per tile
+  // of 32 tokens).
+  int64_t moe_shared_gemm_min_tokens = 128;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

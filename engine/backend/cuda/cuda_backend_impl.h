@@ -130,6 +130,10 @@ class CudaBackendImpl final : public CudaBackend {
   // The experts of one routed chunk (tiles of 8 slots) as one cuBLAS GEMM per
   // expert; waits for the routing (large, ungraphed steps only).
   absl::Status ExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t max_slots);
+  // out += the shared experts (bf16) of `tokens` rows of h as one dense MLP
+  // on cuBLAS: the gate|up GEMM over all S pseudo-experts at once, SiLU, and
+  // one accumulating down GEMM per pseudo-expert.
+  absl::Status SharedExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t tokens, float* out);
   // The same as the two grouped launches (bf16 or AWQ int4 experts), no host wait.
   absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles, int32_t tile_rows,
                               int32_t expected_tiles);
@@ -156,6 +160,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
   int32_t moe_max_tile_rows_ = 32;     // CudaBackendOptions::moe_max_tile_rows
   int64_t moe_gemm_min_tokens_ = 0;    // CudaBackendOptions::moe_gemm_min_tokens (MoE models; 0 for dense)
+  int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   bool step_graphed_ = false;          // the step being enqueued is captured into a CUDA graph (no host waits)
   CudaMemoryBreakdown memory_;
 

@@ -120,6 +120,30 @@ absl::Status CudaBackendImpl::ExpertsByGemm(int64_t layer, const __nv_bfloat16* 
   });
 }
 
+absl::Status CudaBackendImpl::SharedExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t tokens, float* out) {
+  const ModelConfig& c = config_;
+  const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
+  const int64_t hidden = c.hidden_size, width = c.moe.intermediate_size;
+  const int64_t experts = c.moe.num_experts, shared = c.moe.num_shared_experts;
+  // The S pseudo-experts sit after the routed ones in both stacks; their
+  // gate|up rows side by side are one [S 2I, H] linear (interleaved by 8, as
+  // the SiLU kernel reads them), their down matrices S separate [H, I] ones.
+  const uint16_t* gate_up = w.experts_gate_up.data() + experts * 2 * width * hidden;
+  ERNIE_RETURN_IF_ERROR(gemm_.Run(reinterpret_cast<const uint16_t*>(h), tokens, hidden, gate_up, shared * 2 * width,
+                                  ws_.gate_up.data(), GemmOutput::kF32));
+  auto* act = reinterpret_cast<__nv_bfloat16*>(ws_.act.data());  // [tokens, S I]
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeSiluMul({.gate_up = ws_.gate_up.data(),
+                                               .act = act,
+                                               .max_slots = tokens,
+                                               .width = static_cast<int32_t>(shared * width)},
+                                              stream_.get()),
+                             absl::StrCat("MoE shared experts' SiLU-and-mul kernel, layer ", layer));
+  for (int64_t s = 0; s < shared; ++s)
+    ERNIE_RETURN_IF_ERROR(gemm_.RunAccumulate(ws_.act.data() + s * width, shared * width, tokens, width,
+                                              w.experts_down.data() + (experts + s) * hidden * width, hidden, out));
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles,
                                              int32_t tile_rows, int32_t expected_tiles) {
   const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
@@ -189,10 +213,14 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
   cudaStream_t s = stream_.get();
   const auto hidden = static_cast<int32_t>(c.hidden_size);
   const auto experts = static_cast<int32_t>(m.num_experts), top_k = static_cast<int32_t>(m.top_k);
-  const auto shared = static_cast<int32_t>(m.num_shared_experts);
-  const int32_t choices = top_k + shared, stacked = experts + shared;
   for (int32_t begin = 0; begin < tokens; begin += moe_chunk_tokens_) {
     const int32_t n = std::min(moe_chunk_tokens_, tokens - begin);
+    // Shared experts ride in the routed launches as pseudo-experts, except in
+    // large chunks with bf16 weights, where a dense MLP reads them once.
+    const bool shared_by_gemm =
+        m.num_shared_experts > 0 && w.experts_gate_up.size() > 0 && n >= moe_shared_gemm_min_tokens_;
+    const auto shared = static_cast<int32_t>(shared_by_gemm ? 0 : m.num_shared_experts);
+    const int32_t choices = top_k + shared, stacked = experts + shared;
     uint16_t* hc = h + int64_t{begin} * hidden;
     const auto* hc_bf16 = reinterpret_cast<const __nv_bfloat16*>(hc);
     float* oc = out + int64_t{begin} * hidden;
@@ -245,6 +273,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                                  .top_k = choices},
                                                 s),
                                absl::StrCat("MoE combine kernel, layer ", layer));
+    if (shared_by_gemm) ERNIE_RETURN_IF_ERROR(SharedExpertsByGemm(layer, hc_bf16, n, oc));
   }
   return absl::OkStatus();
 }

@@ -33,15 +33,26 @@ Gemm::~Gemm() {
 
 absl::Status Gemm::Run(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, void* y,
                        GemmOutput out) const {
+  return RunWith(x, k, m, k, w, n, y, out, /*beta=*/0.0f);
+}
+
+absl::Status Gemm::RunAccumulate(const uint16_t* x, int64_t x_stride, int64_t m, int64_t k, const uint16_t* w,
+                                 int64_t n, float* y) const {
+  return RunWith(x, x_stride, m, k, w, n, y, GemmOutput::kF32, /*beta=*/1.0f);
+}
+
+absl::Status Gemm::RunWith(const uint16_t* x, int64_t x_stride, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                           void* y, GemmOutput out, float beta) const {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
-  if (m <= 0 || n <= 0 || k <= 0 || m > kMax || n > kMax || k > kMax)
-    return absl::InvalidArgumentError(absl::StrCat("GEMM of shape m=", m, " n=", n, " k=", k, " is not supported"));
-  const float alpha = 1.0f, beta = 0.0f;
+  if (m <= 0 || n <= 0 || k <= 0 || m > kMax || n > kMax || k > kMax || x_stride < k || x_stride > kMax)
+    return absl::InvalidArgumentError(absl::StrCat("GEMM of shape m=", m, " n=", n, " k=", k, " (x stride ", x_stride,
+                                                   ") is not supported"));
+  const float alpha = 1.0f;
   // Column-major view: y^T [n, m] = W [n, k] (stored as col-major [k, n], so
   // transposed) times x^T [k, m] (col-major with ld k).
   return CublasStatus(
       cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                   &alpha, w, CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(k), &beta, y,
+                   &alpha, w, CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(x_stride), &beta, y,
                    out == GemmOutput::kF32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F,
                    CUBLAS_GEMM_DEFAULT),
       absl::StrCat("cublasGemmEx m=", m, " n=", n, " k=", k));

@@ -28,9 +28,15 @@ class Gemm {
   // x: bf16 [m, k] with row stride k; w: bf16 [n, k]; y: [m, n] row-major.
   absl::Status Run(const uint16_t* x, int64_t m, int64_t k, const uint16_t* w, int64_t n, void* y,
                    GemmOutput out) const;
+  // y [m, n] float32 += x W^T, with x's rows `x_stride` elements apart (a
+  // column block of a wider matrix).
+  absl::Status RunAccumulate(const uint16_t* x, int64_t x_stride, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                             float* y) const;
 
  private:
   Gemm() = default;
+  absl::Status RunWith(const uint16_t* x, int64_t x_stride, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                       void* y, GemmOutput out, float beta) const;
   cublasHandle_t handle_ = nullptr;
   DeviceBuffer<uint8_t> workspace_;  // cuBLAS scratch, fixed size
 };

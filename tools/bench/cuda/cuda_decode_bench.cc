@@ -57,6 +57,7 @@ struct Args {
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
   int moe_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_gemm_min_tokens);
+  int moe_shared_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_shared_gemm_min_tokens);
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -70,6 +71,8 @@ bool Parse(int argc, char** argv, Args* a) {
       a->load_format = v;
     } else if (f == "--moe-gemm-min-tokens") {
       if (!absl::SimpleAtoi(v, &a->moe_gemm_min_tokens) || a->moe_gemm_min_tokens < 1) return false;
+    } else if (f == "--moe-shared-gemm-min-tokens") {
+      if (!absl::SimpleAtoi(v, &a->moe_shared_gemm_min_tokens) || a->moe_shared_gemm_min_tokens < 1) return false;
     } else if (f == "--moe-max-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->moe_max_tile_rows)) return false;
     } else if (f == "--batch-sizes") {
@@ -261,7 +264,8 @@ int main(int argc, char** argv) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
                  "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
-                 "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] [--moe-gemm-min-tokens N]\n";
+                 "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] [--moe-gemm-min-tokens N] "
+                 "[--moe-shared-gemm-min-tokens N]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -284,7 +288,8 @@ int main(int argc, char** argv) {
                 .tensor_core_attention = args.tensor_core_attention == 1,
                 .fused_decode = args.fused_decode == 1,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
-                .moe_gemm_min_tokens = args.moe_gemm_min_tokens});
+                .moe_gemm_min_tokens = args.moe_gemm_min_tokens,
+                .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
     return 1;
@@ -300,6 +305,7 @@ int main(int argc, char** argv) {
                         {"load_format", args.load_format},
                         {"moe_max_tile_rows", args.moe_max_tile_rows},
                         {"moe_gemm_min_tokens", args.moe_gemm_min_tokens},
+                        {"moe_shared_gemm_min_tokens", args.moe_shared_gemm_min_tokens},
                         {"architecture", (*model)->config.architecture_name},
                         {"parameters", (*model)->config.ParameterCount()},
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.

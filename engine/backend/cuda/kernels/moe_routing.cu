@@ -217,7 +217,7 @@ __global__ void MoeGatherKernel(MoeGatherParams p) {
 
 __global__ void MoeSiluMulKernel(MoeSiluMulParams p) {
   const int64_t s = blockIdx.x;
-  if (s >= int64_t{*p.num_tiles} * p.tile_rows) return;
+  if (p.num_tiles != nullptr && s >= int64_t{*p.num_tiles} * p.tile_rows) return;
   const float* row = p.gate_up + s * 2 * p.width;
   for (int f = threadIdx.x; f < p.width; f += blockDim.x) {
     const float g = row[(f / 8) * 16 + f % 8], u = row[(f / 8) * 16 + f % 8 + 8];
@@ -300,7 +300,7 @@ cudaError_t LaunchMoeGather(const MoeGatherParams& p, cudaStream_t stream) {
 }
 
 cudaError_t LaunchMoeSiluMul(const MoeSiluMulParams& p, cudaStream_t stream) {
-  if (p.gate_up == nullptr || p.num_tiles == nullptr || p.act == nullptr || p.max_slots < 1 || p.width < 8 ||
+  if (p.gate_up == nullptr || p.act == nullptr || p.max_slots < 1 || p.width < 8 ||
       p.width % 8 != 0 || p.tile_rows < 1)
     return cudaErrorInvalidValue;
   MoeSiluMulKernel<<<p.max_slots, 256, 0, stream>>>(p);

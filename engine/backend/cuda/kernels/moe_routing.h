@@ -116,7 +116,7 @@ cudaError_t LaunchMoeGather(const MoeGatherParams& p, cudaStream_t stream);
 // s < used slots (*num_tiles x tile_rows).
 struct MoeSiluMulParams {
   const float* gate_up = nullptr;     // [slots, 2 width]
-  const int32_t* num_tiles = nullptr;  // [1]
+  const int32_t* num_tiles = nullptr;  // [1] tiles in use (device side), or nullptr: all max_slots rows
   __nv_bfloat16* act = nullptr;       // [slots, width]
   int32_t max_slots = 0;
   int32_t tile_rows = 8;
