@@ -4,8 +4,12 @@
 # (tools/reference/awq_dequant_reference.py), bit for bit, at group sizes 32,
 # 64 and 128, RTN and AWQ, on the demo shape and a biased test checkpoint.
 # usage: awq_dequant_bitexact_test.sh BIN_DIR SOURCE_DIR WORK_DIR
+# $PYTHON (default Debian's /usr/bin/python3) runs the reference; where it
+# has torch (the accelerator machine: tools/gpu-test), the reference also
+# checks its numpy dequantisation against a torch one.
 set -eu
 bin=$1 src=$2 work=$3
+python=${PYTHON:-/usr/bin/python3}
 rm -rf "$work" && mkdir -p "$work"
 "$bin/ernie-make-model" "$work/demo" --shape demo --seed 11 >/dev/null
 check() {  # MODEL_DIR NAME ARGS...
@@ -13,7 +17,7 @@ check() {  # MODEL_DIR NAME ARGS...
   shift 2
   "$bin/ernie-quantize" "$in" "$work/$name" --threads 2 "$@" 2>"$work/$name.log" || { cat "$work/$name.log"; exit 1; }
   "$bin/ernie-awq-dequant" "$work/$name" "$work/$name.ours.safetensors" >/dev/null
-  /usr/bin/python3 "$src/tools/reference/awq_dequant_reference.py" "$work/$name" "$work/$name.ref.safetensors" \
+  "$python" "$src/tools/reference/awq_dequant_reference.py" "$work/$name" "$work/$name.ref.safetensors" \
       --compare "$work/$name.ours.safetensors"
 }
 check "$work/demo" rtn32 --method rtn --group-size 32
