@@ -28,9 +28,8 @@ constexpr size_t SharedBytes() {
   return std::max(tiles, merge);
 }
 
-// cp.async of 16 bytes, or 16 zero bytes when !valid (src-size 0 reads
-// nothing).
-__device__ __forceinline__ void CpAsync16OrZero(void *smem, const void *gmem, bool valid) {
+// cp.async of 16 bytes, or 16 zero bytes when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
@@ -38,7 +37,7 @@ __device__ __forceinline__ void CpAsync16OrZero(void *smem, const void *gmem, bo
 // Four 8x8 bf16 matrices, transposed: lanes 8i..8i+7 give the row addresses
 // of matrix i; lane 4g + c receives rows 2c, 2c+1 of column g of each, which
 // is the B fragment of mma.m16n8k16 for a row-major [k][n] tile.
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t *r, const void *smem) {
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t* r, const void* smem) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -48,7 +47,7 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t *r, const void *smem) {
 
 __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t *>(&v);
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 __device__ __forceinline__ float QuadMax(float v) {
@@ -72,7 +71,7 @@ struct RowPlace {
   int64_t token;
   int head;
 };
-__device__ __forceinline__ RowPlace PlaceOf(const AttentionWorkItem &item, int kv_head, int group, int r) {
+__device__ __forceinline__ RowPlace PlaceOf(const AttentionWorkItem& item, int kv_head, int group, int r) {
   return {item.token_begin + r / group, kv_head * group + r % group};
 }
 
@@ -97,7 +96,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   constexpr int kWarpKeys = kSplitKeys ? kTileKeys / kWarps : kTileKeys;
   constexpr int kKeyTiles = kWarpKeys / 8;  // 8-wide score tiles
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  auto *tiles = reinterpret_cast<__nv_bfloat16 *>(shared_raw);  // [stage][K, V][kTileKeys][kRow]
+  auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // [stage][K, V][kTileKeys][kRow]
 
   kernels::AllowDependentLaunch();
   const AttentionWorkItem item = p.items[blockIdx.x];
@@ -107,7 +106,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int row_lo = (kSplitKeys ? 0 : 16 * warp) + g, row_hi = row_lo + 8;
 
-  const int32_t *table = p.block_tables + item.block_table_offset;
+  const int32_t* table = p.block_tables + item.block_table_offset;
   const int context = p.positions[item.token_begin + item.num_tokens - 1] + 1;
   const int per_split = KeysPerSplit(context, p.num_splits);
   const int begin = blockIdx.z * per_split;
@@ -118,8 +117,8 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   // Stage a tile's keys and values (zeros past `end`, so that a weight of 0
   // never meets a NaN of stale memory).
   auto load_tile = [&](int tile) {
-    __nv_bfloat16 *k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
-    __nv_bfloat16 *v_s = k_s + kTileKeys * kRow;
+    __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+    __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
     const int start = begin + tile * kTileKeys;
     constexpr int kPieces = D / 8;  // 16-byte pieces of a row
     for (int idx = threadIdx.x; idx < kTileKeys * kPieces; idx += kWarps * 32) {
@@ -139,8 +138,8 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   uint32_t qa[kKSteps][4];
   int pos_lo = -1, pos_hi = -1;  // -1: no such row; it sees no key
   {
-    const float *q_lo = nullptr;
-    const float *q_hi = nullptr;
+    const float* q_lo = nullptr;
+    const float* q_hi = nullptr;
     if (row_lo < rows) {
       const RowPlace at = PlaceOf(item, kv_head, group, row_lo);
       q_lo = p.q + at.token * p.q_row_stride + int64_t{at.head} * D;
@@ -151,9 +150,9 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
       q_hi = p.q + at.token * p.q_row_stride + int64_t{at.head} * D;
       pos_hi = p.positions[at.token];
     }
-    auto pair = [](const float *q, int d) {
+    auto pair = [](const float* q, int d) {
       if (q == nullptr) return 0u;
-      const float2 v = *reinterpret_cast<const float2 *>(q + d);
+      const float2 v = *reinterpret_cast<const float2*>(q + d);
       return PackBf16x2(v.x, v.y);
     };
 #pragma unroll
@@ -180,8 +179,8 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
       kernels::CpAsyncWait<0>();
     }
     __syncthreads();
-    const __nv_bfloat16 *k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
-    const __nv_bfloat16 *v_s = k_s + kTileKeys * kRow;
+    const __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+    const __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
     const int key0 = begin + tile * kTileKeys + warp_key0;  // position of the warp's first key
 
     // Scores: s[t] holds rows lo / hi x keys key0 + 8t + 2c, + 1.
@@ -192,9 +191,9 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
     for (int ks = 0; ks < kKSteps; ++ks) {
 #pragma unroll
       for (int t = 0; t < kKeyTiles; ++t) {
-        const __nv_bfloat16 *key = k_s + (warp_key0 + 8 * t + g) * kRow + 16 * ks + 2 * c;
-        kernels::MmaBf16(s[t], qa[ks], *reinterpret_cast<const uint32_t *>(key),
-                         *reinterpret_cast<const uint32_t *>(key + 8));
+        const __nv_bfloat16* key = k_s + (warp_key0 + 8 * t + g) * kRow + 16 * ks + 2 * c;
+        kernels::MmaBf16(s[t], qa[ks], *reinterpret_cast<const uint32_t*>(key),
+                         *reinterpret_cast<const uint32_t*>(key + 8));
       }
     }
 
@@ -245,7 +244,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
                               PackBf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                               PackBf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
       const int matrix = lane / 8, r = lane % 8;
-      const __nv_bfloat16 *v_row = v_s + (warp_key0 + 16 * kk + r + 8 * (matrix % 2)) * kRow + 8 * (matrix / 2);
+      const __nv_bfloat16* v_row = v_s + (warp_key0 + 16 * kk + r + 8 * (matrix % 2)) * kRow + 8 * (matrix / 2);
 #pragma unroll
       for (int t = 0; t < kDimTiles; t += 2) {
         uint32_t b[4];
@@ -262,10 +261,9 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   const int64_t cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits + blockIdx.z;
   const bool partial = p.num_splits > 1;
   if constexpr (kSplitKeys) {
-    // Four partial softmaxes of the same rows: staged, then merged per (row,
-    // dim).
-    float *red_o = reinterpret_cast<float *>(shared_raw);  // [kWarps][16][D]
-    float *red_ml = red_o + kWarps * 16 * D;               // [kWarps][16][2]
+    // Four partial softmaxes of the same rows: staged, then merged per (row, dim).
+    float* red_o = reinterpret_cast<float*>(shared_raw);  // [kWarps][16][D]
+    float* red_ml = red_o + kWarps * 16 * D;              // [kWarps][16][2]
 #pragma unroll
     for (int t = 0; t < kDimTiles; ++t) {
 #pragma unroll
@@ -306,13 +304,13 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
       }
     }
   } else {
-    auto store_row = [&](int r, const RowState &st, int half) {
+    auto store_row = [&](int r, const RowState& st, int half) {
       if (r >= rows) return;
       if (partial) {
-        float *out = p.partial_out + (cta * kMmaAttentionRows + r) * D;
+        float* out = p.partial_out + (cta * kMmaAttentionRows + r) * D;
 #pragma unroll
         for (int t = 0; t < kDimTiles; ++t)
-          *reinterpret_cast<float2 *>(out + 8 * t + 2 * c) = make_float2(o[t][2 * half], o[t][2 * half + 1]);
+          *reinterpret_cast<float2*>(out + 8 * t + 2 * c) = make_float2(o[t][2 * half], o[t][2 * half + 1]);
         if (c == 0) {
           p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = st.m;
           p.partial_ml[(cta * kMmaAttentionRows + r) * 2 + 1] = st.l;
@@ -320,11 +318,11 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
         return;
       }
       const RowPlace at = PlaceOf(item, kv_head, group, r);
-      __nv_bfloat16 *out = p.out + (at.token * p.num_heads + at.head) * D;
+      __nv_bfloat16* out = p.out + (at.token * p.num_heads + at.head) * D;
       const float inv_l = 1.0f / st.l;
 #pragma unroll
       for (int t = 0; t < kDimTiles; ++t)
-        *reinterpret_cast<__nv_bfloat162 *>(out + 8 * t + 2 * c) =
+        *reinterpret_cast<__nv_bfloat162*>(out + 8 * t + 2 * c) =
             __floats2bfloat162_rn(o[t][2 * half] * inv_l, o[t][2 * half + 1] * inv_l);
     };
     store_row(row_lo, lo, 0);
@@ -332,9 +330,9 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   }
 }
 
-// Grid (num_items, num_kv_heads): out = sum_z 2^(m_z - M) o_z / sum_z 2^(m_z -
-// M) l_z over the splits that hold keys (the kernel's KeysPerSplit decides
-// which). A split whose keys a row cannot see left m = -inf: weight 0.
+// Grid (num_items, num_kv_heads): out = sum_z 2^(m_z - M) o_z / sum_z 2^(m_z - M) l_z
+// over the splits that hold keys (the kernel's KeysPerSplit decides which).
+// A split whose keys a row cannot see left m = -inf: weight 0.
 template <int D>
 __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAttentionParams p) {
   __shared__ float weight[kMaxAttentionSplits][kMmaAttentionRows];
@@ -351,7 +349,7 @@ __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAtten
     for (int z = 0; z < active; ++z) m = fmaxf(m, p.partial_ml[((first_cta + z) * kMmaAttentionRows + r) * 2]);
     float sum = 0.0f;
     for (int z = 0; z < active; ++z) {
-      const float *ml = p.partial_ml + ((first_cta + z) * kMmaAttentionRows + r) * 2;
+      const float* ml = p.partial_ml + ((first_cta + z) * kMmaAttentionRows + r) * 2;
       const float w = exp2f(ml[0] - m);  // m is finite: split 0 holds key 0, which every row sees
       weight[z][r] = w;
       sum += w * ml[1];
@@ -370,9 +368,9 @@ __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAtten
 }
 
 template <int D, bool kSplitKeys>
-cudaError_t Launch(const PagedAttentionParams &p, cudaStream_t stream) {
+cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
   constexpr size_t kShared = SharedBytes<D>();
-  auto *kernel = MmaAttentionKernel<D, kSplitKeys>;
+  auto* kernel = MmaAttentionKernel<D, kSplitKeys>;
   if (kShared > 48 * 1024) {
     const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
     if (set != cudaSuccess) return set;
@@ -387,7 +385,7 @@ cudaError_t Launch(const PagedAttentionParams &p, cudaStream_t stream) {
 }
 
 template <int D>
-cudaError_t LaunchShape(const PagedAttentionParams &p, bool single_token_items, cudaStream_t stream) {
+cudaError_t LaunchShape(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream) {
   return single_token_items ? Launch<D, true>(p, stream) : Launch<D, false>(p, stream);
 }
 
@@ -397,7 +395,7 @@ bool MmaAttentionSupportsHeadDim(int32_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
 
-cudaError_t LaunchMmaAttention(const PagedAttentionParams &p, bool single_token_items, cudaStream_t stream) {
+cudaError_t LaunchMmaAttention(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream) {
   const int32_t group = p.num_kv_heads > 0 ? p.num_heads / p.num_kv_heads : 0;
   if (p.q == nullptr || p.items == nullptr || p.block_tables == nullptr || p.positions == nullptr || p.out == nullptr ||
       p.cache.k == nullptr || p.cache.v == nullptr || p.num_items <= 0 || p.num_kv_heads <= 0 ||

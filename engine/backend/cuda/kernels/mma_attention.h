@@ -39,6 +39,6 @@ bool MmaAttentionSupportsHeadDim(int32_t head_dim);
 // and [.., kMmaAttentionRows, 2]. `single_token_items`: every item of the
 // step holds one token (then at most 16 rows); it picks the kernel shape
 // and, like the item count, must be the same for every replay of a graph.
-cudaError_t LaunchMmaAttention(const PagedAttentionParams &p, bool single_token_items, cudaStream_t stream);
+cudaError_t LaunchMmaAttention(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream);
 
 }  // namespace ernie::cuda
