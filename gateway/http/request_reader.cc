@@ -35,14 +35,17 @@ std::variant<HttpRequest, HttpReadError> ParseHttpRequest(std::string_view bytes
   boost::beast::error_code ec;
   size_t used = 0;
   // put() consumes what it can and says need_more (or consumes nothing)
-  // when the rest of the message is not there yet; here no more bytes will
-  // come, so the end of the buffer is the end of the stream.
+  // when the rest of the message is not there yet. Beast's contract is that
+  // the next put() then brings new bytes (its chunked parser asserts it);
+  // here none will come, so need_more or no progress is the end of the
+  // stream.
   while (!parser.is_done()) {
     const size_t n = parser.put(boost::asio::buffer(bytes.data() + used, bytes.size() - used), ec);
     used += n;
-    if (ec == http::error::need_more) ec = {};
+    const bool wants_more = ec == http::error::need_more;
+    if (wants_more) ec = {};
     if (ec) break;
-    if (n == 0) {  // no progress: the rest of the message is not in `bytes`
+    if (wants_more || n == 0) {  // the rest of the message is not in `bytes`
       if (parser.got_some()) {
         parser.put_eof(ec);
       } else {
