@@ -44,8 +44,8 @@ struct Workspace {
   DeviceBuffer<float> proj;       // [T, H] o_proj or down_proj output, before the residual add
   DeviceBuffer<float> gate_up;    // [T, 2 I] gate|up GEMM output
   DeviceBuffer<uint16_t> act;     // bf16 [T, I] silu(gate) * up
-  DeviceBuffer<float> attn_partial_out;  // split-KV partial outputs [PagedAttentionPartialCtas, kAttentionRowsPerCta, head_dim]
-  DeviceBuffer<float> attn_partial_ml;   // their (max, sum) [PagedAttentionPartialCtas, kAttentionRowsPerCta, 2]
+  DeviceBuffer<float> attn_partial_out;  // split-KV partial outputs [PagedAttentionPartialCtas, rows per item, head_dim]
+  DeviceBuffer<float> attn_partial_ml;   // their (max, sum) [PagedAttentionPartialCtas, rows per item, 2]
   DeviceBuffer<uint16_t> awq_weights;  // bf16 [n, k] of the largest AWQ linear or expert linear, dequantised for large steps; else empty
   DeviceBuffer<float> logits;     // [logit_rows_per_pass, V]
   DeviceBuffer<float> inv_freq;   // [head_dim / 2] rotary inverse frequencies
