@@ -33,6 +33,7 @@
 #include "tests/engine/cuda/awq_test_case.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
+#include "tests/engine/cuda/dummy_backends.h"
 #include "tools/make_model/checkpoint_writer.h"
 #include "tools/make_model/hf_config_files.h"
 #include "tools/make_model/model_shape.h"
@@ -329,26 +330,18 @@ TEST_F(CudaAwqMoeTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryExpertPath)
 
 TEST_F(CudaAwqMoeTest, DummyWeightsHaveTheCheckpointsShapesAndAreDeterministic) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  auto real = LoadModel(Dir("awq64"));
-  auto dummy = LoadModel(Dir("awq64"), "dummy");
-  ASSERT_TRUE(real.ok()) << real.status();
-  ASSERT_TRUE(dummy.ok()) << dummy.status();
-  const CudaBackendOptions options{.block_size = 16, .num_blocks = 8, .max_tokens_per_step = 64};
-  auto from_checkpoint = CreateCudaBackend(**real, options);
-  auto a = CreateCudaBackend(**dummy, options);
-  auto b = CreateCudaBackend(**dummy, options);
-  ASSERT_TRUE(from_checkpoint.ok()) << from_checkpoint.status();
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
+  const auto backends =
+      MakeDummyAndCheckpointBackends(Dir("awq64"), {.block_size = 16, .num_blocks = 8, .max_tokens_per_step = 64});
+  ASSERT_TRUE(backends.ok());
   // Same int4 arrays, records, router, norms and bf16 embeddings, byte for byte in size.
-  EXPECT_EQ((*a)->memory().weights, (*from_checkpoint)->memory().weights);
-  EXPECT_EQ((*a)->memory().workspace, (*from_checkpoint)->memory().workspace);
+  EXPECT_EQ(backends.a->memory().weights, backends.from_checkpoint->memory().weights);
+  EXPECT_EQ(backends.a->memory().workspace, backends.from_checkpoint->memory().workspace);
   const std::vector<int32_t> tokens = {1, 5, 9, 200, 3, 77, 42, 11, 300, 8, 64, 2, 19, 7, 150, 33, 4, 99};
   const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
   // 18 tokens: the grouped kernel in one step; then one token at a time (graphs).
   for (const int32_t chunk : {18, 1}) {
-    const auto la = TeacherForced(**a, tokens, 0, chunk, table);
-    const auto lb = TeacherForced(**b, tokens, 0, chunk, table);
+    const auto la = TeacherForced(*backends.a, tokens, 0, chunk, table);
+    const auto lb = TeacherForced(*backends.b, tokens, 0, chunk, table);
     ASSERT_EQ(la, lb);
     for (float v : la) ASSERT_TRUE(std::isfinite(v));
     EXPECT_GT(*std::max_element(la.begin(), la.end()), *std::min_element(la.begin(), la.end()));

@@ -27,6 +27,7 @@
 #include "engine/util/half.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
+#include "tests/engine/cuda/dummy_backends.h"
 
 namespace ernie::testing {
 namespace {
@@ -372,26 +373,16 @@ TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
 
 TEST(CudaDummyWeightsTest, SameShapesAsTheCheckpointAndDeterministic) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  const std::string dir = TestDataDir() + "/moe_reference/moe_e16_k4_shared1_bf16";
-  auto real = LoadModel(dir);
-  auto dummy = LoadModel(dir, "dummy");
-  ASSERT_TRUE(real.ok()) << real.status();
-  ASSERT_TRUE(dummy.ok()) << dummy.status();
-  ASSERT_TRUE((*dummy)->dummy_weights);
-  const CudaBackendOptions options{.block_size = 16, .num_blocks = 8, .max_tokens_per_step = 64};
-  auto from_checkpoint = CreateCudaBackend(**real, options);
-  auto a = CreateCudaBackend(**dummy, options);
-  auto b = CreateCudaBackend(**dummy, options);
-  ASSERT_TRUE(from_checkpoint.ok()) << from_checkpoint.status();
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ((*a)->memory().weights, (*from_checkpoint)->memory().weights);
+  const auto backends = MakeDummyAndCheckpointBackends(TestDataDir() + "/moe_reference/moe_e16_k4_shared1_bf16",
+                                                       {.block_size = 16, .num_blocks = 8, .max_tokens_per_step = 64});
+  ASSERT_TRUE(backends.ok());
+  EXPECT_EQ(backends.a->memory().weights, backends.from_checkpoint->memory().weights);
   const std::vector<int32_t> tokens = {1, 5, 9, 200, 3, 77, 42};
   const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
-  const auto la = TeacherForced(**a, tokens, 0, 64, table);
-  const auto lb = TeacherForced(**b, tokens, 0, 64, table);
+  const auto la = TeacherForced(*backends.a, tokens, 0, 64, table);
+  const auto lb = TeacherForced(*backends.b, tokens, 0, 64, table);
   ASSERT_EQ(la, lb);
-  const auto real_logits = TeacherForced(**from_checkpoint, tokens, 0, 64, table);
+  const auto real_logits = TeacherForced(*backends.from_checkpoint, tokens, 0, 64, table);
   EXPECT_NE(la, real_logits);
   for (float v : la) ASSERT_TRUE(std::isfinite(v));
   EXPECT_GT(*std::max_element(la.begin(), la.end()), *std::min_element(la.begin(), la.end()));
