@@ -143,7 +143,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b->max_attention_splits_ = options.max_attention_splits;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
-  b->attention_rows_per_item_ = b->mma_attention_ ? kMmaAttentionRows : kAttentionRowsPerCta;
   b->fused_decode_ = options.fused_decode;
   // The fused decode kernels hold their input rows in shared memory: steps
   // of up to decode_max_rows_ tokens take them (fewer than 8 when a layer is
@@ -201,7 +200,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     ERNIE_ASSIGN_OR_RETURN(ws.moe_expert_out, Alloc<float>(slots * c.hidden_size, "MoE expert outputs"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_tiles_host, PinnedBuffer<int32_t>::Allocate(1 + slots / 8, "MoE tile table"));
   }
-  const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * b->attention_rows_per_item_;
+  const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * b->AttentionRowsPerItem();
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_out, Alloc<float>(partial_rows * c.head_dim, "split-KV partial outputs"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_ml, Alloc<float>(partial_rows * 2, "split-KV partial max/sum"));
   ERNIE_ASSIGN_OR_RETURN(ws.awq_weights, Alloc<uint16_t>(b->weights_.max_awq_elements, "AWQ dequantise workspace"));

@@ -14,6 +14,7 @@
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/graph_cache.h"
+#include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/paged_kv_view.h"
 #include "engine/backend/cuda/step_plan.h"
 
@@ -120,6 +121,8 @@ class CudaBackendImpl final : public CudaBackend {
   // Attention alone, once rotary and the KV write are done (the decode path
   // folds them into its qkv GEMV).
   absl::Status Attention(int64_t layer, int32_t tokens);
+  // Query rows of one attention work item: the size of the kernel in use.
+  int32_t AttentionRowsPerItem() const { return mma_attention_ ? kMmaAttentionRows : kAttentionRowsPerCta; }
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
   // out (+)= the mixture-of-experts MLP of layer `layer` on h's `tokens`
   // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc). With
@@ -154,7 +157,6 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t num_sms_ = 1;      // the device's SMs: how many attention CTAs fill it
   int32_t max_attention_splits_ = 1;  // CudaBackendOptions::max_attention_splits
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
-  int32_t attention_rows_per_item_ = 0;  // query rows of one attention work item: the kernel's size
   bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models

@@ -192,7 +192,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   const auto tokens = static_cast<int32_t>(batch.token_ids.size());
   const auto rows = static_cast<int32_t>(batch.logit_token_indices.size());
   ERNIE_RETURN_IF_ERROR(inputs_.Upload(batch, static_cast<int32_t>(kv_shape_.block_size),
-                                       static_cast<int32_t>(c.num_heads / c.num_kv_heads), attention_rows_per_item_,
+                                       static_cast<int32_t>(c.num_heads / c.num_kv_heads), AttentionRowsPerItem(),
                                        stream_.get()));
   // Decode-sized steps take the fused GEMV kernels; rows <= tokens, so their
   // logit passes do too.

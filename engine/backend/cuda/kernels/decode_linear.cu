@@ -2,6 +2,7 @@
 
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/decode_linear.h"
+#include "engine/backend/cuda/kernels/rotary.cuh"
 
 namespace ernie::cuda {
 
@@ -46,8 +47,8 @@ __device__ void LoadInputRows(const DecodeLinearParams& p, float* xs) {
 }
 
 // kRotaryKv for input row r and the output pair (a, a + 1), a even, with
-// values va, vb (bias added): the same float32 expressions as
-// RotaryKvWriteKernel.
+// values va, vb (bias added): rotated by kernels::RotatePair, as
+// RotaryKvWriteKernel does.
 __device__ __forceinline__ void RotaryKvStore(const DecodeLinearParams& p, int r, int64_t a, float va, float vb) {
   const DecodeRotaryKv& q = p.rotary;
   const int d = q.cache.head_dim;
@@ -60,9 +61,8 @@ __device__ __forceinline__ void RotaryKvStore(const DecodeLinearParams& p, int r
     *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(va, vb);
     return;
   }
-  float s, c;
-  sincosf(static_cast<float>(q.positions[r]) * q.inv_freq[i], &s, &c);
-  const float ra = va * c - vb * s, rb = vb * c + va * s;
+  const float2 rotated = kernels::RotatePair(va, vb, static_cast<float>(q.positions[r]), q.inv_freq[i]);
+  const float ra = rotated.x, rb = rotated.y;
   if (head < q.num_heads) {
     p.y[int64_t{r} * p.n + a] = ra;
     p.y[int64_t{r} * p.n + a + 1] = rb;

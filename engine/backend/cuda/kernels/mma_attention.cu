@@ -342,7 +342,8 @@ __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAtten
   const int group = p.num_heads / p.num_kv_heads;
   const int rows = item.num_tokens * group;
   const int context = p.positions[item.token_begin + item.num_tokens - 1] + 1;
-  const int active = (context + KeysPerSplit(context, p.num_splits) - 1) / KeysPerSplit(context, p.num_splits);
+  const int per_split = KeysPerSplit(context, p.num_splits);
+  const int active = (context + per_split - 1) / per_split;
   const int64_t first_cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits;
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
     float m = -INFINITY;

@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 
+#include "engine/backend/cuda/kernels/rotary.cuh"
 #include "engine/backend/cuda/kernels/rotary_kv_write.h"
 
 namespace ernie::cuda {
@@ -25,9 +26,8 @@ __global__ void RotaryKvWriteKernel(RotaryKvWriteParams p) {
       a += p.bias[col];
       b += p.bias[col + 1];
     }
-    float s, c;
-    sincosf(pos * p.inv_freq[i], &s, &c);  // the float32 angle, as the reference computes it
-    const float ra = a * c - b * s, rb = b * c + a * s;
+    const float2 rotated = kernels::RotatePair(a, b, pos, p.inv_freq[i]);
+    const float ra = rotated.x, rb = rotated.y;
     if (head < p.num_heads) {
       row[col] = ra;
       row[col + 1] = rb;
