@@ -8,6 +8,7 @@
 #include "engine/backend/cpu/elementwise.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/copy_blocks.h"
+#include "engine/backend/cuda/kernels/awq_decode_linear.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/kernels/mma_attention.h"
@@ -152,6 +153,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->decode_max_rows_ = options.fused_decode ? DecodeLinearMaxRows(decode_max_k, &smem_error) : 0;
   ERNIE_CUDA_RETURN_IF_ERROR(smem_error, "cudaDeviceGetAttribute(shared memory per block)");
   ERNIE_CUDA_RETURN_IF_ERROR(PrepareDecodeLinear(decode_max_k, b->decode_max_rows_), "decode kernels' shared memory");
+  if (c.awq.has_value()) {
+    // (Its SiLU epilogue pairs gate and up tiles of 16 rows: the intermediate
+    // size, down_proj's k, is a multiple of the group size, at least 32.)
+    ERNIE_CUDA_RETURN_IF_ERROR(PrepareAwqDecodeLinear(decode_max_k, b->decode_max_rows_),
+                               "AWQ decode kernels' shared memory");
+  }
   ERNIE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&b->num_sms_, cudaDevAttrMultiProcessorCount, options.device),
                              "cudaDeviceGetAttribute(multiprocessor count)");
 

@@ -14,6 +14,7 @@
 #include "engine/backend/cuda/device_weights.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/graph_cache.h"
+#include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/paged_kv_view.h"
 #include "engine/backend/cuda/step_plan.h"
@@ -143,6 +144,10 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
   // The same two for steps of at most kDecodeLinearMaxRows tokens (cuda_decode_forward.cc).
   absl::Status EnqueueDecodeLayers(int32_t tokens);
+  // One fused decode linear on the layer's bf16 weights (p.w), or on `awq`
+  // when it is not empty; `what` names it in the error.
+  absl::Status DecodeLinear(const DecodeLinearParams& p, const DeviceAwqLinear& awq, const char* what,
+                            int64_t layer);
   absl::Status EnqueueDecodeLogitPass(int32_t first_row, int32_t rows);
   absl::Status CopyLogits(int32_t first_row, int32_t rows, std::span<float> logits);
   absl::Status CopyBlocksChunk(std::span<const BlockCopyOp> copies);

@@ -11,9 +11,12 @@
 // router kernel writes the RMSNorm of x for the experts).
 // Differences from the cuBLAS path: the normalised input and the SiLU
 // output stay float32 (cuBLAS reads them as bf16), so this path is, if
-// anything, closer to the CPU reference.
+// anything, closer to the CPU reference. An AWQ model's linears take the
+// int4 kernel with the same prologues and epilogues (awq_decode_linear.h),
+// whose inputs are bf16 as on the unfused path.
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/cuda/kernels/awq_decode_linear.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
 #include "engine/util/status_macros.h"
@@ -27,6 +30,13 @@ const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullp
 
 }  // namespace
 
+absl::Status CudaBackendImpl::DecodeLinear(const DecodeLinearParams& p, const DeviceAwqLinear& awq,
+                                           const char* what, int64_t layer) {
+  const cudaError_t error =
+      awq.empty() ? LaunchDecodeLinear(p, stream_.get()) : LaunchAwqDecodeLinear(p, awq.view(), stream_.get());
+  return CudaStatus(error, absl::StrCat(what, ", layer ", layer));
+}
+
 absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
   const ModelConfig& c = config_;
   cudaStream_t s = stream_.get();
@@ -38,8 +48,7 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
   float* act = ws_.gate_up.data();
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
-    ERNIE_CUDA_RETURN_IF_ERROR(
-        LaunchDecodeLinear({.x_f32 = ws_.x.data(),
+    ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_f32 = ws_.x.data(),
                             .norm_weight = w.input_norm.data(),
                             .eps = c.rms_norm_eps,
                             .w = Bf16(w.qkv),
@@ -54,10 +63,9 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                        .inv_freq = ws_.inv_freq.data(),
                                        .cache = LayerCache(layer),
                                        .num_heads = static_cast<int32_t>(c.num_heads)}},
-                           s),
-        absl::StrCat("decode qkv + rotary kernel, layer ", layer));
+                           w.qkv_awq, "decode qkv + rotary kernel", layer));
     ERNIE_RETURN_IF_ERROR(Attention(layer, tokens));
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_bf16 = Bf16(ws_.attn),
+    ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_bf16 = Bf16(ws_.attn),
                                                    .w = Bf16(w.o_proj),
                                                    .bias = OrNull(w.o_bias),
                                                    .y = ws_.x.data(),
@@ -65,8 +73,7 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                                    .n = hidden,
                                                    .k = static_cast<int32_t>(c.q_size()),
                                                    .epilogue = DecodeEpilogue::kAddResidual},
-                                                  s),
-                               absl::StrCat("decode o_proj kernel, layer ", layer));
+                                                  w.o_awq, "decode o_proj kernel", layer));
     if (w.is_moe) {
       // The router writes h = RMSNorm(x) for the experts as it normalises x
       // itself; the combine adds the MoE output to x.
@@ -74,7 +81,7 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                      /*accumulate=*/true));
       continue;
     }
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_f32 = ws_.x.data(),
+    ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_f32 = ws_.x.data(),
                                                    .norm_weight = w.post_attn_norm.data(),
                                                    .eps = c.rms_norm_eps,
                                                    .w = Bf16(w.gate_up),
@@ -84,9 +91,8 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                                    .n = static_cast<int32_t>(2 * c.intermediate_size),
                                                    .k = hidden,
                                                    .epilogue = DecodeEpilogue::kSiluMul},
-                                                  s),
-                               absl::StrCat("decode gate/up kernel, layer ", layer));
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchDecodeLinear({.x_f32 = act,
+                                                  w.gate_up_awq, "decode gate/up kernel", layer));
+    ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_f32 = act,
                                                    .w = Bf16(w.down_proj),
                                                    .bias = OrNull(w.down_bias),
                                                    .y = ws_.x.data(),
@@ -94,8 +100,7 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                                    .n = hidden,
                                                    .k = static_cast<int32_t>(c.intermediate_size),
                                                    .epilogue = DecodeEpilogue::kAddResidual},
-                                                  s),
-                               absl::StrCat("decode down_proj kernel, layer ", layer));
+                                                  w.down_awq, "decode down_proj kernel", layer));
   }
   return absl::OkStatus();
 }

@@ -194,10 +194,9 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   ERNIE_RETURN_IF_ERROR(inputs_.Upload(batch, static_cast<int32_t>(kv_shape_.block_size),
                                        static_cast<int32_t>(c.num_heads / c.num_kv_heads), AttentionRowsPerItem(),
                                        stream_.get()));
-  // Decode-sized steps take the fused GEMV kernels; rows <= tokens, so their
-  // logit passes do too.
-  // (bf16 linears only: an AWQ model's decode steps take the int4 GEMV in RunLinear.)
-  const bool decode = fused_decode_ && weights_.awq_group_size == 0 && tokens <= decode_max_rows_;
+  // Decode-sized steps take the fused GEMV kernels (bf16 or AWQ int4); rows
+  // <= tokens, so their logit passes do too.
+  const bool decode = fused_decode_ && tokens <= decode_max_rows_;
   auto layers = [&] { return decode ? EnqueueDecodeLayers(tokens) : EnqueueLayers(tokens); };
   auto logit_pass = [&](int32_t first, int32_t n) {
     return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);

@@ -241,6 +241,42 @@ TEST(AwqGemvTest, MatchesTheReferenceOnOddSizes) {
       }
 }
 
+// The k loop steps in 256-k chunks of four 64-k blocks and applies a scale
+// once per 128 k when groups are that long: a last partial chunk (k = 1344,
+// 21 blocks), groups longer than a chunk (256) and every k-slice count.
+TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(8765);
+  struct Shape {
+    int k, group;
+  };
+  for (const Shape shape : {Shape{1344, 64}, Shape{1344, 32}, Shape{2560, 128}, Shape{2560, 256}}) {
+    const int n = 200;
+    const AwqCase c = MakeAwqCase(n, shape.k, shape.group, gen);
+    const DeviceAwq w = UploadAwq(c);
+    for (int m : {1, 13}) {
+      const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * shape.k, gen);
+      const auto x = Upload(x_bf16);
+      const Reference ref = ReferenceLinear(ToFloat(x_bf16), c.w, m, n, shape.k);
+      for (int k_slices : {1, 2, 4, 8}) {
+        SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << shape.k << " group=" << shape.group
+                                          << " k_slices=" << k_slices);
+        auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
+        ASSERT_TRUE(y.ok());
+        const cuda::AwqGemvParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                                    .w = w.view,
+                                    .y = y->data(),
+                                    .m = m,
+                                    .k_slices = k_slices};
+        ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
+        EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, cuda::LinearOutput::kF32, ref.y.size()), ref, shape.k,
+                                  cuda::LinearOutput::kF32),
+                  1.0);
+      }
+    }
+  }
+}
+
 TEST(AwqDequantizeTest, WritesExactBf16WeightsAndFeedsCublas) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   auto gemm = cuda::Gemm::Create(nullptr);

@@ -4,8 +4,7 @@
 // expert kernel).
 //
 // Decode work split, as in gemv_bf16.cu: a warp owns a 16-row tile and a k
-// slice, 8 warps a CTA, slices summed in shared memory (the warps' rings,
-// reused once every warp is done).
+// slice, 8 warps a CTA, slices summed in shared memory.
 #include <cuda_fp16.h>
 
 #include "engine/backend/cuda/kernels/awq_blocks.cuh"
@@ -20,12 +19,13 @@ namespace {
 using kernels::kAwqBlockK;
 using kernels::kLinearWarps;
 
-template <int kTiles>
-__global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
-  kernels::AllowDependentLaunch();
-  kernels::WaitForPrerequisiteGrids();  // launched as a dependent: see LaunchDependent
-  __shared__ kernels::AwqWarpRing ring[kLinearWarps];
-  static_assert(sizeof(ring) >= sizeof(float) * kLinearWarps * 16 * 8 * kTiles, "the reduction reuses the ring");
+// Three CTAs an SM for one tile of x at group >= 128 (at most 80 registers):
+// at m <= 8 the loads in flight, not the math, set the pace.
+template <int kTiles, int kScaleHalves>
+__global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 3 : 1)
+    AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
+  kernels::AllowDependentLaunch();  // launched as a dependent: see LaunchDependent
+  __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
   const int tiles_per_cta = kLinearWarps / k_slices;
   const int slice = warp % k_slices;
@@ -37,11 +37,12 @@ __global__ void __launch_bounds__(32 * kLinearWarps) AwqGemvKernel(AwqGemvParams
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) x_row[t] = 8 * t + g < p.m ? p.x + int64_t{8 * t + g} * k : nullptr;
   float acc[kTiles][4] = {};
-  kernels::AwqAccumulateSlice<kTiles>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4, p.w.records + tile * 8 * groups2 * 2,
-                                      x_row, (p.m + 7) / 8, k, group_shift, slice, k_slices, ring[warp], acc);
+  // Waits for the kernel before (WaitForPrerequisiteGrids) once its first weights are requested.
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4,
+                                                    p.w.records + tile * 8 * groups2 * 2, x_row, (p.m + 7) / 8, k,
+                                                    group_shift, slice, k_slices, acc);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
-  kernels::ReduceAndStore<kTiles>(acc, reinterpret_cast<float*>(ring), k_slices, cta_row0, p.w.n, p.m, p.y,
-                                  p.out == LinearOutput::kBf16);
+  kernels::ReduceAndStore<kTiles>(acc, red, k_slices, cta_row0, p.w.n, p.m, p.y, p.out == LinearOutput::kBf16);
 }
 
 // One thread per (tile, 64-k block, lane): the 16 bytes that lane would load
@@ -79,17 +80,25 @@ __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int gr
   }
 }
 
-template <int kTiles>
+template <int kTiles, int kScaleHalves>
 cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
-  const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles>>(&error);
+  const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles, kScaleHalves>>(&error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
-  const int k_slices = p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, p.w.k / kAwqBlockK, resident);
+  const int k_slices =
+      p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
-  return kernels::LaunchDependent(AwqGemvKernel<kTiles>, grid, dim3(32 * kLinearWarps), 0, stream, p, k_slices,
-                                  group_shift);
+  return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves>, grid, dim3(32 * kLinearWarps), 0, stream, p,
+                                  k_slices, group_shift);
+}
+
+template <int kScaleHalves>
+cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  if (p.m <= 8) return LaunchGemvTiles<1, kScaleHalves>(p, group_shift, stream);
+  if (p.m <= 16) return LaunchGemvTiles<2, kScaleHalves>(p, group_shift, stream);
+  return LaunchGemvTiles<4, kScaleHalves>(p, group_shift, stream);
 }
 
 bool AlignedTo(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
@@ -111,9 +120,8 @@ cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream) {
   if (p.out != LinearOutput::kF32 && p.out != LinearOutput::kBf16) return cudaErrorInvalidValue;
   if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
     return cudaErrorInvalidValue;
-  if (p.m <= 8) return LaunchGemvTiles<1>(p, group_shift, stream);
-  if (p.m <= 16) return LaunchGemvTiles<2>(p, group_shift, stream);
-  return LaunchGemvTiles<4>(p, group_shift, stream);
+  if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchGemvForGroup<4>(p, group_shift, stream);
+  return LaunchGemvForGroup<1>(p, group_shift, stream);
 }
 
 cudaError_t LaunchAwqDequantize(const AwqDequantizeParams& p, cudaStream_t stream) {

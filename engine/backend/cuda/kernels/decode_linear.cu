@@ -2,7 +2,7 @@
 
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/decode_linear.h"
-#include "engine/backend/cuda/kernels/rotary.cuh"
+#include "engine/backend/cuda/kernels/decode_epilogue.cuh"
 
 namespace ernie::cuda {
 
@@ -44,32 +44,6 @@ __device__ void LoadInputRows(const DecodeLinearParams& p, float* xs) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) row[i + e] = p.norm_weight[i + e] * (row[i + e] * scale);
   }
-}
-
-// kRotaryKv for input row r and the output pair (a, a + 1), a even, with
-// values va, vb (bias added): rotated by kernels::RotatePair, as
-// RotaryKvWriteKernel does.
-__device__ __forceinline__ void RotaryKvStore(const DecodeLinearParams& p, int r, int64_t a, float va, float vb) {
-  const DecodeRotaryKv& q = p.rotary;
-  const int d = q.cache.head_dim;
-  const int head = static_cast<int>(a / d), i = static_cast<int>(a % d) / 2;
-  const int32_t slot = q.slots[r];
-  const int32_t block = slot / q.cache.block_size, block_row = slot % q.cache.block_size;
-  if (head >= q.num_heads + q.cache.num_kv_heads) {  // v: stored as it is
-    __nv_bfloat16* dst =
-        q.cache.v + KvOffset(q.cache, block, head - q.num_heads - q.cache.num_kv_heads, block_row) + 2 * i;
-    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(va, vb);
-    return;
-  }
-  const float2 rotated = kernels::RotatePair(va, vb, static_cast<float>(q.positions[r]), q.inv_freq[i]);
-  const float ra = rotated.x, rb = rotated.y;
-  if (head < q.num_heads) {
-    p.y[int64_t{r} * p.n + a] = ra;
-    p.y[int64_t{r} * p.n + a + 1] = rb;
-    return;
-  }
-  __nv_bfloat16* dst = q.cache.k + KvOffset(q.cache, block, head - q.num_heads, block_row) + 2 * i;
-  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(ra, rb);
 }
 
 // Each warp owns a pair of weight rows (a, b): (2j, 2j + 1), or (j, width + j)
@@ -161,7 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
           p.y[int64_t{r} * (p.n / 2) + j] = va / (1.0f + expf(-va)) * vb;
           break;
         case DecodeEpilogue::kRotaryKv:
-          RotaryKvStore(p, r, a, va, vb);
+          kernels::RotaryKvStore(p, r, a, va, vb);
           break;
       }
     }

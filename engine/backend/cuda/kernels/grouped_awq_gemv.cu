@@ -16,11 +16,12 @@ namespace {
 using kernels::kAwqBlockK;
 using kernels::kLinearWarps;
 
-template <int kTiles>
-__global__ void __launch_bounds__(32 * kLinearWarps) GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices,
-                                                                          int group_shift) {
-  __shared__ kernels::AwqWarpRing ring[kLinearWarps];
-  static_assert(sizeof(ring) >= sizeof(float) * kLinearWarps * 16 * 8 * kTiles, "the epilogue reuses the ring");
+// Three CTAs an SM for one tile of x at group >= 128 (at most 80 registers):
+// at m <= 8 the loads in flight, not the math, set the pace.
+template <int kTiles, int kScaleHalves>
+__global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 3 : 1)
+    GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices, int group_shift) {
+  __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
   const int tile_index = blockIdx.y;
   if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
   const int expert = p.tile_expert[tile_index];
@@ -42,29 +43,39 @@ __global__ void __launch_bounds__(32 * kLinearWarps) GroupedAwqGemvKernel(Groupe
     x_row[t] = row >= 0 ? p.x + row * k : nullptr;
   }
   float acc[kTiles][4] = {};
-  kernels::AwqAccumulateSlice<kTiles>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
-                                      records + row_tile * 8 * groups2 * 2, x_row, kTiles, k, group_shift, slice,
-                                      k_slices, ring[warp], acc);
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
+                                                    records + row_tile * 8 * groups2 * 2, x_row, kTiles, k,
+                                                    group_shift, slice, k_slices, acc);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
-  kernels::StoreGroupedTile<kTiles>(acc, reinterpret_cast<float*>(ring), k_slices, cta_row0, p.w.n, slot0, p.epilogue,
-                                    p.y);
+  kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
 }
 
-template <int kTiles>
+template <int kTiles, int kScaleHalves>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
-  const int64_t resident = kernels::ResidentCtas<GroupedAwqGemvKernel<kTiles>>(&error);
+  const int64_t resident = kernels::ResidentCtas<GroupedAwqGemvKernel<kTiles, kScaleHalves>>(&error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const int64_t tiles = p.expected_tiles > 0 ? p.expected_tiles : p.max_tiles;
   // As grouped_expert_gemv.cu: the k split is sized for the tiles the host
   // expects to run, each with its share of the resident CTAs.
-  const int k_slices = kernels::PickKSlices(row_tiles, p.w.k / kAwqBlockK, std::max<int64_t>(1, resident / tiles));
+  const int k_slices = kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), std::max<int64_t>(1, resident / tiles));
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.max_tiles));
-  GroupedAwqGemvKernel<kTiles><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices, group_shift);
+  GroupedAwqGemvKernel<kTiles, kScaleHalves><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices, group_shift);
   return cudaGetLastError();
+}
+
+template <int kScaleHalves>
+cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  switch (p.tile_rows) {
+    case 8: return LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
+    case 16: return LaunchTiles<2, kScaleHalves>(p, group_shift, stream);
+    case 32: return LaunchTiles<4, kScaleHalves>(p, group_shift, stream);
+    case 64: return LaunchTiles<8, kScaleHalves>(p, group_shift, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 // log2(group_size) for a valid view, -1 otherwise.
@@ -87,13 +98,8 @@ cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t str
   if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.w.n % 16 != 0) return cudaErrorInvalidValue;
   if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
     return cudaErrorInvalidValue;
-  switch (p.tile_rows) {
-    case 8: return LaunchTiles<1>(p, group_shift, stream);
-    case 16: return LaunchTiles<2>(p, group_shift, stream);
-    case 32: return LaunchTiles<4>(p, group_shift, stream);
-    case 64: return LaunchTiles<8>(p, group_shift, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
+  return LaunchForGroup<1>(p, group_shift, stream);
 }
 
 }  // namespace ernie::cuda
