@@ -44,8 +44,9 @@ struct CudaBackendOptions {
   // (kernels/paged_attention.h).
   bool tensor_core_attention = true;
   // Steps of at most kDecodeLinearMaxRows (8) tokens run the fused decode
-  // kernels (kernels/decode_linear.h: GEMV with the norms, SiLU and residual
-  // adds folded in) instead of cuBLAS; false: cuBLAS for every step.
+  // kernels (kernels/decode_linear.h, awq_decode_linear.h on AWQ int4
+  // linears: GEMV with the norms, SiLU and residual adds folded in) instead
+  // of cuBLAS or the plain int4 GEMV; false: those for every step.
   bool fused_decode = true;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps

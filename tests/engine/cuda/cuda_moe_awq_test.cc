@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <iostream>
 #include <random>
 #include <string>
@@ -34,10 +33,8 @@
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
 #include "tests/engine/cuda/dummy_backends.h"
-#include "tools/make_model/checkpoint_writer.h"
-#include "tools/make_model/hf_config_files.h"
+#include "tests/engine/cuda/quantized_checkpoints.h"
 #include "tools/make_model/model_shape.h"
-#include "tools/quantize/quantize_model.h"
 
 namespace ernie::testing {
 namespace {
@@ -188,36 +185,6 @@ TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
 }
 
 // ---- whole models ----
-
-// A folder under the system's temporary directory, removed with the object.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& tag) {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() / absl::StrCat("ernie_", tag, "_", rd());
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-// Writes a random bf16 MoE checkpoint of `shape` into `dir`.
-absl::Status WriteFloatCheckpoint(const make_model::DenseShape& shape, const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  if (auto s = make_model::WriteConfigFiles(dir, shape, make_model::WeightDtype::kBFloat16); !s.ok()) return s;
-  return make_model::WriteCheckpoint(dir, make_model::DenseTensorList(shape), {.seed = 5}).status();
-}
-
-absl::Status QuantizeRtn(const std::string& in, const std::string& out, int64_t group) {
-  return quantize::QuantizeModel(
-      {.input_dir = in, .output_dir = out, .method = quantize::QuantMethod::kRtn, .group_size = group, .threads = 2});
-}
 
 // Hidden 128 and width 64 (the int4 kernels step k by 64), 8 experts top 3,
 // two shared experts (one MLP of width 128, split into two pseudo-experts),
