@@ -1,9 +1,15 @@
 #include "engine/model/checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
+#include <span>
 #include <sstream>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -54,7 +60,7 @@ absl::StatusOr<std::set<std::string>> ReadIndex(const std::string& index_path,
 
 absl::Status Checkpoint::AddFile(const std::string& file_name) {
   const std::string path = (fs::path(dir_) / file_name).string();
-  ERNIE_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  ERNIE_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path, MappedFile::PageIn::kByCaller));
   ERNIE_ASSIGN_OR_RETURN(SafetensorsContents contents, ParseSafetensors(file.bytes(), path));
   for (auto& [name, view] : contents.tensors) {
     auto [it, inserted] = tensors_.emplace(name, view);
@@ -90,7 +96,37 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   } else {
     return absl::NotFoundError(absl::StrCat(dir, ": neither model.safetensors nor model.safetensors.index.json found"));
   }
+  ckpt->StartPageIn();
   return ckpt;
+}
+
+namespace {
+
+// Where a loader takes a tensor: the embedding first, then layer by layer
+// (numerically: the files sort layer 10 before layer 2), then the rest.
+std::pair<int64_t, std::string_view> LoadOrderKey(std::string_view name) {
+  constexpr std::string_view kLayers = "model.layers.";
+  if (name.substr(0, kLayers.size()) == kLayers) {
+    int64_t layer = 0;
+    size_t i = kLayers.size();
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9') layer = layer * 10 + (name[i++] - '0');
+    return {layer, name};
+  }
+  if (name.find("embed_tokens") != std::string_view::npos) return {-1, name};
+  return {std::numeric_limits<int64_t>::max(), name};
+}
+
+}  // namespace
+
+void Checkpoint::StartPageIn() {
+  std::vector<std::pair<std::pair<int64_t, std::string_view>, std::span<const uint8_t>>> order;
+  order.reserve(tensors_.size());
+  for (const auto& [name, t] : tensors_) order.push_back({LoadOrderKey(name), t.bytes});
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::span<const uint8_t>> ranges;
+  ranges.reserve(order.size());
+  for (const auto& entry : order) ranges.push_back(entry.second);
+  page_in_ = std::make_unique<BackgroundPageIn>(ranges);
 }
 
 absl::StatusOr<const TensorView*> Checkpoint::Find(const std::string& name) const {

@@ -1,6 +1,11 @@
 // The tensors of a Hugging Face model directory: model.safetensors, or the
 // shards named by model.safetensors.index.json. Files are memory-mapped and
 // every tensor is a view into its mapping (nothing is copied at load).
+// Open returns once the headers are parsed; the tensors' pages are read in
+// from disk in the background, in the order the loaders take them (the
+// embedding, layer 0, 1, ..., then the rest), so a backend's upload follows
+// the readers instead of waiting for every shard (a page not read yet is
+// simply read on first use).
 #pragma once
 
 #include <map>
@@ -11,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/tensor_view.h"
 #include "engine/util/mapped_file.h"
+#include "engine/util/page_in.h"
 
 namespace ernie {
 
@@ -37,10 +43,14 @@ class Checkpoint {
  private:
   Checkpoint() = default;
   absl::Status AddFile(const std::string& file_name);
+  // Starts page_in_ over every tensor in load order.
+  void StartPageIn();
 
   std::string dir_;                      // the model directory
   std::vector<MappedFile> files_;        // keeps the views below alive
   std::map<std::string, TensorView> tensors_;  // every tensor of every shard, by name
+  // Declared last: stopped and joined before the mappings go.
+  std::unique_ptr<BackgroundPageIn> page_in_;
 };
 
 }  // namespace ernie

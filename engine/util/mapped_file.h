@@ -13,9 +13,14 @@ namespace ernie {
 
 class MappedFile {
  public:
+  // kNow: every page is read in before Open returns (several readers:
+  // page_in.h); kByCaller: pages come in on first use, or by a
+  // BackgroundPageIn the caller starts.
+  enum class PageIn { kNow, kByCaller };
+
   // Maps `path` read-only. NotFound when it does not exist, PermissionDenied
   // / Internal for other failures; the message names the file.
-  static absl::StatusOr<MappedFile> Open(const std::string& path);
+  static absl::StatusOr<MappedFile> Open(const std::string& path, PageIn page_in = PageIn::kNow);
 
   MappedFile() = default;
   MappedFile(MappedFile&& other) noexcept;

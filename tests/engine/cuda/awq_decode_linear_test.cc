@@ -7,6 +7,8 @@
 // groups 32, 64 and 128, widths that leave partial tiles. The kernel rounds
 // its (normalised) input rows to bf16 once, so the host does too. Bad
 // parameters launch nothing.
+#include "engine/backend/cuda/kernels/awq_decode_linear.h"
+
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -16,7 +18,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/backend/cuda/kernels/awq_decode_linear.h"
 #include "engine/backend/cuda/kernels/awq_repack.h"
 #include "engine/backend/cuda/kernels/rotary_kv_write.h"
 #include "engine/util/half.h"
@@ -69,9 +70,8 @@ struct Case {
 };
 
 std::string Name(const Case& c) {
-  return absl::StrCat("m=", c.m, " n=", c.n, " k=", c.k, " group=", c.group,
-                      " epilogue=", static_cast<int>(c.epilogue), " bf16_input=", c.bf16_input, " norm=", c.norm,
-                      " gather=", c.gather, " bias=", c.bias);
+  return absl::StrCat("m=", c.m, " n=", c.n, " k=", c.k, " group=", c.group, " epilogue=", static_cast<int>(c.epilogue),
+                      " bf16_input=", c.bf16_input, " norm=", c.norm, " gather=", c.gather, " bias=", c.bias);
 }
 
 void RunCase(const Case& c) {
@@ -120,14 +120,19 @@ void RunCase(const Case& c) {
     for (int32_t o = 0; o < out_width; ++o) {
       const size_t at = static_cast<size_t>(r) * out_width + o;
       switch (c.epilogue) {
-        case DecodeEpilogue::kStore: expect[at] = dot[static_cast<size_t>(o)]; break;
-        case DecodeEpilogue::kAddResidual: expect[at] = y0[at] + dot[static_cast<size_t>(o)]; break;
+        case DecodeEpilogue::kStore:
+          expect[at] = dot[static_cast<size_t>(o)];
+          break;
+        case DecodeEpilogue::kAddResidual:
+          expect[at] = y0[at] + dot[static_cast<size_t>(o)];
+          break;
         case DecodeEpilogue::kSiluMul: {
           const double g = dot[static_cast<size_t>(o)], u = dot[static_cast<size_t>(o + out_width)];
           expect[at] = g / (1.0 + std::exp(-g)) * u;
           break;
         }
-        case DecodeEpilogue::kRotaryKv: FAIL() << "kRotaryKv has its own test";
+        case DecodeEpilogue::kRotaryKv:
+          FAIL() << "kRotaryKv has its own test";
       }
     }
   }

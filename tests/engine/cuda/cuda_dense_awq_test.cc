@@ -68,8 +68,8 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
     auto m = LoadModel(Dir(name));
     ASSERT_TRUE(m.ok()) << m.status();
     ASSERT_TRUE((*m)->config.awq.has_value()) << name;
-    auto cpu = cpu::CpuBackend::Create(**m, {.num_threads = 2, .block_size = 16, .num_blocks = 16,
-                                             .max_tokens_per_step = 128});
+    auto cpu = cpu::CpuBackend::Create(
+        **m, {.num_threads = 2, .block_size = 16, .num_blocks = 16, .max_tokens_per_step = 128});
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     const int64_t vocab = (*cpu)->vocab_size();
     std::vector<int32_t> tokens(96);
@@ -80,8 +80,8 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
       int32_t chunk;
       bool fused_decode;
     };
-    for (const Layout layout : {Layout{1, true}, Layout{7, true}, Layout{1, false}, Layout{16, true},
-                                Layout{96, true}}) {
+    for (const Layout layout :
+         {Layout{1, true}, Layout{7, true}, Layout{1, false}, Layout{16, true}, Layout{96, true}}) {
       SCOPED_TRACE(absl::StrCat(name, " chunk=", layout.chunk, " fused_decode=", layout.fused_decode));
       auto gpu = CreateCudaBackend(
           **m, {.block_size = 16, .num_blocks = 16, .max_tokens_per_step = 128, .fused_decode = layout.fused_decode});

@@ -66,7 +66,7 @@ __device__ __forceinline__ int64_t TileOf(const DecodeLinearParams& p, int l, in
 template <int kScaleHalves>
 __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 3 : 1)
     AwqDecodeLinearKernel(DecodeLinearParams p, AwqWeightsView w, int k_slices, int group_shift) {
-  kernels::AllowDependentLaunch();  // launched as a dependent: see LaunchDependent
+  kernels::AllowDependentLaunch();   // launched as a dependent: see LaunchDependent
   extern __shared__ uint4 xs_raw[];  // [m, k] bf16 input rows
   __shared__ float red[kLinearWarps * 16 * 8];
   auto* xs = reinterpret_cast<__nv_bfloat16*>(xs_raw);
@@ -76,12 +76,12 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 3 : 1)
   const int k = p.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   const __nv_bfloat16* x_row[1] = {g < p.m ? xs + int64_t{g} * k : nullptr};
   float acc[1][4] = {};
-  kernels::AwqAccumulateSlice<1, kScaleHalves>(
-      w.packed + tile * (k / kAwqBlockK) * 32 * 4, w.records + tile * 8 * groups2 * 2, x_row, 1, k, group_shift, slice,
-      k_slices, acc, [&] {
-        StageInputRows(p, xs);
-        __syncthreads();
-      });
+  kernels::AwqAccumulateSlice<1, kScaleHalves>(w.packed + tile * (k / kAwqBlockK) * 32 * 4,
+                                               w.records + tile * 8 * groups2 * 2, x_row, 1, k, group_shift, slice,
+                                               k_slices, acc, [&] {
+                                                 StageInputRows(p, xs);
+                                                 __syncthreads();
+                                               });
   kernels::StageAccumulators<1>(acc, red);
 
   const int rows_of_cta = 16 * tiles_per_cta;
@@ -138,8 +138,8 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const int64_t ctas = silu ? (row_tiles / 2 + tiles_per_cta / 2 - 1) / (tiles_per_cta / 2)
                             : (row_tiles + tiles_per_cta - 1) / tiles_per_cta;
-  return kernels::LaunchDependent(kernel, dim3(static_cast<unsigned>(ctas)), dim3(32 * kLinearWarps), shared, stream,
-                                  p, w, k_slices, group_shift);
+  return kernels::LaunchDependent(kernel, dim3(static_cast<unsigned>(ctas)), dim3(32 * kLinearWarps), shared, stream, p,
+                                  w, k_slices, group_shift);
 }
 
 int CheckedGroupShift(const AwqWeightsView& w) {
