@@ -19,10 +19,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/kernels/awq_repack.h"
-#include "engine/backend/cuda/kernels/rotary_kv_write.h"
 #include "engine/util/half.h"
 #include "tests/engine/cuda/awq_test_case.h"
 #include "tests/engine/cuda/backend_runner.h"
+#include "tests/engine/cuda/device_copies.h"
+#include "tests/engine/cuda/rotary_epilogue_check.h"
 
 namespace ernie::testing {
 namespace {
@@ -30,36 +31,16 @@ namespace {
 using cuda::DecodeEpilogue;
 using cuda::DecodeLinearParams;
 
-template <typename T>
-T* Upload(const std::vector<T>& host) {
-  T* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&dev), host.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return dev;
-}
-
-template <typename T>
-std::vector<T> Download(const T* dev, size_t n) {
-  std::vector<T> host(n);
-  EXPECT_EQ(cudaMemcpy(host.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return host;
-}
-
-// A repacked AWQ linear on the device; frees itself.
+// A repacked AWQ linear on the device.
 struct DeviceAwqLinear {
   explicit DeviceAwqLinear(const AwqCase& c) {
     auto repacked = cuda::RepackAwqLinear(c.Raw());
     EXPECT_TRUE(repacked.ok()) << repacked.status();
     packed = Upload(repacked->packed);
     records = Upload(repacked->records);
-    view = {.packed = packed, .records = records, .n = c.n, .k = c.k, .group_size = c.group};
+    view = {.packed = packed.data(), .records = records.data(), .n = c.n, .k = c.k, .group_size = c.group};
   }
-  ~DeviceAwqLinear() {
-    cudaFree(packed);
-    cudaFree(records);
-  }
-  uint32_t* packed = nullptr;
-  uint32_t* records = nullptr;
+  cuda::DeviceBuffer<uint32_t> packed, records;
   cuda::AwqWeightsView view;
 };
 
@@ -138,26 +119,23 @@ void RunCase(const Case& c) {
   }
 
   const DeviceAwqLinear w(awq);
-  float* d_x = c.bf16_input ? nullptr : Upload(x);
-  uint16_t* d_xbf = c.bf16_input ? Upload(x_bf) : nullptr;
-  float* d_norm = Upload(norm_w);
-  float* d_bias = Upload(bias);
-  int32_t* d_rows = Upload(rows);
-  float* d_y = Upload(y0);
-  const DecodeLinearParams p{.x_f32 = d_x,
-                             .x_bf16 = reinterpret_cast<const __nv_bfloat16*>(d_xbf),
-                             .row_index = c.gather ? d_rows : nullptr,
-                             .norm_weight = c.norm ? d_norm : nullptr,
+  const auto d_x = Upload(x), d_norm = Upload(norm_w), d_bias = Upload(bias);
+  const auto d_xbf = Upload(x_bf);
+  const auto d_rows = Upload(rows);
+  auto d_y = Upload(y0);
+  const DecodeLinearParams p{.x_f32 = c.bf16_input ? nullptr : d_x.data(),
+                             .x_bf16 = c.bf16_input ? reinterpret_cast<const __nv_bfloat16*>(d_xbf.data()) : nullptr,
+                             .row_index = c.gather ? d_rows.data() : nullptr,
+                             .norm_weight = c.norm ? d_norm.data() : nullptr,
                              .eps = 1e-5f,
-                             .bias = c.bias ? d_bias : nullptr,
-                             .y = d_y,
+                             .bias = c.bias ? d_bias.data() : nullptr,
+                             .y = d_y.data(),
                              .m = c.m,
                              .n = c.n,
                              .k = c.k,
                              .epilogue = c.epilogue};
   ASSERT_EQ(cuda::LaunchAwqDecodeLinear(p, w.view, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto got = Download(d_y, y0.size());
+  const auto got = Download(d_y);
   // Exact products summed in float32 (tensor cores), scaled per group: well
   // under 1e-4 of the sums' size; an input element rounded to the other
   // bf16 neighbour (float32 norm vs the host's float64) moves a sum by far
@@ -165,9 +143,6 @@ void RunCase(const Case& c) {
   const double tol = 1e-4 * std::sqrt(static_cast<double>(c.k));
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], expect[i], tol * (1.0 + std::abs(expect[i]))) << "output " << i;
-  for (void* ptr : {static_cast<void*>(d_x), static_cast<void*>(d_xbf), static_cast<void*>(d_norm),
-                    static_cast<void*>(d_bias), static_cast<void*>(d_rows), static_cast<void*>(d_y)})
-    cudaFree(ptr);
 }
 
 TEST(AwqDecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
@@ -187,92 +162,14 @@ TEST(AwqDecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
   RunCase({5, 2080, 512, 32, DecodeEpilogue::kSiluMul, true, false, false, false});
 }
 
-// kRotaryKv is kStore (bias included) followed by rotary_kv_write's kernel:
-// q rotated in y, k rotated and v as they are in the paged cache at each
-// row's slot, for 1, 3 and 8 rows at scattered positions and slots.
+// kRotaryKv against kStore + rotary_kv_write's kernel (rotary_epilogue_check.h).
 TEST(AwqDecodeLinearTest, RotaryKvEpilogueEqualsTheRotaryKernel) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  constexpr int32_t kHeads = 4, kKvHeads = 2, kDim = 16, kK = 256, kBlock = 4, kBlocks = 16;
-  constexpr int32_t kN = (kHeads + 2 * kKvHeads) * kDim;
-  const size_t plane = size_t{kBlocks} * kKvHeads * kBlock * kDim;
   std::mt19937 rng(99);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> inv_freq(kDim / 2);
-  for (int i = 0; i < kDim / 2; ++i) inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * i / kDim);
-  const AwqCase awq = MakeAwqCase(kN, kK, 64, rng);
+  const AwqCase awq = MakeAwqCase(kRotaryCheckN, kRotaryCheckK, 64, rng);
   const DeviceAwqLinear w(awq);
-  for (const int32_t m : {1, 3, 8}) {
-    SCOPED_TRACE(absl::StrCat("m=", m));
-    std::vector<float> x(static_cast<size_t>(m) * kK), bias(kN);
-    std::vector<uint16_t> cache0(plane);
-    for (auto& v : x) v = uni(rng) * 3.0f;
-    for (auto& v : bias) v = uni(rng);
-    for (auto& v : cache0) v = FloatToBf16(uni(rng));
-    std::vector<int32_t> positions(static_cast<size_t>(m)), slots(static_cast<size_t>(m));
-    for (int32_t r = 0; r < m; ++r) {
-      positions[static_cast<size_t>(r)] = 3 + 997 * r;
-      slots[static_cast<size_t>(r)] = (r * 11 + 5) % (kBlocks * kBlock);
-    }
-    float* d_x = Upload(x);
-    float* d_bias = Upload(bias);
-    float* d_freq = Upload(inv_freq);
-    int32_t* d_pos = Upload(positions);
-    int32_t* d_slots = Upload(slots);
-    std::vector<float> y0(static_cast<size_t>(m) * kN, 0.0f);
-    float* y_ref = Upload(y0);
-    float* y_fused = Upload(y0);
-    uint16_t* k_ref = Upload(cache0);
-    uint16_t* v_ref = Upload(cache0);
-    uint16_t* k_fused = Upload(cache0);
-    uint16_t* v_fused = Upload(cache0);
-    auto view = [&](uint16_t* k, uint16_t* v) {
-      return cuda::PagedKvView{.k = reinterpret_cast<__nv_bfloat16*>(k),
-                               .v = reinterpret_cast<__nv_bfloat16*>(v),
-                               .num_blocks = kBlocks,
-                               .num_kv_heads = kKvHeads,
-                               .block_size = kBlock,
-                               .head_dim = kDim};
-    };
-    DecodeLinearParams p{.x_f32 = d_x, .bias = d_bias, .y = y_ref, .m = m, .n = kN, .k = kK};
-    ASSERT_EQ(cuda::LaunchAwqDecodeLinear(p, w.view, nullptr), cudaSuccess);
-    ASSERT_EQ(cuda::LaunchRotaryKvWrite({.qkv = y_ref,
-                                         .positions = d_pos,
-                                         .slots = d_slots,
-                                         .inv_freq = d_freq,
-                                         .cache = view(k_ref, v_ref),
-                                         .tokens = m,
-                                         .num_heads = kHeads,
-                                         .num_kv_heads = kKvHeads,
-                                         .head_dim = kDim},
-                                        nullptr),
-              cudaSuccess);
-    p.y = y_fused;
-    p.epilogue = DecodeEpilogue::kRotaryKv;
-    p.rotary = {
-        .positions = d_pos, .slots = d_slots, .inv_freq = d_freq, .cache = view(k_fused, v_fused), .num_heads = kHeads};
-    ASSERT_EQ(cuda::LaunchAwqDecodeLinear(p, w.view, nullptr), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto q_ref = Download(y_ref, y0.size()), q_fused = Download(y_fused, y0.size());
-    for (int32_t r = 0; r < m; ++r)
-      for (int32_t col = 0; col < kHeads * kDim; ++col) {
-        const size_t at = static_cast<size_t>(r) * kN + col;
-        ASSERT_NEAR(q_fused[at], q_ref[at], 1e-5 * (1.0 + std::abs(q_ref[at]))) << "row " << r << " q column " << col;
-      }
-    for (auto [ref, fused] : {std::pair{k_ref, k_fused}, std::pair{v_ref, v_fused}}) {
-      const auto a = Download(ref, plane), b = Download(fused, plane);
-      int changed = 0;
-      for (size_t i = 0; i < plane; ++i) {
-        changed += a[i] != cache0[i];
-        ASSERT_NEAR(Bf16ToFloat(b[i]), Bf16ToFloat(a[i]), std::abs(Bf16ToFloat(a[i])) / 128.0) << "cache element " << i;
-      }
-      EXPECT_GT(changed, 0) << "the reference wrote nothing";
-    }
-    for (void* ptr : {static_cast<void*>(d_x), static_cast<void*>(d_bias), static_cast<void*>(d_freq),
-                      static_cast<void*>(d_pos), static_cast<void*>(d_slots), static_cast<void*>(y_ref),
-                      static_cast<void*>(y_fused), static_cast<void*>(k_ref), static_cast<void*>(v_ref),
-                      static_cast<void*>(k_fused), static_cast<void*>(v_fused)})
-      cudaFree(ptr);
-  }
+  ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
+      [&](const DecodeLinearParams& p) { return cuda::LaunchAwqDecodeLinear(p, w.view, nullptr); });
 }
 
 TEST(AwqDecodeLinearTest, BadParametersLaunchNothing) {
@@ -280,8 +177,8 @@ TEST(AwqDecodeLinearTest, BadParametersLaunchNothing) {
   std::mt19937 rng(5);
   const AwqCase awq = MakeAwqCase(64, 128, 64, rng);
   const DeviceAwqLinear w(awq);
-  float* y = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&y), 1024 * sizeof(float)), cudaSuccess);
+  auto buffer = Zeros<float>(1024);
+  float* y = buffer.data();
   const DecodeLinearParams ok{.x_f32 = y, .y = y + 512, .m = 1, .n = 64, .k = 128};
   EXPECT_EQ(cuda::LaunchAwqDecodeLinear(ok, w.view, nullptr), cudaSuccess);
   auto bad = ok;
@@ -300,7 +197,6 @@ TEST(AwqDecodeLinearTest, BadParametersLaunchNothing) {
   no_records.records = nullptr;
   EXPECT_EQ(cuda::LaunchAwqDecodeLinear(ok, no_records, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaFree(y);
 }
 
 }  // namespace

@@ -170,14 +170,7 @@ cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsV
   if ((p.x_f32 != nullptr && !kernels::Aligned16(p.x_f32)) || (p.x_bf16 != nullptr && !kernels::Aligned16(p.x_bf16)))
     return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 32 != 0) return cudaErrorInvalidValue;
-  if (p.epilogue == DecodeEpilogue::kRotaryKv) {
-    const DecodeRotaryKv& q = p.rotary;
-    if (q.positions == nullptr || q.slots == nullptr || q.inv_freq == nullptr || q.cache.k == nullptr ||
-        q.cache.v == nullptr || q.cache.block_size <= 0 || q.cache.head_dim <= 0 || q.cache.head_dim % 2 != 0 ||
-        q.num_heads <= 0 || q.cache.num_kv_heads <= 0 ||
-        p.n != (q.num_heads + 2 * q.cache.num_kv_heads) * q.cache.head_dim)
-      return cudaErrorInvalidValue;
-  }
+  if (p.epilogue == DecodeEpilogue::kRotaryKv && !RotaryKvParamsValid(p)) return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(w.group_size) == 4) return Launch<4>(p, w, group_shift, stream);
   return Launch<1>(p, w, group_shift, stream);
 }

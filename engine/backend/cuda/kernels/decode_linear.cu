@@ -178,20 +178,21 @@ int32_t DecodeLinearMaxRows(int32_t max_k, cudaError_t* error) {
       std::min<int64_t>(kDecodeLinearMaxRows, optin / (static_cast<int64_t>(sizeof(float)) * max_k)));
 }
 
+bool RotaryKvParamsValid(const DecodeLinearParams& p) {
+  const DecodeRotaryKv& q = p.rotary;
+  return q.positions != nullptr && q.slots != nullptr && q.inv_freq != nullptr && q.cache.k != nullptr &&
+         q.cache.v != nullptr && q.cache.block_size > 0 && q.cache.head_dim > 0 && q.cache.head_dim % 2 == 0 &&
+         q.num_heads > 0 && q.cache.num_kv_heads > 0 &&
+         p.n == (q.num_heads + 2 * q.cache.num_kv_heads) * q.cache.head_dim;
+}
+
 cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream) {
   const bool one_input = (p.x_f32 != nullptr) != (p.x_bf16 != nullptr);
   if (!one_input || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kDecodeLinearMaxRows || p.n <= 0 ||
       p.k <= 0 || p.k % 8 != 0 || (p.norm_weight != nullptr && p.x_f32 == nullptr) ||
       (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 2 != 0))
     return cudaErrorInvalidValue;
-  if (p.epilogue == DecodeEpilogue::kRotaryKv) {
-    const DecodeRotaryKv& q = p.rotary;
-    if (q.positions == nullptr || q.slots == nullptr || q.inv_freq == nullptr || q.cache.k == nullptr ||
-        q.cache.v == nullptr || q.cache.block_size <= 0 || q.cache.head_dim <= 0 || q.cache.head_dim % 2 != 0 ||
-        q.num_heads <= 0 || q.cache.num_kv_heads <= 0 ||
-        p.n != (q.num_heads + 2 * q.cache.num_kv_heads) * q.cache.head_dim)
-      return cudaErrorInvalidValue;
-  }
+  if (p.epilogue == DecodeEpilogue::kRotaryKv && !RotaryKvParamsValid(p)) return cudaErrorInvalidValue;
   switch (p.m) {
     case 1: return Launch<1>(p, stream);
     case 2: return Launch<2>(p, stream);
