@@ -6,8 +6,8 @@
 // Along k the warp steps in chunks of four 64-k blocks (256 k): a lane loads
 // its 16-byte piece of each block (rows g and g + 8, two 32-k halves) and
 // the scale/zero records of the chunk's groups straight into registers,
-// kAwqChunksInFlight chunks ahead, so about 4 KiB a warp stay in flight
-// while one chunk is computed. Each 32-k half h of a block is two mma
+// kAwqChunksInFlight chunks ahead (2 to 4 KiB a warp in flight while one
+// chunk is computed). Each 32-k half h of a block is two mma
 // k-steps whose slots hold
 //   step e, slots (2c, 2c+1):   32h + 8c + 4e + {0, 1}
 //   step e, slots (2c+8, 2c+9): 32h + 8c + 4e + {2, 3}
@@ -34,7 +34,12 @@ namespace ernie::cuda::kernels {
 constexpr int kAwqBlockK = 64;
 constexpr int kAwqChunkBlocks = 4;  // blocks per loop step
 constexpr int kAwqChunkK = kAwqBlockK * kAwqChunkBlocks;
-constexpr int kAwqChunksInFlight = 1;
+// Chunks a warp keeps loading while it computes one: two for one x tile
+// (m <= 8: few warps a CTA can hold, so each keeps more bytes in flight;
+// ncu on 8192 x 8192 with one: 24% occupancy, the schedulers idle 68% of
+// cycles waiting on loads), one for more tiles (registers).
+template <int kTiles>
+constexpr int kAwqChunksInFlight = kTiles == 1 ? 2 : 1;
 
 // Chunks along k (the last may be partial: k is a multiple of 64 only).
 __host__ __device__ constexpr int AwqChunks(int k) { return (k / kAwqBlockK + kAwqChunkBlocks - 1) / kAwqChunkBlocks; }
@@ -161,17 +166,18 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
     }
   };
 
-  Chunk buf[kAwqChunksInFlight];
+  constexpr int kInFlight = kAwqChunksInFlight<kTiles>;
+  Chunk buf[kInFlight];
 #pragma unroll
-  for (int d = 0; d < kAwqChunksInFlight; ++d) load(d, buf[d]);
+  for (int d = 0; d < kInFlight; ++d) load(d, buf[d]);
   WaitForPrerequisiteGrids();  // x may come from the kernel before
   after_wait();
-  for (int i = 0; i < my_chunks; i += kAwqChunksInFlight) {
+  for (int i = 0; i < my_chunks; i += kInFlight) {
 #pragma unroll
-    for (int d = 0; d < kAwqChunksInFlight; ++d) {
+    for (int d = 0; d < kInFlight; ++d) {
       if (i + d >= my_chunks) break;
       const Chunk v = buf[d];
-      load(i + d + kAwqChunksInFlight, buf[d]);
+      load(i + d + kInFlight, buf[d]);
       compute(v, i + d);
     }
   }

@@ -64,7 +64,7 @@ __device__ __forceinline__ int64_t TileOf(const DecodeLinearParams& p, int l, in
 }
 
 template <int kScaleHalves>
-__global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 3 : 1)
+__global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
     AwqDecodeLinearKernel(DecodeLinearParams p, AwqWeightsView w, int k_slices, int group_shift) {
   kernels::AllowDependentLaunch();   // launched as a dependent: see LaunchDependent
   extern __shared__ uint4 xs_raw[];  // [m, k] bf16 input rows

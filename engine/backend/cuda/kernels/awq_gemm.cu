@@ -19,10 +19,10 @@ namespace {
 using kernels::kAwqBlockK;
 using kernels::kLinearWarps;
 
-// Three CTAs an SM for one tile of x at group >= 128 (at most 80 registers):
-// at m <= 8 the loads in flight, not the math, set the pace.
+// Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
+// two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
 template <int kTiles, int kScaleHalves>
-__global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 3 : 1)
+__global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
   kernels::AllowDependentLaunch();  // launched as a dependent: see LaunchDependent
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
