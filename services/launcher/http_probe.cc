@@ -45,19 +45,32 @@ int HttpGetStatus(const std::string& host, int port, const std::string& path, in
   return 0;
 }
 
+std::vector<int> PickFreePorts(int count) {
+  // Every socket stays bound until all are chosen: the kernel cannot hand
+  // the same port out twice (picking them one at a time, closing each, it
+  // did, and two internal servers then raced for one port).
+  std::vector<int> fds, ports;
+  for (int i = 0; i < count; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    fds.push_back(fd);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      break;
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (const int fd : fds) close(fd);
+  if (static_cast<int>(ports.size()) != count) ports.clear();
+  return ports;
+}
+
 int PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+  const std::vector<int> ports = PickFreePorts(1);
+  return ports.empty() ? 0 : ports[0];
 }
 
 }  // namespace ernie::launcher

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ernie::launcher {
 
@@ -11,5 +12,9 @@ int HttpGetStatus(const std::string& host, int port, const std::string& path, in
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, close).
 int PickFreePort();
+
+// `count` distinct such ports (all bound at once, then closed); empty when
+// the system would not give that many.
+std::vector<int> PickFreePorts(int count);
 
 }  // namespace ernie::launcher

@@ -123,14 +123,14 @@ int main(int argc, char** argv) {
     Log(absl::StrCat("port ", options->port, " on ", options->host, " is already in use"));
     return 1;
   }
-  const int tokenizer_port = ernie::launcher::PickFreePort(), worker_port = ernie::launcher::PickFreePort();
-  // Prometheus /metrics of the two gRPC servers (the gateway serves its own on --port).
-  const int tokenizer_metrics_port = ernie::launcher::PickFreePort(),
-            worker_metrics_port = ernie::launcher::PickFreePort();
-  if (tokenizer_port == 0 || worker_port == 0 || tokenizer_metrics_port == 0 || worker_metrics_port == 0) {
+  // The two gRPC servers and their Prometheus /metrics (the gateway serves its own on --port).
+  const std::vector<int> ports = ernie::launcher::PickFreePorts(4);
+  if (ports.size() != 4) {
     Log("no free loopback port for the internal servers");
     return 1;
   }
+  const int tokenizer_port = ports[0], worker_port = ports[1], tokenizer_metrics_port = ports[2],
+            worker_metrics_port = ports[3];
   auto with = [](std::vector<std::string> base, const std::vector<std::string>& extra) {
     base.insert(base.end(), extra.begin(), extra.end());
     return base;
