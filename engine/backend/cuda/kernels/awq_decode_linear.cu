@@ -142,13 +142,6 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
                                   w, k_slices, group_shift);
 }
 
-int CheckedGroupShift(const AwqWeightsView& w) {
-  if (w.packed == nullptr || w.records == nullptr || !kernels::Aligned16(w.packed) || !kernels::Aligned16(w.records))
-    return -1;
-  if (w.n < 8 || w.n % 8 != 0 || w.k < kAwqBlockK || w.k % kAwqBlockK != 0) return -1;
-  if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0) return -1;
-  return __builtin_ctz(static_cast<unsigned>(w.group_size));
-}
 
 }  // namespace
 

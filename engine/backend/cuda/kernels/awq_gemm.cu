@@ -103,15 +103,15 @@ cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStre
 
 bool AlignedTo(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
-// log2(group_size) for a valid view, -1 otherwise.
+
+}  // namespace
+
 int CheckedGroupShift(const AwqWeightsView& w) {
   if (w.packed == nullptr || w.records == nullptr || !AlignedTo(w.packed, 16) || !AlignedTo(w.records, 16)) return -1;
   if (w.n < 8 || w.n % 8 != 0 || w.k < kAwqBlockK || w.k % kAwqBlockK != 0) return -1;
   if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0) return -1;
   return __builtin_ctz(static_cast<unsigned>(w.group_size));
 }
-
-}  // namespace
 
 cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p.w);

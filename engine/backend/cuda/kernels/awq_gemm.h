@@ -64,6 +64,11 @@ struct AwqGemvParams {
   int32_t k_slices = 0;  // as GemvBf16Params::k_slices
 };
 
+// log2(w.group_size) when w is a valid view for the int4 kernels (pointers
+// set and 16-byte aligned, n % 8 == 0, k a multiple of 64 and of a
+// power-of-two group >= 32), else -1. Every int4 launcher checks with it.
+int CheckedGroupShift(const AwqWeightsView& w);
+
 // y = x W^T. cudaErrorInvalidValue for a null or misaligned pointer or a
 // size out of range; otherwise the launch's error. Allocates nothing.
 cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream);
