@@ -195,6 +195,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
     b->moe_max_tile_rows_ = options.moe_max_tile_rows;
     b->moe_gemm_min_tokens_ = options.moe_gemm_min_tokens;
+    b->moe_grouped_gemm_ = options.moe_grouped_gemm;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));

@@ -28,6 +28,7 @@
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
 #include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
+#include "engine/backend/cuda/kernels/grouped_expert_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/util/status_macros.h"
@@ -175,7 +176,9 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }
-  ERNIE_CUDA_RETURN_IF_ERROR(LaunchGroupedExpertGemv({.x = h,
+  // Tiles of 16 slots and more go to the tiled GEMM (same parameters).
+  const auto grouped = moe_grouped_gemm_ && tile_rows >= 16 ? LaunchGroupedExpertGemm : LaunchGroupedExpertGemv;
+  ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
                                                       .x_row = ws_.moe_slot_token.data(),
                                                       .w = reinterpret_cast<const __nv_bfloat16*>(w.experts_gate_up.data()),
                                                       .tile_expert = ws_.moe_tile_expert.data(),
@@ -189,7 +192,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                       .expected_tiles = expected_tiles},
                                                      s),
                              absl::StrCat("MoE experts' gate/up kernel, layer ", layer));
-  return CudaStatus(LaunchGroupedExpertGemv({.x = act,
+  return CudaStatus(grouped({.x = act,
                                              .w = reinterpret_cast<const __nv_bfloat16*>(w.experts_down.data()),
                                              .tile_expert = ws_.moe_tile_expert.data(),
                                              .num_tiles = ws_.moe_num_tiles.data(),

@@ -7,7 +7,8 @@
 // - the alignment gives every assignment its own slot inside a tile of its
 //   expert, pads with -1 and counts the tiles, for all four tile sizes and
 //   for a routing that sends every token to one expert;
-// - the grouped expert kernel equals per-expert products computed here;
+// - the grouped expert kernels (GEMV and tiled GEMM) equal per-expert
+//   products computed here;
 // - --load-format dummy builds the same shapes as the checkpoint (same
 //   weight bytes), deterministically, and the CPU backend refuses it.
 #include <gtest/gtest.h>
@@ -17,11 +18,13 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/kernels/grouped_expert_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/util/half.h"
@@ -297,78 +300,90 @@ TEST(CudaMoeAlignTest, EveryAssignmentGetsOneSlotInATileOfItsExpert) {
   }
 }
 
+// Both grouped kernels take the same parameters; the GEMM only tiles of 16+.
 TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const int experts = 5, tokens = 23, top_k = 2;
-  // (n, k): one partial 128-wide k block; then several, n over several row chunks.
-  for (const auto& [n, k] : {std::pair{48, 136}, std::pair{160, 1032}})
-  for (int tile_rows : {8, 16, 32, 64}) {
-    for (const auto epilogue : {cuda::GroupedEpilogue::kStoreF32, cuda::GroupedEpilogue::kSiluMulBf16}) {
-      SCOPED_TRACE(::testing::Message() << "n " << n << ", k " << k << ", tiles of " << tile_rows << ", epilogue "
-                                        << static_cast<int>(epilogue));
-      std::vector<uint16_t> x(tokens * k), w(experts * n * k);
-      for (auto& v : x) v = FloatToBf16(dist(gen));
-      for (auto& v : w) v = FloatToBf16(0.1f * dist(gen));
-      std::vector<int32_t> ids;
-      for (int t = 0; t < tokens; ++t) {
-        ids.push_back(t % experts);
-        ids.push_back((t * 3 + 1) % experts == t % experts ? (t + 1) % experts : (t * 3 + 1) % experts);
-      }
-      const int64_t slots = cuda::MoeSlotCapacity(tokens * top_k, experts, tile_rows);
-      auto d_ids = Upload(ids);
-      auto d_slot_token = Zeros<int32_t>(slots);
-      auto d_slot_of = Zeros<int32_t>(ids.size());
-      auto d_tile_expert = Zeros<int32_t>(slots / tile_rows);
-      auto d_tiles = Zeros<int32_t>(1);
-      ASSERT_EQ(cuda::LaunchMoeAlign({.topk_ids = d_ids.data(), .assignments = tokens * top_k, .top_k = top_k,
-                                      .experts = experts, .tile_rows = tile_rows, .slot_token = d_slot_token.data(),
-                                      .slot_of = d_slot_of.data(), .tile_expert = d_tile_expert.data(),
-                                      .num_tiles = d_tiles.data()},
-                                     nullptr),
-                cudaSuccess);
-      auto d_x = Upload(x);
-      auto d_w = Upload(w);
-      const bool silu = epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
-      auto d_y32 = Zeros<float>(silu ? 1 : slots * n);
-      auto d_y16 = Zeros<uint16_t>(silu ? slots * n / 2 : 1);
-      ASSERT_EQ(cuda::LaunchGroupedExpertGemv({.x = reinterpret_cast<const __nv_bfloat16*>(d_x.data()),
-                                               .x_row = d_slot_token.data(),
-                                               .w = reinterpret_cast<const __nv_bfloat16*>(d_w.data()),
-                                               .tile_expert = d_tile_expert.data(),
-                                               .num_tiles = d_tiles.data(),
-                                               .y = silu ? static_cast<void*>(d_y16.data()) : d_y32.data(),
-                                               .max_tiles = static_cast<int32_t>(slots / tile_rows),
-                                               .tile_rows = tile_rows,
-                                               .n = n,
-                                               .k = k,
-                                               .epilogue = epilogue},
-                                              nullptr),
-                cudaSuccess);
-      const auto slot_of = Download(d_slot_of);
-      const auto y32 = Download(d_y32);
-      const auto y16 = Download(d_y16);
-      for (int i = 0; i < tokens * top_k; ++i) {
-        const int t = i / top_k, e = ids[i];
-        std::vector<double> row(n);
-        for (int r = 0; r < n; ++r)
-          for (int j = 0; j < k; ++j)
-            row[r] += static_cast<double>(Bf16ToFloat(x[t * k + j])) * Bf16ToFloat(w[(e * n + r) * k + j]);
-        if (!silu) {
-          for (int r = 0; r < n; ++r)
-            ASSERT_NEAR(y32[slot_of[i] * n + r], row[r], 1e-4 * std::sqrt(k / 136.0)) << "assignment " << i;
-          continue;
+  const int experts = 5, top_k = 2;
+  // (n, k, tokens): a partial k block of both kernels, n under one CTA of
+  // either; then several k blocks, n over several CTAs with a partial one
+  // (160 = 128 + 32); then enough tokens that experts fill several tiles.
+  for (const auto& [n, k, tokens] : {std::tuple{48, 136, 23}, std::tuple{160, 1032, 23}, std::tuple{48, 200, 90}})
+    for (const bool gemm : {false, true})
+      for (int tile_rows : {8, 16, 32, 64}) {
+        if (gemm && tile_rows < 16) continue;
+        for (const auto epilogue : {cuda::GroupedEpilogue::kStoreF32, cuda::GroupedEpilogue::kSiluMulBf16}) {
+          SCOPED_TRACE(::testing::Message()
+                       << (gemm ? "GEMM" : "GEMV") << ", n " << n << ", k " << k << ", tokens " << tokens
+                       << ", tiles of " << tile_rows << ", epilogue " << static_cast<int>(epilogue));
+          std::vector<uint16_t> x(tokens * k), w(experts * n * k);
+          for (auto& v : x) v = FloatToBf16(dist(gen));
+          for (auto& v : w) v = FloatToBf16(0.1f * dist(gen));
+          std::vector<int32_t> ids;
+          for (int t = 0; t < tokens; ++t) {
+            ids.push_back(t % experts);
+            ids.push_back((t * 3 + 1) % experts == t % experts ? (t + 1) % experts : (t * 3 + 1) % experts);
+          }
+          const int64_t slots = cuda::MoeSlotCapacity(tokens * top_k, experts, tile_rows);
+          auto d_ids = Upload(ids);
+          auto d_slot_token = Zeros<int32_t>(slots);
+          auto d_slot_of = Zeros<int32_t>(ids.size());
+          auto d_tile_expert = Zeros<int32_t>(slots / tile_rows);
+          auto d_tiles = Zeros<int32_t>(1);
+          ASSERT_EQ(cuda::LaunchMoeAlign({.topk_ids = d_ids.data(),
+                                          .assignments = tokens * top_k,
+                                          .top_k = top_k,
+                                          .experts = experts,
+                                          .tile_rows = tile_rows,
+                                          .slot_token = d_slot_token.data(),
+                                          .slot_of = d_slot_of.data(),
+                                          .tile_expert = d_tile_expert.data(),
+                                          .num_tiles = d_tiles.data()},
+                                         nullptr),
+                    cudaSuccess);
+          auto d_x = Upload(x);
+          auto d_w = Upload(w);
+          const bool silu = epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
+          auto d_y32 = Zeros<float>(silu ? 1 : slots * n);
+          auto d_y16 = Zeros<uint16_t>(silu ? slots * n / 2 : 1);
+          const auto launch = gemm ? cuda::LaunchGroupedExpertGemm : cuda::LaunchGroupedExpertGemv;
+          ASSERT_EQ(launch({.x = reinterpret_cast<const __nv_bfloat16*>(d_x.data()),
+                            .x_row = d_slot_token.data(),
+                            .w = reinterpret_cast<const __nv_bfloat16*>(d_w.data()),
+                            .tile_expert = d_tile_expert.data(),
+                            .num_tiles = d_tiles.data(),
+                            .y = silu ? static_cast<void*>(d_y16.data()) : d_y32.data(),
+                            .max_tiles = static_cast<int32_t>(slots / tile_rows),
+                            .tile_rows = tile_rows,
+                            .n = n,
+                            .k = k,
+                            .epilogue = epilogue},
+                           nullptr),
+                    cudaSuccess);
+          const auto slot_of = Download(d_slot_of);
+          const auto y32 = Download(d_y32);
+          const auto y16 = Download(d_y16);
+          for (int i = 0; i < tokens * top_k; ++i) {
+            const int t = i / top_k, e = ids[i];
+            std::vector<double> row(n);
+            for (int r = 0; r < n; ++r)
+              for (int j = 0; j < k; ++j)
+                row[r] += static_cast<double>(Bf16ToFloat(x[t * k + j])) * Bf16ToFloat(w[(e * n + r) * k + j]);
+            if (!silu) {
+              for (int r = 0; r < n; ++r)
+                ASSERT_NEAR(y32[slot_of[i] * n + r], row[r], 1e-4 * std::sqrt(k / 136.0)) << "assignment " << i;
+              continue;
+            }
+            for (int f = 0; f < n / 2; ++f) {
+              const double g = row[(f / 8) * 16 + f % 8], u = row[(f / 8) * 16 + f % 8 + 8];
+              const double want = g / (1 + std::exp(-g)) * u;
+              ASSERT_NEAR(Bf16ToFloat(y16[slot_of[i] * (n / 2) + f]), want, 1e-4 + std::abs(want) / 128)
+                  << "assignment " << i << " feature " << f;
+            }
+          }
         }
-        for (int f = 0; f < n / 2; ++f) {
-          const double g = row[(f / 8) * 16 + f % 8], u = row[(f / 8) * 16 + f % 8 + 8];
-          const double want = g / (1 + std::exp(-g)) * u;
-          ASSERT_NEAR(Bf16ToFloat(y16[slot_of[i] * (n / 2) + f]), want, 1e-4 + std::abs(want) / 128)
-              << "assignment " << i << " feature " << f;
-        }
       }
-    }
-  }
 }
 
 TEST(CudaDummyWeightsTest, SameShapesAsTheCheckpointAndDeterministic) {

@@ -54,6 +54,22 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
+// The same copy, or 16 zero bytes when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+}
+// Four 8x8 bf16 matrices from shared memory: lanes 8i .. 8i+7 give the
+// 16-byte row addresses of matrix i; lane 4g + c receives elements 2c, 2c+1
+// of row g of each. With k along a row, that is an A fragment (matrices:
+// rows 0-7 / 8-15 x k 0-7 / 8-15) or two B fragments of mma.m16n8k16.
+__device__ __forceinline__ void LdMatrixX4(uint32_t* r, const void* smem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() {

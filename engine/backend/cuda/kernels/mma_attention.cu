@@ -28,12 +28,6 @@ constexpr size_t SharedBytes() {
   return std::max(tiles, merge);
 }
 
-// cp.async of 16 bytes, or 16 zero bytes when !valid (src-size 0 reads nothing).
-__device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-
 // Four 8x8 bf16 matrices, transposed: lanes 8i..8i+7 give the row addresses
 // of matrix i; lane 4g + c receives rows 2c, 2c+1 of column g of each, which
 // is the B fragment of mma.m16n8k16 for a row-major [k][n] tile.
@@ -127,8 +121,8 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
       const bool valid = pos < end;
       const int64_t off =
           valid ? KvOffset(p.cache, table[pos / p.cache.block_size], kv_head, pos % p.cache.block_size) + piece : 0;
-      CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
-      CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
+      kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
+      kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
     }
     kernels::CpAsyncCommit();
   };

@@ -1,0 +1,192 @@
+// Grouped expert GEMM (see grouped_expert_gemm.h). CTA: one routed tile of
+// kRows = 16 kSlotTiles slots x kCtaRows weight rows of its expert; four
+// warps, each owning 32 weight rows for every slot of the tile. Both
+// operands have k contiguous (x [slots, k], W [n, k]), so a 64-k block is
+// one 128-byte shared-memory row per slot or weight row, read by ldmatrix
+// straight into mma.m16n8k16 fragments: the slots are the A operand, the
+// weight rows the B operand, accumulators float32.
+
+#include "engine/backend/cuda/kernels/grouped_expert_gemm.h"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
+
+namespace ernie::cuda {
+
+namespace {
+
+constexpr int kBlockK = 64;           // k of one pipeline stage: a 128-byte row
+constexpr int kChunks = kBlockK / 8;  // 16-byte pieces of a row
+constexpr int kCtaRows = 128;         // weight rows (outputs) of a CTA
+constexpr int kWarps = 4;             // 32 weight rows each
+constexpr int kThreads = 32 * kWarps;
+constexpr int kStages = 4;  // three blocks in flight while one is multiplied
+// Rows one pass of the CTA's threads copies (kThreads / kChunks).
+constexpr int kCopyRows = kThreads / kChunks;
+
+template <int kSlotTiles>
+constexpr size_t StageElems() {
+  return size_t{kCtaRows + 16 * kSlotTiles} * kBlockK;
+}
+template <int kSlotTiles>
+constexpr size_t SharedBytes() {
+  return kStages * StageElems<kSlotTiles>() * sizeof(__nv_bfloat16);
+}
+
+// Element offset of 16-byte piece `chunk` of shared row `row`. The pieces
+// are XOR-swizzled by row, so that ldmatrix's eight row reads of one piece
+// column fall on eight different bank groups.
+__device__ __forceinline__ int Swizzled(int row, int chunk) { return row * kBlockK + ((chunk ^ (row & 7)) * 8); }
+
+template <int kSlotTiles>
+__global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExpertGemvParams p) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  auto* smem = reinterpret_cast<__nv_bfloat16*>(shared_raw);
+  constexpr int kRows = 16 * kSlotTiles;
+  constexpr int kWeightCopies = kCtaRows / kCopyRows, kSlotCopies = kRows / kCopyRows;
+  const int tile_index = blockIdx.y;
+  if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
+  const int expert = p.tile_expert[tile_index];
+  const int64_t slot0 = int64_t{tile_index} * kRows;
+  const int64_t n0 = int64_t{blockIdx.x} * kCtaRows;
+  const int64_t k = p.k;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+
+  // This thread copies piece `chunk` of rows copy_row + kCopyRows i, of the
+  // weights and of the slots. Weight rows past n read row n - 1 (never
+  // stored); padding slots (x_row -1) and k past the end read zeros.
+  const int chunk = threadIdx.x % kChunks, copy_row = threadIdx.x / kChunks;
+  const __nv_bfloat16* w = p.w + int64_t{expert} * p.n * k + chunk * 8;
+  const __nv_bfloat16* w_src[kWeightCopies];
+#pragma unroll
+  for (int i = 0; i < kWeightCopies; ++i) w_src[i] = w + min(n0 + copy_row + kCopyRows * i, int64_t{p.n} - 1) * k;
+  const __nv_bfloat16* x_src[kSlotCopies];
+#pragma unroll
+  for (int i = 0; i < kSlotCopies; ++i) {
+    const int64_t slot = slot0 + copy_row + kCopyRows * i;
+    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
+    x_src[i] = row >= 0 ? p.x + row * k + chunk * 8 : nullptr;
+  }
+  const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
+  auto copy_block = [&](int kb) {
+    __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
+    __nv_bfloat16* xs = ws + kCtaRows * kBlockK;
+    const int64_t k0 = int64_t{kb} * kBlockK;
+    const bool in_k = k0 + chunk * 8 < k;
+#pragma unroll
+    for (int i = 0; i < kWeightCopies; ++i)
+      kernels::CpAsync16OrZero(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w, in_k);
+#pragma unroll
+    for (int i = 0; i < kSlotCopies; ++i) {
+      const bool valid = in_k && x_src[i] != nullptr;
+      kernels::CpAsync16OrZero(xs + Swizzled(copy_row + kCopyRows * i, chunk), valid ? x_src[i] + k0 : p.x, valid);
+    }
+  };
+
+  float acc[kSlotTiles][4][4] = {};
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < k_blocks) copy_block(s);
+    kernels::CpAsyncCommit();
+  }
+  for (int kb = 0; kb < k_blocks; ++kb) {
+    // Block kb has landed for every thread, and every warp is done with
+    // block kb - 1, whose stage the copy below refills.
+    kernels::CpAsyncWait<kStages - 2>();
+    __syncthreads();
+    if (kb + kStages - 1 < k_blocks) copy_block(kb + kStages - 1);
+    kernels::CpAsyncCommit();
+    const __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
+    const __nv_bfloat16* xs = ws + kCtaRows * kBlockK;
+#pragma unroll
+    for (int ks = 0; ks < kBlockK / 16; ++ks) {
+      // A (slots): matrices rows 0-7 / 8-15 x k 0-7 / 8-15 of each 16-slot tile.
+      uint32_t a[kSlotTiles][4];
+#pragma unroll
+      for (int t = 0; t < kSlotTiles; ++t)
+        kernels::LdMatrixX4(a[t], xs + Swizzled(16 * t + lane % 8 + 8 * (lane / 8 % 2), 2 * ks + lane / 16));
+      // B (weights): per 16 rows, matrices (rows 0-7, k 0-7), (0-7, 8-15),
+      // (8-15, 0-7), (8-15, 8-15): the fragments of two 8-row mma tiles.
+      uint32_t b[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        kernels::LdMatrixX4(b[h],
+                            ws + Swizzled(32 * warp + 16 * h + lane % 8 + 8 * (lane / 16), 2 * ks + lane / 8 % 2));
+#pragma unroll
+      for (int t = 0; t < kSlotTiles; ++t)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) kernels::MmaBf16(acc[t][j], a[t], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
+    }
+  }
+
+  // acc[t][j]: slots 16t + g (+8 for [2], [3]), weight rows
+  // n0 + 32 warp + 8j + 2c, +1.
+  const int64_t warp_row0 = n0 + 32 * warp;
+  if (p.epilogue == GroupedEpilogue::kStoreF32) {
+    auto* y = static_cast<float*>(p.y);
+#pragma unroll
+    for (int t = 0; t < kSlotTiles; ++t)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int64_t slot = slot0 + 16 * t + g + 8 * half, row = warp_row0 + 8 * j + 2 * c;
+          if (row < p.n) y[slot * p.n + row] = acc[t][j][2 * half];
+          if (row + 1 < p.n) y[slot * p.n + row + 1] = acc[t][j][2 * half + 1];
+        }
+    return;
+  }
+  // kSiluMulBf16: each 16 weight rows are 8 gate rows (mma tile 2jj) and the
+  // 8 up rows of the same features (tile 2jj + 1), so a lane holds both.
+  auto* y = static_cast<__nv_bfloat162*>(p.y);
+  const int64_t pairs = p.n / 4;  // bf16 pairs of one slot's n / 2 outputs
+#pragma unroll
+  for (int t = 0; t < kSlotTiles; ++t)
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int64_t row16 = warp_row0 + 16 * jj;
+      if (row16 >= p.n) continue;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float* gate = &acc[t][2 * jj][2 * half];
+        const float* up = &acc[t][2 * jj + 1][2 * half];
+        const int64_t slot = slot0 + 16 * t + g + 8 * half;
+        y[slot * pairs + (row16 / 2 + 2 * c) / 2] =
+            __floats2bfloat162_rn(gate[0] / (1.0f + expf(-gate[0])) * up[0], gate[1] / (1.0f + expf(-gate[1])) * up[1]);
+      }
+    }
+}
+
+template <int kSlotTiles>
+cudaError_t LaunchSlotTiles(const GroupedExpertGemvParams& p, cudaStream_t stream) {
+  constexpr size_t kBytes = SharedBytes<kSlotTiles>();
+  // Over the 48 KB default: opt in once per process (one kind of device).
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      GroupedExpertGemmKernel<kSlotTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
+  if (opt_in != cudaSuccess) return opt_in;
+  const dim3 grid(static_cast<unsigned>((int64_t{p.n} + kCtaRows - 1) / kCtaRows), static_cast<unsigned>(p.max_tiles));
+  GroupedExpertGemmKernel<kSlotTiles><<<grid, kThreads, kBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchGroupedExpertGemm(const GroupedExpertGemvParams& p, cudaStream_t stream) {
+  if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
+      !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
+    return cudaErrorInvalidValue;
+  if (p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
+  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.n % 16 != 0) return cudaErrorInvalidValue;
+  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
+    return cudaErrorInvalidValue;
+  switch (p.tile_rows) {
+    case 16:
+      return LaunchSlotTiles<1>(p, stream);
+    case 32:
+      return LaunchSlotTiles<2>(p, stream);
+    case 64:
+      return LaunchSlotTiles<4>(p, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace ernie::cuda
