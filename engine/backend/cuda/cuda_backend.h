@@ -69,9 +69,10 @@ struct CudaBackendOptions {
   // instead of as pseudo-experts in the grouped launches (read once per tile
   // of 32 tokens).
   int64_t moe_shared_gemm_min_tokens = 128;
-  // MoE models with bf16 experts: routed tiles of 16 or more slots run the
-  // grouped tensor-core GEMM (kernels/grouped_expert_gemm.h) instead of the
-  // grouped GEMV. Off only to measure the GEMV against it.
+  // MoE models: routed tiles of 16 or more slots run the grouped
+  // tensor-core GEMMs (kernels/grouped_expert_gemm.h for bf16 experts,
+  // grouped_awq_gemm.h for AWQ int4) instead of the grouped GEMVs. Off only
+  // to measure the GEMVs against them.
   bool moe_grouped_gemm = true;
 };
 

@@ -27,6 +27,7 @@
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
+#include "engine/backend/cuda/kernels/grouped_awq_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
 #include "engine/backend/cuda/kernels/grouped_expert_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
@@ -151,8 +152,11 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   cudaStream_t s = stream_.get();
   const auto hidden = static_cast<int32_t>(config_.hidden_size), width = static_cast<int32_t>(config_.moe.intermediate_size);
   const auto* act = reinterpret_cast<const __nv_bfloat16*>(ws_.moe_act.data());
+  // Tiles of 16 slots and more go to the tiled GEMMs (same parameters).
+  const bool tiled = moe_grouped_gemm_ && tile_rows >= 16;
   if (!w.awq.empty()) {
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGroupedAwqGemv({.x = h,
+    const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
+    ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
                                                      .x_row = ws_.moe_slot_token.data(),
                                                      .w = w.awq.gate_up(),
                                                      .tile_expert = ws_.moe_tile_expert.data(),
@@ -164,7 +168,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .expected_tiles = expected_tiles},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
-    return CudaStatus(LaunchGroupedAwqGemv({.x = act,
+    return CudaStatus(grouped({.x = act,
                                             .w = w.awq.down(),
                                             .tile_expert = ws_.moe_tile_expert.data(),
                                             .num_tiles = ws_.moe_num_tiles.data(),
@@ -176,8 +180,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }
-  // Tiles of 16 slots and more go to the tiled GEMM (same parameters).
-  const auto grouped = moe_grouped_gemm_ && tile_rows >= 16 ? LaunchGroupedExpertGemm : LaunchGroupedExpertGemv;
+  const auto grouped = tiled ? LaunchGroupedExpertGemm : LaunchGroupedExpertGemv;
   ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
                                                       .x_row = ws_.moe_slot_token.data(),
                                                       .w = reinterpret_cast<const __nv_bfloat16*>(w.experts_gate_up.data()),

@@ -26,6 +26,7 @@
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/kernels/grouped_awq_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/util/half.h"
@@ -47,11 +48,12 @@ struct GroupedCase {
   int experts, n, k, group, tile_rows;
   cuda::GroupedEpilogue epilogue;
   bool by_x_row;  // slots read x rows through the alignment's slot_token (gate/up), or row = slot (down)
+  bool gemm = false;  // the tiled GEMM (grouped_awq_gemm.h) instead of the GEMV, same parameters
 };
 
 void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
   const bool silu = gc.epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
-  SCOPED_TRACE(::testing::Message() << "tiles of " << gc.tile_rows << ", n " << gc.n << ", k " << gc.k << ", group "
+  SCOPED_TRACE(::testing::Message() << (gc.gemm ? "GEMM" : "GEMV") << ", tiles of " << gc.tile_rows << ", n " << gc.n << ", k " << gc.k << ", group "
                                     << gc.group << (silu ? ", SiLU-mul" : ", float32") << (gc.by_x_row ? ", x_row" : ""));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int tokens = 29, top_k = 2;
@@ -106,7 +108,7 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
       .max_tiles = static_cast<int32_t>(slots / gc.tile_rows),
       .tile_rows = gc.tile_rows,
       .epilogue = gc.epilogue};
-  ASSERT_EQ(cuda::LaunchGroupedAwqGemv(p, nullptr), cudaSuccess);
+  ASSERT_EQ((gc.gemm ? cuda::LaunchGroupedAwqGemm : cuda::LaunchGroupedAwqGemv)(p, nullptr), cudaSuccess);
   const auto y32 = Download(d_y32);
   const auto y16 = Download(d_y16);
   for (int i = 0; i < tokens * top_k; ++i) {
@@ -142,15 +144,20 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
 TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(17);
-  for (int tile_rows : {8, 16, 32, 64}) {
-    // n 40: a padded 16-row tile; k 192 in groups of 32 and 64 (an odd group count with 64).
-    RunGroupedCase({6, 40, 192, 64, tile_rows, cuda::GroupedEpilogue::kStoreF32, false}, gen);
-    RunGroupedCase({6, 40, 192, 32, tile_rows, cuda::GroupedEpilogue::kStoreF32, true}, gen);
-    RunGroupedCase({6, 48, 256, 128, tile_rows, cuda::GroupedEpilogue::kSiluMulBf16, true}, gen);
-    RunGroupedCase({5, 96, 128, 32, tile_rows, cuda::GroupedEpilogue::kSiluMulBf16, true}, gen);
-  }
-  // A long k (more blocks than the ring holds) and many row tiles: the 21B's down shape, narrowed.
+  for (const bool gemm : {false, true})
+    for (int tile_rows : {8, 16, 32, 64}) {
+      if (gemm && tile_rows < 16) continue;  // the GEMM takes tiles of 16+
+      // n 40: a padded 16-row tile; k 192 in groups of 32 and 64 (an odd group count with 64).
+      RunGroupedCase({6, 40, 192, 64, tile_rows, cuda::GroupedEpilogue::kStoreF32, false, gemm}, gen);
+      RunGroupedCase({6, 40, 192, 32, tile_rows, cuda::GroupedEpilogue::kStoreF32, true, gemm}, gen);
+      RunGroupedCase({6, 48, 256, 128, tile_rows, cuda::GroupedEpilogue::kSiluMulBf16, true, gemm}, gen);
+      RunGroupedCase({5, 96, 128, 32, tile_rows, cuda::GroupedEpilogue::kSiluMulBf16, true, gemm}, gen);
+    }
+  // A long k (more blocks than the pipelines hold) and many row tiles: the
+  // 21B's down shape, narrowed; then over several CTAs of the GEMM (n 384).
   RunGroupedCase({4, 256, 1536, 128, 16, cuda::GroupedEpilogue::kStoreF32, false}, gen);
+  RunGroupedCase({4, 256, 1536, 128, 16, cuda::GroupedEpilogue::kStoreF32, false, true}, gen);
+  RunGroupedCase({4, 384, 1024, 128, 32, cuda::GroupedEpilogue::kSiluMulBf16, true, true}, gen);
 }
 
 TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
@@ -182,6 +189,14 @@ TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
             }),
             cudaErrorInvalidValue);  // gate/up pairs need whole 16-row tiles
   EXPECT_EQ(bad([&](auto& p) { p.x = reinterpret_cast<const __nv_bfloat16*>(data) + 1; }), cudaErrorInvalidValue);
+  // The tiled GEMM checks the same view, and takes tiles of 16 slots or more.
+  cuda::GroupedAwqGemvParams eight = ok;
+  eight.tile_rows = 8;
+  EXPECT_EQ(cuda::LaunchGroupedAwqGemm(eight, nullptr), cudaErrorInvalidValue);
+  cuda::GroupedAwqGemvParams odd_k = ok;
+  odd_k.tile_rows = 16;
+  odd_k.w.k = 96;
+  EXPECT_EQ(cuda::LaunchGroupedAwqGemm(odd_k, nullptr), cudaErrorInvalidValue);
 }
 
 // ---- whole models ----
@@ -266,20 +281,25 @@ TEST_F(CudaAwqMoeTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryExpertPath)
     struct Layout {
       int32_t chunk;
       int64_t moe_chunk_tokens, moe_gemm_min_tokens, moe_max_tile_rows;
+      bool moe_grouped_gemm = true;
     };
-    // One step of 96 (grouped kernel, tiles up to 32); chunks of 7 and
-    // decode steps of 1 (graphs); MoE passes of 5 tokens; tiles of 64;
-    // steps of 16+ tokens through the per-expert dequantise + GEMMs.
-    for (const Layout layout : {Layout{96, 1024, 512, 32}, Layout{7, 1024, 512, 32}, Layout{1, 1024, 512, 32},
-                                Layout{33, 5, 512, 32}, Layout{96, 1024, 512, 64}, Layout{32, 1024, 16, 32}}) {
+    // One step of 96 (grouped kernels, tiles up to 32: the GEMM for tiles
+    // of 16+, or the GEMV at every size); chunks of 7 and decode steps of 1
+    // (graphs); MoE passes of 5 tokens; tiles of 64; steps of 16+ tokens
+    // through the per-expert dequantise + GEMMs.
+    for (const Layout layout : {Layout{96, 1024, 512, 32}, Layout{96, 1024, 512, 32, false}, Layout{7, 1024, 512, 32},
+                                Layout{1, 1024, 512, 32}, Layout{33, 5, 512, 32}, Layout{96, 1024, 512, 64},
+                                Layout{32, 1024, 16, 32}}) {
       SCOPED_TRACE(absl::StrCat(name, " chunk=", layout.chunk, " moe_chunk=", layout.moe_chunk_tokens,
-                                " moe_gemm_min=", layout.moe_gemm_min_tokens, " max_tile=", layout.moe_max_tile_rows));
+                                " moe_gemm_min=", layout.moe_gemm_min_tokens, " max_tile=", layout.moe_max_tile_rows,
+                                " grouped_gemm=", layout.moe_grouped_gemm));
       auto gpu = CreateCudaBackend(**m, {.block_size = 16,
                                          .num_blocks = 16,
                                          .max_tokens_per_step = 128,
                                          .moe_chunk_tokens = layout.moe_chunk_tokens,
                                          .moe_max_tile_rows = static_cast<int32_t>(layout.moe_max_tile_rows),
-                                         .moe_gemm_min_tokens = layout.moe_gemm_min_tokens});
+                                         .moe_gemm_min_tokens = layout.moe_gemm_min_tokens,
+                                         .moe_grouped_gemm = layout.moe_grouped_gemm});
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       const auto got = TeacherForced(**gpu, tokens, 0, layout.chunk, table);
       std::vector<double> errors;

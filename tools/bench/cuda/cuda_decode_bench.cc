@@ -59,7 +59,7 @@ struct Args {
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
   int moe_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_gemm_min_tokens);
   int moe_shared_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_shared_gemm_min_tokens);
-  int moe_grouped_gemm = 1;  // 0: bf16 experts through the grouped GEMV at every tile size (the before)
+  int moe_grouped_gemm = 1;  // 0: routed experts through the grouped GEMVs at every tile size (the before)
 };
 
 bool Parse(int argc, char** argv, Args* a) {

@@ -71,7 +71,7 @@ __device__ __forceinline__ float AwqRecordScale(uint32_t rec) {
 
 // Words of the records of one group pair of one 16-row tile (awq_gemm.h):
 // (k / group_size) rounded up to even, times 2.
-__device__ __forceinline__ int AwqRecordGroups2(int k, int group_shift) { return ((k >> group_shift) + 1) / 2 * 2; }
+__host__ __device__ __forceinline__ int AwqRecordGroups2(int k, int group_shift) { return ((k >> group_shift) + 1) / 2 * 2; }
 
 // What a lane holds of one chunk: its piece of each block and, per scale
 // unit (kScaleHalves halves), the records of rows g and g + 8. Blocks and

@@ -78,7 +78,8 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
   }
 }
 
-// log2(group_size) for a valid view, -1 otherwise.
+}  // namespace
+
 int CheckedGroupShift(const AwqExpertsView& w) {
   if (w.packed == nullptr || w.records == nullptr || !kernels::Aligned16(w.packed) || !kernels::Aligned16(w.records))
     return -1;
@@ -86,8 +87,6 @@ int CheckedGroupShift(const AwqExpertsView& w) {
   if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0) return -1;
   return __builtin_ctz(static_cast<unsigned>(w.group_size));
 }
-
-}  // namespace
 
 cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p.w);

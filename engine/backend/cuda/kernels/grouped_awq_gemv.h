@@ -48,6 +48,11 @@ struct GroupedAwqGemvParams {
   int32_t expected_tiles = 0;            // host's estimate of *num_tiles, to size the k split (0: max_tiles)
 };
 
+// log2(w.group_size) when w is a valid view for the grouped int4 kernels
+// (pointers set and 16-byte aligned, n % 8 == 0, k a multiple of 64 and of
+// a power-of-two group >= 32), else -1.
+int CheckedGroupShift(const AwqExpertsView& w);
+
 // cudaErrorInvalidValue for a null or misaligned pointer or a size out of
 // range; otherwise the launch's error. Allocates nothing; no host wait.
 cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream);

@@ -7,6 +7,7 @@
 // weight rows the B operand, accumulators float32.
 
 #include "engine/backend/cuda/kernels/grouped_expert_gemm.h"
+#include "engine/backend/cuda/kernels/grouped_gemm_epilogue.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
 
 namespace ernie::cuda {
@@ -48,7 +49,7 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   const int64_t slot0 = int64_t{tile_index} * kRows;
   const int64_t n0 = int64_t{blockIdx.x} * kCtaRows;
   const int64_t k = p.k;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // This thread copies piece `chunk` of rows copy_row + kCopyRows i, of the
   // weights and of the slots. Weight rows past n read row n - 1 (never
@@ -117,42 +118,7 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     }
   }
 
-  // acc[t][j]: slots 16t + g (+8 for [2], [3]), weight rows
-  // n0 + 32 warp + 8j + 2c, +1.
-  const int64_t warp_row0 = n0 + 32 * warp;
-  if (p.epilogue == GroupedEpilogue::kStoreF32) {
-    auto* y = static_cast<float*>(p.y);
-#pragma unroll
-    for (int t = 0; t < kSlotTiles; ++t)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int64_t slot = slot0 + 16 * t + g + 8 * half, row = warp_row0 + 8 * j + 2 * c;
-          if (row < p.n) y[slot * p.n + row] = acc[t][j][2 * half];
-          if (row + 1 < p.n) y[slot * p.n + row + 1] = acc[t][j][2 * half + 1];
-        }
-    return;
-  }
-  // kSiluMulBf16: each 16 weight rows are 8 gate rows (mma tile 2jj) and the
-  // 8 up rows of the same features (tile 2jj + 1), so a lane holds both.
-  auto* y = static_cast<__nv_bfloat162*>(p.y);
-  const int64_t pairs = p.n / 4;  // bf16 pairs of one slot's n / 2 outputs
-#pragma unroll
-  for (int t = 0; t < kSlotTiles; ++t)
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-      const int64_t row16 = warp_row0 + 16 * jj;
-      if (row16 >= p.n) continue;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float* gate = &acc[t][2 * jj][2 * half];
-        const float* up = &acc[t][2 * jj + 1][2 * half];
-        const int64_t slot = slot0 + 16 * t + g + 8 * half;
-        y[slot * pairs + (row16 / 2 + 2 * c) / 2] =
-            __floats2bfloat162_rn(gate[0] / (1.0f + expf(-gate[0])) * up[0], gate[1] / (1.0f + expf(-gate[1])) * up[1]);
-      }
-    }
+  kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.n, slot0, n0 + 32 * warp, p.epilogue, p.y);
 }
 
 template <int kSlotTiles>

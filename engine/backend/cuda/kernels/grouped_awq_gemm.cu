@@ -1,0 +1,226 @@
+// Grouped AWQ int4 expert GEMM (see grouped_awq_gemm.h). CTA: one routed
+// tile of 16 kSlotTiles slots x eight packed 16-row tiles of its expert
+// (awq_gemm.h's layout); four warps, each owning two packed tiles (32 weight
+// rows) for every slot. The slots are the A operand of mma.m16n8k16 and the
+// dequantised weight rows the B operand: a lane's 16-byte packed piece of a
+// tile holds rows g and g + 8 for its k slots, which are exactly the B
+// fragments of two 8-row mma tiles. The k order inside each 32-k half is
+// awq_blocks.cuh's (step e, slots 2c, 2c+1: 8c + 4e + {0, 1}; slots 2c+8,
+// 2c+9: 8c + 4e + {2, 3}), so a lane's A operand for a half is the 16 bytes
+// of its slot row at 8c: one shared-memory load serves both k steps.
+#include "engine/backend/cuda/kernels/awq_blocks.cuh"
+#include "engine/backend/cuda/kernels/grouped_awq_gemm.h"
+#include "engine/backend/cuda/kernels/grouped_gemm_epilogue.cuh"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
+
+namespace ernie::cuda {
+
+namespace {
+
+using kernels::kAwqBlockK;
+
+constexpr int kCtaTiles = 8;        // packed 16-row tiles of a CTA (128 weight rows)
+constexpr int kWarps = 4;           // two packed tiles each
+constexpr int kThreads = 32 * kWarps;
+constexpr int kStages = 4;          // three 64-k blocks in flight while one is multiplied
+constexpr int kTilePieces = 32;     // 16-byte pieces of one packed tile's 64-k block (one per lane)
+constexpr int kSlotPieces = kAwqBlockK * 2 / 16;  // 16-byte pieces of one slot row's 64-k block
+
+template <int kSlotTiles>
+constexpr int kStagePieces = kCtaTiles * kTilePieces + 16 * kSlotTiles * kSlotPieces;
+
+// Shared bytes: the stages, then the records of the CTA's tiles for every
+// group (per tile [8][groups2][2] words).
+template <int kSlotTiles>
+size_t SharedBytes(int groups2) {
+  return size_t{kStages} * kStagePieces<kSlotTiles> * 16 + size_t{kCtaTiles} * 8 * groups2 * 8;
+}
+
+// Piece `chunk` (0..7) of slot row `row` in a stage. Rows 2q and 2q + 1 use
+// opposite halves of the row's banks: one phase of a 16-byte load is 8
+// lanes, slots g = 2q, 2q + 1 by pieces 4h + c, c = 0..3.
+__device__ __forceinline__ int SlotPiece(int row, int chunk) { return row * kSlotPieces + (chunk ^ ((row & 1) << 2)); }
+
+template <int kSlotTiles, int kScaleHalves>
+__global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvParams p, int group_shift) {
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  constexpr int kRows = 16 * kSlotTiles;
+  const int tile_index = blockIdx.y;
+  if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
+  const int expert = p.tile_expert[tile_index];
+  const int64_t slot0 = int64_t{tile_index} * kRows;
+  const int k = p.w.k, blocks = k / kAwqBlockK, groups2 = kernels::AwqRecordGroups2(k, group_shift);
+  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16, tile0 = int64_t{blockIdx.x} * kCtaTiles;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  // Expert `expert`'s arrays: packed [row_tiles][blocks][32] pieces, records
+  // [row_tiles][8][groups2] uint2 (rows g, g + 8).
+  const auto* packed = reinterpret_cast<const uint4*>(p.w.packed + expert * row_tiles * 16 * (k / 8));
+  const auto* records = reinterpret_cast<const uint4*>(p.w.records + expert * row_tiles * 16 * groups2);
+  auto* stages = reinterpret_cast<uint4*>(shared_raw);
+  uint4* records_s = stages + kStages * kStagePieces<kSlotTiles>;
+  const auto* records_2 = reinterpret_cast<const uint2*>(records_s);  // [kCtaTiles][8][groups2]
+
+  // Every record of the CTA's tiles, in the first block's copy group. Tiles
+  // past the last (grid rounding) read the last one again; never stored.
+  const int tile_record_pieces = 4 * groups2;
+  for (int i = threadIdx.x; i < kCtaTiles * tile_record_pieces; i += kThreads) {
+    const int64_t tile = min(tile0 + i / tile_record_pieces, row_tiles - 1);
+    kernels::CpAsync16(records_s + i, records + tile * tile_record_pieces + i % tile_record_pieces);
+  }
+  // This thread copies pieces threadIdx.x and + kThreads of the CTA's
+  // packed block, and piece `chunk` of slot rows copy_row + 16 i.
+  const uint4* w_src[kCtaTiles * kTilePieces / kThreads];
+#pragma unroll
+  for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i) {
+    const int piece = threadIdx.x + kThreads * i;
+    w_src[i] = packed + min(tile0 + piece / kTilePieces, row_tiles - 1) * blocks * kTilePieces + piece % kTilePieces;
+  }
+  const int chunk = threadIdx.x % kSlotPieces, copy_row = threadIdx.x / kSlotPieces;
+  const __nv_bfloat16* x_src[kSlotTiles];
+#pragma unroll
+  for (int i = 0; i < kSlotTiles; ++i) {
+    const int64_t slot = slot0 + copy_row + 16 * i;
+    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
+    x_src[i] = row >= 0 ? p.x + row * k + chunk * 8 : nullptr;  // padding slots read zeros
+  }
+  auto copy_block = [&](int kb) {
+    uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
+#pragma unroll
+    for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i)
+      kernels::CpAsync16(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces);
+    uint4* xs = stage + kCtaTiles * kTilePieces;
+#pragma unroll
+    for (int i = 0; i < kSlotTiles; ++i) {
+      const bool valid = x_src[i] != nullptr;
+      kernels::CpAsync16OrZero(xs + SlotPiece(copy_row + 16 * i, chunk), valid ? x_src[i] + kb * kAwqBlockK : p.x,
+                               valid);
+    }
+  };
+
+  // acc: the scaled sums; part: the current scale unit's sums of exact
+  // (q - z) x products, scaled once when the unit ends.
+  float acc[kSlotTiles][4][4] = {}, part[kSlotTiles][4][4] = {};
+  uint32_t zz[2][2] = {};  // 128 + z (both bf16 halves) of rows g, g + 8 of the warp's two tiles
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < blocks) copy_block(s);
+    kernels::CpAsyncCommit();
+  }
+  for (int kb = 0; kb < blocks; ++kb) {
+    // Block kb (and, for kb = 0, the records) has landed for every thread,
+    // and every warp is done with block kb - 1, whose stage is refilled here.
+    kernels::CpAsyncWait<kStages - 2>();
+    __syncthreads();
+    if (kb + kStages - 1 < blocks) copy_block(kb + kStages - 1);
+    kernels::CpAsyncCommit();
+    const uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
+    const uint4 pieces[2] = {stage[(2 * warp) * kTilePieces + lane], stage[(2 * warp + 1) * kTilePieces + lane]};
+    const uint4* xs = stage + kCtaTiles * kTilePieces;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int half = 2 * kb + h, k0 = 32 * half, group = k0 >> group_shift;
+      if ((k0 & ((1 << group_shift) - 1)) == 0) {  // a group starts: its zero points
+#pragma unroll
+        for (int tt = 0; tt < 2; ++tt) {
+          const uint2 rec = records_2[((2 * warp + tt) * 8 + g) * groups2 + group];
+          zz[tt][0] = __byte_perm(rec.x, 0, 0x3232);
+          zz[tt][1] = __byte_perm(rec.y, 0, 0x3232);
+        }
+      }
+      // b[j][q]: pair q of weight rows 8j .. 8j+7 (j = 2tt: rows g of packed
+      // tile tt; 2tt + 1: rows g + 8); step e takes pairs 2e, 2e + 1.
+      uint32_t b[4][4];
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt) {
+        const uint32_t wa = kernels::AwqWordOf(pieces[tt], 2 * h), wb = kernels::AwqWordOf(pieces[tt], 2 * h + 1);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          b[2 * tt][q] = kernels::AwqDequantPair(wa, q, zz[tt][0]);
+          b[2 * tt + 1][q] = kernels::AwqDequantPair(wb, q, zz[tt][1]);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kSlotTiles; ++t) {
+        const uint4 xa = xs[SlotPiece(16 * t + g, 4 * h + c)], xb = xs[SlotPiece(16 * t + g + 8, 4 * h + c)];
+        const uint32_t a0[4] = {xa.x, xb.x, xa.y, xb.y}, a1[4] = {xa.z, xb.z, xa.w, xb.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          kernels::MmaBf16(part[t][j], a0, b[j][0], b[j][1]);
+          kernels::MmaBf16(part[t][j], a1, b[j][2], b[j][3]);
+        }
+      }
+      if ((half + 1) % kScaleHalves == 0) {  // the unit's scales: weight rows 8j + 2c + e of the warp
+        float s[4][2];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const uint2 rec = records_2[((2 * warp + j / 2) * 8 + 2 * c + e) * groups2 + group];
+            s[j][e] = kernels::AwqRecordScale(j % 2 == 0 ? rec.x : rec.y);
+          }
+#pragma unroll
+        for (int t = 0; t < kSlotTiles; ++t)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int d = 0; d < 4; ++d) {
+              acc[t][j][d] = fmaf(s[j][d % 2], part[t][j][d], acc[t][j][d]);
+              part[t][j][d] = 0.0f;
+            }
+      }
+    }
+  }
+  kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.w.n, slot0, int64_t{blockIdx.x} * kCtaTiles * 16 + 32 * warp,
+                                            p.epilogue, p.y);
+}
+
+template <int kSlotTiles, int kScaleHalves>
+cudaError_t LaunchSlotTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  constexpr auto kKernel = GroupedAwqGemmKernel<kSlotTiles, kScaleHalves>;
+  // Opt in once to the device's whole per-block shared memory (the records'
+  // share grows with k / group_size); each launch asks only what it needs.
+  static int max_bytes = 0;
+  static const cudaError_t opt_in = [] {
+    int device = 0;
+    cudaError_t error = cudaGetDevice(&device);
+    if (error == cudaSuccess)
+      error = cudaDeviceGetAttribute(&max_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (error == cudaSuccess)
+      error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
+    return error;
+  }();
+  if (opt_in != cudaSuccess) return opt_in;
+  const size_t bytes = SharedBytes<kSlotTiles>(kernels::AwqRecordGroups2(p.w.k, group_shift));
+  if (bytes > static_cast<size_t>(max_bytes)) return cudaErrorInvalidValue;
+  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
+  const dim3 grid(static_cast<unsigned>((row_tiles + kCtaTiles - 1) / kCtaTiles), static_cast<unsigned>(p.max_tiles));
+  kKernel<<<grid, kThreads, bytes, stream>>>(p, group_shift);
+  return cudaGetLastError();
+}
+
+template <int kScaleHalves>
+cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  switch (p.tile_rows) {
+    case 16: return LaunchSlotTiles<1, kScaleHalves>(p, group_shift, stream);
+    case 32: return LaunchSlotTiles<2, kScaleHalves>(p, group_shift, stream);
+    case 64: return LaunchSlotTiles<4, kScaleHalves>(p, group_shift, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t stream) {
+  const int group_shift = CheckedGroupShift(p.w);
+  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
+      !kernels::Aligned16(p.x))
+    return cudaErrorInvalidValue;
+  if (p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
+  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.w.n % 16 != 0) return cudaErrorInvalidValue;
+  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
+    return cudaErrorInvalidValue;
+  if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
+  return LaunchForGroup<1>(p, group_shift, stream);
+}
+
+}  // namespace ernie::cuda

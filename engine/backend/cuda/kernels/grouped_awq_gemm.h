@@ -1,0 +1,25 @@
+// The AWQ int4 grouped expert linears of grouped_awq_gemv.h as a tiled
+// tensor-core GEMM, for routed tiles of 16 to 64 slots. The GEMV's warps
+// each own 16 weight rows and re-read the tile's activations from L1 for
+// every 8 slots, which at 32 slots a tile makes it slower than the bf16
+// experts (NOTES.md v9). Here each CTA owns 128 weight rows (eight packed
+// 16-row tiles) of one routed tile's expert: packed nibbles and the tile's
+// activations stream through a four-stage cp.async pipeline in shared
+// memory, each warp dequantises its 32 rows once per 64-k block (exact
+// bf16 q - z, as the GEMV) and multiplies them with every slot of the tile,
+// and the fp16 scales are applied per group to float32 partial sums.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
+
+namespace ernie::cuda {
+
+// Same parameters and results as LaunchGroupedAwqGemv, for tile_rows of 16,
+// 32 or 64 (expected_tiles is not used: the GEMM does not split k). Shared
+// memory per CTA: 4 x (4 KB + tile_rows x 128 B) plus 512 B per group pair
+// of k (10 KB at k = 2,560, group 128).
+cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t stream);
+
+}  // namespace ernie::cuda
