@@ -86,6 +86,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("moe_chunk_tokens must be in [1, 65536], got ", o.moe_chunk_tokens));
   if (o.moe_max_tile_rows != 8 && o.moe_max_tile_rows != 16 && o.moe_max_tile_rows != 32 && o.moe_max_tile_rows != 64)
     return absl::InvalidArgumentError(absl::StrCat("moe_max_tile_rows must be 8, 16, 32 or 64, got ", o.moe_max_tile_rows));
+  if (o.moe_grouped_gemm_min_rows != -1 && o.moe_grouped_gemm_min_rows != 0 && o.moe_grouped_gemm_min_rows != 8 &&
+      o.moe_grouped_gemm_min_rows != 16 && o.moe_grouped_gemm_min_rows != 32 && o.moe_grouped_gemm_min_rows != 64)
+    return absl::InvalidArgumentError(absl::StrCat("moe_grouped_gemm_min_rows must be -1, 0, 8, 16, 32 or 64, got ",
+                                                   o.moe_grouped_gemm_min_rows));
   if (o.moe_shared_gemm_min_tokens < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_shared_gemm_min_tokens must be positive, got ", o.moe_shared_gemm_min_tokens));
@@ -195,7 +199,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
     b->moe_max_tile_rows_ = options.moe_max_tile_rows;
     b->moe_gemm_min_tokens_ = options.moe_gemm_min_tokens;
-    b->moe_grouped_gemm_ = options.moe_grouped_gemm;
+    b->moe_grouped_gemm_min_rows_ = options.moe_grouped_gemm_min_rows;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));

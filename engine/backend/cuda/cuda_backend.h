@@ -69,11 +69,15 @@ struct CudaBackendOptions {
   // instead of as pseudo-experts in the grouped launches (read once per tile
   // of 32 tokens).
   int64_t moe_shared_gemm_min_tokens = 128;
-  // MoE models: routed tiles of 16 or more slots run the grouped
-  // tensor-core GEMMs (kernels/grouped_expert_gemm.h for bf16 experts,
-  // grouped_awq_gemm.h for AWQ int4) instead of the grouped GEMVs. Off only
-  // to measure the GEMVs against them.
-  bool moe_grouped_gemm = true;
+  // MoE models: routed tiles of at least this many slots (8, 16, 32 or 64)
+  // run the grouped tensor-core GEMMs (kernels/grouped_expert_gemm.h for
+  // bf16 experts, grouped_awq_gemm.h for AWQ int4) instead of the grouped
+  // GEMVs; -1: never (to measure the GEMVs against them); 0: by the
+  // experts' format, as measured on the 21B-A3B shape (NOTES.md v9): bf16
+  // from 8 slots (batch 1 281 -> 306 tok/s, 16 1,290 -> 1,469), AWQ int4
+  // from 16 (at 8 slots the int4 GEMV's deeper load pipeline wins, 393
+  // against 338 tok/s at batch 1).
+  int moe_grouped_gemm_min_rows = 0;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

@@ -167,7 +167,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
   int32_t moe_max_tile_rows_ = 32;     // CudaBackendOptions::moe_max_tile_rows
   int64_t moe_gemm_min_tokens_ = 0;    // CudaBackendOptions::moe_gemm_min_tokens (MoE models; 0 for dense)
-  bool moe_grouped_gemm_ = true;       // CudaBackendOptions::moe_grouped_gemm
+  int32_t moe_grouped_gemm_min_rows_ = 0;  // CudaBackendOptions::moe_grouped_gemm_min_rows
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   bool step_graphed_ = false;          // the step being enqueued is captured into a CUDA graph (no host waits)
   CudaMemoryBreakdown memory_;

@@ -152,8 +152,9 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   cudaStream_t s = stream_.get();
   const auto hidden = static_cast<int32_t>(config_.hidden_size), width = static_cast<int32_t>(config_.moe.intermediate_size);
   const auto* act = reinterpret_cast<const __nv_bfloat16*>(ws_.moe_act.data());
-  // Tiles of 16 slots and more go to the tiled GEMMs (same parameters).
-  const bool tiled = moe_grouped_gemm_ && tile_rows >= 16;
+  // Tiles of min_rows slots and more go to the tiled GEMMs (same parameters).
+  const int32_t min_rows = moe_grouped_gemm_min_rows_ != 0 ? moe_grouped_gemm_min_rows_ : w.awq.empty() ? 8 : 16;
+  const bool tiled = min_rows > 0 && tile_rows >= min_rows;
   if (!w.awq.empty()) {
     const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
     ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,

@@ -86,18 +86,18 @@ class CudaParityTest : public ::testing::TestWithParam<std::string> {
   // steps of moe_gemm_min_tokens or more run the experts as per-expert GEMMs.
   // Chunks of moe_shared_gemm_min_tokens or more run the shared experts as
   // a dense cuBLAS MLP.
-  // moe_grouped_gemm false keeps bf16 experts on the grouped GEMV at every
-  // tile size.
+  // Routed tiles of moe_grouped_gemm_min_rows slots or more take the grouped
+  // GEMM (0: the backend's choice; -1: the grouped GEMV at every tile size).
   std::unique_ptr<CudaBackend> Gpu(int64_t block_size, int64_t moe_chunk_tokens = 1024,
                                    int64_t moe_gemm_min_tokens = 512, int64_t moe_shared_gemm_min_tokens = 128,
-                                   bool moe_grouped_gemm = true) {
+                                   int32_t moe_grouped_gemm_min_rows = 0) {
     auto b = CreateCudaBackend(*model_, {.block_size = block_size,
                                          .num_blocks = 512,
                                          .max_tokens_per_step = 512,
                                          .moe_chunk_tokens = moe_chunk_tokens,
                                          .moe_gemm_min_tokens = moe_gemm_min_tokens,
                                          .moe_shared_gemm_min_tokens = moe_shared_gemm_min_tokens,
-                                         .moe_grouped_gemm = moe_grouped_gemm});
+                                         .moe_grouped_gemm_min_rows = moe_grouped_gemm_min_rows});
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? std::move(*b) : nullptr;
   }
@@ -159,7 +159,7 @@ TEST_P(CudaParityTest, TeacherForcedLogitsMatchTheCpuReference) {
     int64_t moe_chunk_tokens = 1024;
     int64_t moe_gemm_min_tokens = 512;
     int64_t moe_shared_gemm_min_tokens = 128;
-    bool moe_grouped_gemm = true;
+    int32_t moe_grouped_gemm_min_rows = 0;
   };
   double worst = 0;
   // Chunks of at most 8 tokens run the fused decode kernels; 1 also splits
@@ -168,17 +168,18 @@ TEST_P(CudaParityTest, TeacherForcedLogitsMatchTheCpuReference) {
   // 16+ tokens through the per-expert cuBLAS GEMMs. Shared experts take the
   // dense cuBLAS MLP in chunks of 128+ tokens by default, in every chunk
   // (decode steps included) with a threshold of 1, in none with 100000.
-  // Routed tiles of 16+ slots take the grouped GEMM, or (last layout) the
-  // grouped GEMV.
+  // Routed tiles take the grouped GEMM (bf16: from 8 slots); the last two
+  // layouts run it from 16 slots, and never (the grouped GEMV).
   for (const Layout layout :
        {Layout{16, 512}, Layout{3, 7}, Layout{1, 64}, Layout{16, 1}, Layout{16, 64, 5}, Layout{16, 64, 1024, 16},
-        Layout{16, 7, 1024, 512, 1}, Layout{16, 512, 1024, 512, 100000}, Layout{16, 512, 1024, 512, 128, false}}) {
+        Layout{16, 7, 1024, 512, 1}, Layout{16, 512, 1024, 512, 100000}, Layout{16, 7, 1024, 512, 128, 16},
+        Layout{16, 512, 1024, 512, 128, -1}}) {
     SCOPED_TRACE(absl::StrCat(GetParam(), " block=", layout.block_size, " chunk=", layout.chunk,
                               " moe_chunk=", layout.moe_chunk_tokens, " moe_gemm_min=", layout.moe_gemm_min_tokens,
                               " moe_shared_gemm_min=", layout.moe_shared_gemm_min_tokens,
-                              " moe_grouped_gemm=", layout.moe_grouped_gemm));
+                              " moe_grouped_gemm_min_rows=", layout.moe_grouped_gemm_min_rows));
     auto gpu = Gpu(layout.block_size, layout.moe_chunk_tokens, layout.moe_gemm_min_tokens,
-                   layout.moe_shared_gemm_min_tokens, layout.moe_grouped_gemm);
+                   layout.moe_shared_gemm_min_tokens, layout.moe_grouped_gemm_min_rows);
     ASSERT_NE(gpu, nullptr);
     std::vector<double> errors;
     for (const Prompt& p : prompts_) {

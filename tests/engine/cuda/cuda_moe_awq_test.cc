@@ -47,14 +47,15 @@ using cuda::DeviceBuffer;
 struct GroupedCase {
   int experts, n, k, group, tile_rows;
   cuda::GroupedEpilogue epilogue;
-  bool by_x_row;  // slots read x rows through the alignment's slot_token (gate/up), or row = slot (down)
+  bool by_x_row;      // slots read x rows through the alignment's slot_token (gate/up), or row = slot (down)
   bool gemm = false;  // the tiled GEMM (grouped_awq_gemm.h) instead of the GEMV, same parameters
 };
 
 void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
   const bool silu = gc.epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
-  SCOPED_TRACE(::testing::Message() << (gc.gemm ? "GEMM" : "GEMV") << ", tiles of " << gc.tile_rows << ", n " << gc.n << ", k " << gc.k << ", group "
-                                    << gc.group << (silu ? ", SiLU-mul" : ", float32") << (gc.by_x_row ? ", x_row" : ""));
+  SCOPED_TRACE(::testing::Message() << (gc.gemm ? "GEMM" : "GEMV") << ", tiles of " << gc.tile_rows << ", n " << gc.n
+                                    << ", k " << gc.k << ", group " << gc.group << (silu ? ", SiLU-mul" : ", float32")
+                                    << (gc.by_x_row ? ", x_row" : ""));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int tokens = 29, top_k = 2;
   std::vector<AwqCase> cases;
@@ -146,7 +147,6 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
   std::mt19937 gen(17);
   for (const bool gemm : {false, true})
     for (int tile_rows : {8, 16, 32, 64}) {
-      if (gemm && tile_rows < 16) continue;  // the GEMM takes tiles of 16+
       // n 40: a padded 16-row tile; k 192 in groups of 32 and 64 (an odd group count with 64).
       RunGroupedCase({6, 40, 192, 64, tile_rows, cuda::GroupedEpilogue::kStoreF32, false, gemm}, gen);
       RunGroupedCase({6, 40, 192, 32, tile_rows, cuda::GroupedEpilogue::kStoreF32, true, gemm}, gen);
@@ -189,10 +189,10 @@ TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
             }),
             cudaErrorInvalidValue);  // gate/up pairs need whole 16-row tiles
   EXPECT_EQ(bad([&](auto& p) { p.x = reinterpret_cast<const __nv_bfloat16*>(data) + 1; }), cudaErrorInvalidValue);
-  // The tiled GEMM checks the same view, and takes tiles of 16 slots or more.
-  cuda::GroupedAwqGemvParams eight = ok;
-  eight.tile_rows = 8;
-  EXPECT_EQ(cuda::LaunchGroupedAwqGemm(eight, nullptr), cudaErrorInvalidValue);
+  // The tiled GEMM checks the same view and tile sizes.
+  cuda::GroupedAwqGemvParams odd_tile = ok;
+  odd_tile.tile_rows = 24;
+  EXPECT_EQ(cuda::LaunchGroupedAwqGemm(odd_tile, nullptr), cudaErrorInvalidValue);
   cuda::GroupedAwqGemvParams odd_k = ok;
   odd_k.tile_rows = 16;
   odd_k.w.k = 96;
@@ -281,25 +281,27 @@ TEST_F(CudaAwqMoeTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryExpertPath)
     struct Layout {
       int32_t chunk;
       int64_t moe_chunk_tokens, moe_gemm_min_tokens, moe_max_tile_rows;
-      bool moe_grouped_gemm = true;
+      int32_t moe_grouped_gemm_min_rows = 0;
     };
     // One step of 96 (grouped kernels, tiles up to 32: the GEMM for tiles
     // of 16+, or the GEMV at every size); chunks of 7 and decode steps of 1
-    // (graphs); MoE passes of 5 tokens; tiles of 64; steps of 16+ tokens
-    // through the per-expert dequantise + GEMMs.
-    for (const Layout layout : {Layout{96, 1024, 512, 32}, Layout{96, 1024, 512, 32, false}, Layout{7, 1024, 512, 32},
+    // (graphs; tiles of 8, also through the GEMM); MoE passes of 5 tokens;
+    // tiles of 64; steps of 16+ tokens through the per-expert dequantise +
+    // GEMMs.
+    for (const Layout layout : {Layout{96, 1024, 512, 32}, Layout{96, 1024, 512, 32, -1}, Layout{7, 1024, 512, 32},
+                                Layout{7, 1024, 512, 32, 8},
                                 Layout{1, 1024, 512, 32}, Layout{33, 5, 512, 32}, Layout{96, 1024, 512, 64},
                                 Layout{32, 1024, 16, 32}}) {
       SCOPED_TRACE(absl::StrCat(name, " chunk=", layout.chunk, " moe_chunk=", layout.moe_chunk_tokens,
                                 " moe_gemm_min=", layout.moe_gemm_min_tokens, " max_tile=", layout.moe_max_tile_rows,
-                                " grouped_gemm=", layout.moe_grouped_gemm));
+                                " grouped_gemm_min_rows=", layout.moe_grouped_gemm_min_rows));
       auto gpu = CreateCudaBackend(**m, {.block_size = 16,
                                          .num_blocks = 16,
                                          .max_tokens_per_step = 128,
                                          .moe_chunk_tokens = layout.moe_chunk_tokens,
                                          .moe_max_tile_rows = static_cast<int32_t>(layout.moe_max_tile_rows),
                                          .moe_gemm_min_tokens = layout.moe_gemm_min_tokens,
-                                         .moe_grouped_gemm = layout.moe_grouped_gemm});
+                                         .moe_grouped_gemm_min_rows = layout.moe_grouped_gemm_min_rows});
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       const auto got = TeacherForced(**gpu, tokens, 0, layout.chunk, table);
       std::vector<double> errors;

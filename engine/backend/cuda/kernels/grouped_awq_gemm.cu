@@ -19,15 +19,15 @@ namespace {
 
 using kernels::kAwqBlockK;
 
-constexpr int kCtaTiles = 8;        // packed 16-row tiles of a CTA (128 weight rows)
-constexpr int kWarps = 4;           // two packed tiles each
+constexpr int kCtaTiles = 8;  // packed 16-row tiles of a CTA (128 weight rows)
+constexpr int kWarps = 4;     // two packed tiles each
 constexpr int kThreads = 32 * kWarps;
-constexpr int kStages = 4;          // three 64-k blocks in flight while one is multiplied
-constexpr int kTilePieces = 32;     // 16-byte pieces of one packed tile's 64-k block (one per lane)
+constexpr int kStages = 4;                        // three 64-k blocks in flight while one is multiplied
+constexpr int kTilePieces = 32;                   // 16-byte pieces of one packed tile's 64-k block (one per lane)
 constexpr int kSlotPieces = kAwqBlockK * 2 / 16;  // 16-byte pieces of one slot row's 64-k block
 
 template <int kSlotTiles>
-constexpr int kStagePieces = kCtaTiles * kTilePieces + 16 * kSlotTiles * kSlotPieces;
+constexpr int kStagePieces = kCtaTiles* kTilePieces + 16 * kSlotTiles* kSlotPieces;
 
 // Shared bytes: the stages, then the records of the CTA's tiles for every
 // group (per tile [8][groups2][2] words).
@@ -41,14 +41,17 @@ size_t SharedBytes(int groups2) {
 // lanes, slots g = 2q, 2q + 1 by pieces 4h + c, c = 0..3.
 __device__ __forceinline__ int SlotPiece(int row, int chunk) { return row * kSlotPieces + (chunk ^ ((row & 1) << 2)); }
 
-template <int kSlotTiles, int kScaleHalves>
+template <int kTileRows>
+constexpr int kSlotTilesOf = kTileRows < 16 ? 1 : kTileRows / 16;
+
+template <int kTileRows, int kScaleHalves>
 __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvParams p, int group_shift) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  constexpr int kRows = 16 * kSlotTiles;
+  constexpr int kSlotTiles = kSlotTilesOf<kTileRows>;
   const int tile_index = blockIdx.y;
   if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
   const int expert = p.tile_expert[tile_index];
-  const int64_t slot0 = int64_t{tile_index} * kRows;
+  const int64_t slot0 = int64_t{tile_index} * kTileRows;
   const int k = p.w.k, blocks = k / kAwqBlockK, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16, tile0 = int64_t{blockIdx.x} * kCtaTiles;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -79,9 +82,11 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
   const __nv_bfloat16* x_src[kSlotTiles];
 #pragma unroll
   for (int i = 0; i < kSlotTiles; ++i) {
+    x_src[i] = nullptr;  // padding slots and rows past the routed tile read zeros
+    if (copy_row + 16 * i >= kTileRows) continue;
     const int64_t slot = slot0 + copy_row + 16 * i;
     const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
-    x_src[i] = row >= 0 ? p.x + row * k + chunk * 8 : nullptr;  // padding slots read zeros
+    if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
   auto copy_block = [&](int kb) {
     uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
@@ -170,13 +175,13 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
       }
     }
   }
-  kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.w.n, slot0, int64_t{blockIdx.x} * kCtaTiles * 16 + 32 * warp,
-                                            p.epilogue, p.y);
+  kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.w.n, slot0, kTileRows,
+                                            int64_t{blockIdx.x} * kCtaTiles * 16 + 32 * warp, p.epilogue, p.y);
 }
 
-template <int kSlotTiles, int kScaleHalves>
-cudaError_t LaunchSlotTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  constexpr auto kKernel = GroupedAwqGemmKernel<kSlotTiles, kScaleHalves>;
+template <int kTileRows, int kScaleHalves>
+cudaError_t LaunchTileRows(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  constexpr auto kKernel = GroupedAwqGemmKernel<kTileRows, kScaleHalves>;
   // Opt in once to the device's whole per-block shared memory (the records'
   // share grows with k / group_size); each launch asks only what it needs.
   static int max_bytes = 0;
@@ -190,7 +195,7 @@ cudaError_t LaunchSlotTiles(const GroupedAwqGemvParams& p, int group_shift, cuda
     return error;
   }();
   if (opt_in != cudaSuccess) return opt_in;
-  const size_t bytes = SharedBytes<kSlotTiles>(kernels::AwqRecordGroups2(p.w.k, group_shift));
+  const size_t bytes = SharedBytes<kSlotTilesOf<kTileRows>>(kernels::AwqRecordGroups2(p.w.k, group_shift));
   if (bytes > static_cast<size_t>(max_bytes)) return cudaErrorInvalidValue;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const dim3 grid(static_cast<unsigned>((row_tiles + kCtaTiles - 1) / kCtaTiles), static_cast<unsigned>(p.max_tiles));
@@ -201,10 +206,16 @@ cudaError_t LaunchSlotTiles(const GroupedAwqGemvParams& p, int group_shift, cuda
 template <int kScaleHalves>
 cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   switch (p.tile_rows) {
-    case 16: return LaunchSlotTiles<1, kScaleHalves>(p, group_shift, stream);
-    case 32: return LaunchSlotTiles<2, kScaleHalves>(p, group_shift, stream);
-    case 64: return LaunchSlotTiles<4, kScaleHalves>(p, group_shift, stream);
-    default: return cudaErrorInvalidValue;
+    case 8:
+      return LaunchTileRows<8, kScaleHalves>(p, group_shift, stream);
+    case 16:
+      return LaunchTileRows<16, kScaleHalves>(p, group_shift, stream);
+    case 32:
+      return LaunchTileRows<32, kScaleHalves>(p, group_shift, stream);
+    case 64:
+      return LaunchTileRows<64, kScaleHalves>(p, group_shift, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

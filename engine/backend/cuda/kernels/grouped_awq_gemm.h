@@ -1,5 +1,5 @@
 // The AWQ int4 grouped expert linears of grouped_awq_gemv.h as a tiled
-// tensor-core GEMM, for routed tiles of 16 to 64 slots. The GEMV's warps
+// tensor-core GEMM, for routed tiles of 8 to 64 slots. The GEMV's warps
 // each own 16 weight rows and re-read the tile's activations from L1 for
 // every 8 slots, which at 32 slots a tile makes it slower than the bf16
 // experts (NOTES.md v9). Here each CTA owns 128 weight rows (eight packed
@@ -16,8 +16,8 @@
 
 namespace ernie::cuda {
 
-// Same parameters and results as LaunchGroupedAwqGemv, for tile_rows of 16,
-// 32 or 64 (expected_tiles is not used: the GEMM does not split k). Shared
+// Same parameters and results as LaunchGroupedAwqGemv (tile_rows 8, 16, 32
+// or 64; expected_tiles is not used: the GEMM does not split k). Shared
 // memory per CTA: 4 x (4 KB + tile_rows x 128 B) plus 512 B per group pair
 // of k (10 KB at k = 2,560, group 128).
 cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t stream);

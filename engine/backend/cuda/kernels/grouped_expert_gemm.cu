@@ -1,5 +1,6 @@
 // Grouped expert GEMM (see grouped_expert_gemm.h). CTA: one routed tile of
-// kRows = 16 kSlotTiles slots x kCtaRows weight rows of its expert; four
+// kTileRows slots (in kSlotTiles mma tiles of 16; an 8-slot tile fills half
+// of one with zeros) x kCtaRows weight rows of its expert; four
 // warps, each owning 32 weight rows for every slot of the tile. Both
 // operands have k contiguous (x [slots, k], W [n, k]), so a 64-k block is
 // one 128-byte shared-memory row per slot or weight row, read by ldmatrix
@@ -37,8 +38,12 @@ constexpr size_t SharedBytes() {
 // column fall on eight different bank groups.
 __device__ __forceinline__ int Swizzled(int row, int chunk) { return row * kBlockK + ((chunk ^ (row & 7)) * 8); }
 
-template <int kSlotTiles>
+template <int kTileRows>
+constexpr int kSlotTilesOf = kTileRows < 16 ? 1 : kTileRows / 16;
+
+template <int kTileRows>
 __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExpertGemvParams p) {
+  constexpr int kSlotTiles = kSlotTilesOf<kTileRows>;
   extern __shared__ __align__(16) unsigned char shared_raw[];
   auto* smem = reinterpret_cast<__nv_bfloat16*>(shared_raw);
   constexpr int kRows = 16 * kSlotTiles;
@@ -46,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   const int tile_index = blockIdx.y;
   if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
   const int expert = p.tile_expert[tile_index];
-  const int64_t slot0 = int64_t{tile_index} * kRows;
+  const int64_t slot0 = int64_t{tile_index} * kTileRows;
   const int64_t n0 = int64_t{blockIdx.x} * kCtaRows;
   const int64_t k = p.k;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -62,9 +67,11 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   const __nv_bfloat16* x_src[kSlotCopies];
 #pragma unroll
   for (int i = 0; i < kSlotCopies; ++i) {
+    x_src[i] = nullptr;  // rows past the routed tile read zeros
+    if (copy_row + kCopyRows * i >= kTileRows) continue;
     const int64_t slot = slot0 + copy_row + kCopyRows * i;
     const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
-    x_src[i] = row >= 0 ? p.x + row * k + chunk * 8 : nullptr;
+    if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
   const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
   auto copy_block = [&](int kb) {
@@ -118,18 +125,18 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     }
   }
 
-  kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.n, slot0, n0 + 32 * warp, p.epilogue, p.y);
+  kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.n, slot0, kTileRows, n0 + 32 * warp, p.epilogue, p.y);
 }
 
-template <int kSlotTiles>
-cudaError_t LaunchSlotTiles(const GroupedExpertGemvParams& p, cudaStream_t stream) {
-  constexpr size_t kBytes = SharedBytes<kSlotTiles>();
+template <int kTileRows>
+cudaError_t LaunchTileRows(const GroupedExpertGemvParams& p, cudaStream_t stream) {
+  constexpr size_t kBytes = SharedBytes<kSlotTilesOf<kTileRows>>();
   // Over the 48 KB default: opt in once per process (one kind of device).
   static const cudaError_t opt_in = cudaFuncSetAttribute(
-      GroupedExpertGemmKernel<kSlotTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
+      GroupedExpertGemmKernel<kTileRows>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
   if (opt_in != cudaSuccess) return opt_in;
   const dim3 grid(static_cast<unsigned>((int64_t{p.n} + kCtaRows - 1) / kCtaRows), static_cast<unsigned>(p.max_tiles));
-  GroupedExpertGemmKernel<kSlotTiles><<<grid, kThreads, kBytes, stream>>>(p);
+  GroupedExpertGemmKernel<kTileRows><<<grid, kThreads, kBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -144,12 +151,14 @@ cudaError_t LaunchGroupedExpertGemm(const GroupedExpertGemvParams& p, cudaStream
   if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
     return cudaErrorInvalidValue;
   switch (p.tile_rows) {
+    case 8:
+      return LaunchTileRows<8>(p, stream);
     case 16:
-      return LaunchSlotTiles<1>(p, stream);
+      return LaunchTileRows<16>(p, stream);
     case 32:
-      return LaunchSlotTiles<2>(p, stream);
+      return LaunchTileRows<32>(p, stream);
     case 64:
-      return LaunchSlotTiles<4>(p, stream);
+      return LaunchTileRows<64>(p, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -1,6 +1,6 @@
 // The bf16 grouped expert linears of grouped_expert_gemv.h as a tiled
-// tensor-core GEMM, for routed tiles of 16 to 64 slots (decode steps of a
-// MoE model with tens of tokens per expert). The GEMV keeps every weight
+// tensor-core GEMM, for routed tiles of 8 to 64 slots (an 8-slot tile is
+// half of a 16-row mma tile; the backend picks the tile sizes that take it). The GEMV keeps every weight
 // load in registers and re-reads the tile's activations per warp, so at 32
 // slots a tile it holds too few bytes in flight to stream the experts at
 // HBM speed (NOTES.md v5). Here each CTA owns 128 weight rows of one tile's
@@ -15,9 +15,9 @@
 
 namespace ernie::cuda {
 
-// Same parameters and results as LaunchGroupedExpertGemv, for tile_rows of
-// 16, 32 or 64 (k % 8 == 0; expected_tiles is not used: the GEMM does not
-// split k). Needs 72 - 96 KB of shared memory per CTA.
+// Same parameters and results as LaunchGroupedExpertGemv (tile_rows 8, 16,
+// 32 or 64; k % 8 == 0; expected_tiles is not used: the GEMM does not split
+// k). Needs 72 - 96 KB of shared memory per CTA.
 cudaError_t LaunchGroupedExpertGemm(const GroupedExpertGemvParams& p, cudaStream_t stream);
 
 }  // namespace ernie::cuda

@@ -13,13 +13,16 @@ namespace ernie::cuda::kernels {
 
 // acc[t][j]: the mma.m16n8k16 D fragments of slot tile t (slots slot0 + 16t
 // + g, and + 8 for [2], [3]) by weight rows warp_row0 + 8j + 2c, + 1 (lane
-// 4g + c), for the 32 weight rows a warp owns. Rows >= n are dropped. y per
+// 4g + c), for the 32 weight rows a warp owns. Rows >= n and slots past the
+// routed tile's `tile_rows` (an 8-slot tile in a 16-row mma tile) are
+// dropped. y per
 // `epilogue` (grouped_expert_gemv.h); for kSiluMulBf16 each 16 weight rows
 // are 8 gate rows (tile 2jj) and the 8 up rows of the same features (tile
 // 2jj + 1), so a lane holds both and no shared memory is needed.
 template <int kSlotTiles>
 __device__ __forceinline__ void StoreGroupedGemmTile(const float (&acc)[kSlotTiles][4][4], int64_t n, int64_t slot0,
-                                                     int64_t warp_row0, GroupedEpilogue epilogue, void* out) {
+                                                     int tile_rows, int64_t warp_row0, GroupedEpilogue epilogue,
+                                                     void* out) {
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   if (epilogue == GroupedEpilogue::kStoreF32) {
     auto* y = static_cast<float*>(out);
@@ -29,6 +32,7 @@ __device__ __forceinline__ void StoreGroupedGemmTile(const float (&acc)[kSlotTil
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
+          if (16 * t + g + 8 * half >= tile_rows) continue;
           const int64_t slot = slot0 + 16 * t + g + 8 * half, row = warp_row0 + 8 * j + 2 * c;
           if (row < n) y[slot * n + row] = acc[t][j][2 * half];
           if (row + 1 < n) y[slot * n + row + 1] = acc[t][j][2 * half + 1];
@@ -45,11 +49,12 @@ __device__ __forceinline__ void StoreGroupedGemmTile(const float (&acc)[kSlotTil
       if (row16 >= n) continue;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
+        if (16 * t + g + 8 * half >= tile_rows) continue;
         const float* gate = &acc[t][2 * jj][2 * half];
         const float* up = &acc[t][2 * jj + 1][2 * half];
         const int64_t slot = slot0 + 16 * t + g + 8 * half;
-        y[slot * pairs + (row16 / 2 + 2 * c) / 2] = __floats2bfloat162_rn(gate[0] / (1.0f + expf(-gate[0])) * up[0],
-                                                                          gate[1] / (1.0f + expf(-gate[1])) * up[1]);
+        y[slot * pairs + (row16 / 2 + 2 * c) / 2] =
+            __floats2bfloat162_rn(gate[0] / (1.0f + expf(-gate[0])) * up[0], gate[1] / (1.0f + expf(-gate[1])) * up[1]);
       }
     }
 }
