@@ -153,6 +153,9 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   const auto hidden = static_cast<int32_t>(config_.hidden_size), width = static_cast<int32_t>(config_.moe.intermediate_size);
   const auto* act = reinterpret_cast<const __nv_bfloat16*>(ws_.moe_act.data());
   // Tiles of min_rows slots and more go to the tiled GEMMs (same parameters).
+  // Their down launch starts under the gate/up one's tail (programmatic
+  // dependent launch) with its first weight blocks requested: the weights
+  // and the tile table are known before gate/up ends, only its output is not.
   const int32_t min_rows = moe_grouped_gemm_min_rows_ != 0 ? moe_grouped_gemm_min_rows_ : w.awq.empty() ? 8 : 16;
   const bool tiled = min_rows > 0 && tile_rows >= min_rows;
   if (!w.awq.empty()) {
@@ -177,7 +180,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .max_tiles = max_tiles,
                                             .tile_rows = tile_rows,
                                             .epilogue = GroupedEpilogue::kStoreF32,
-                                            .expected_tiles = expected_tiles},
+                                            .expected_tiles = expected_tiles,
+                                            .dependent = tiled},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }
@@ -206,7 +210,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                              .n = hidden,
                                              .k = width,
                                              .epilogue = GroupedEpilogue::kStoreF32,
-                                             .expected_tiles = expected_tiles},
+                                             .expected_tiles = expected_tiles,
+                                             .dependent = tiled},
                                             s),
                     absl::StrCat("MoE experts' down kernel, layer ", layer));
 }

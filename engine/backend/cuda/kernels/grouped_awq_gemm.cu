@@ -48,6 +48,8 @@ template <int kTileRows, int kScaleHalves>
 __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvParams p, int group_shift) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
   constexpr int kSlotTiles = kSlotTilesOf<kTileRows>;
+  // A down launch may start (p.dependent) once every CTA here has begun.
+  kernels::AllowDependentLaunch();
   const int tile_index = blockIdx.y;
   if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
   const int expert = p.tile_expert[tile_index];
@@ -88,12 +90,14 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
     const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
-  auto copy_block = [&](int kb) {
+  auto copy_weights = [&](int kb) {
     uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
 #pragma unroll
     for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i)
       kernels::CpAsync16(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces);
-    uint4* xs = stage + kCtaTiles * kTilePieces;
+  };
+  auto copy_slots = [&](int kb) {
+    uint4* xs = stages + (kb % kStages) * kStagePieces<kSlotTiles> + kCtaTiles * kTilePieces;
 #pragma unroll
     for (int i = 0; i < kSlotTiles; ++i) {
       const bool valid = x_src[i] != nullptr;
@@ -106,9 +110,16 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
   // (q - z) x products, scaled once when the unit ends.
   float acc[kSlotTiles][4][4] = {}, part[kSlotTiles][4][4] = {};
   uint32_t zz[2][2] = {};  // 128 + z (both bf16 halves) of rows g, g + 8 of the warp's two tiles
+  // The first blocks' nibbles (and the records, above) before the wait, a
+  // no-op unless p.dependent: they never depend on the kernel before; x
+  // does. Block s's copies are all done when group s is.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < blocks) copy_weights(s);
+  kernels::WaitForPrerequisiteGrids();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < blocks) copy_block(s);
+    if (s < blocks) copy_slots(s);
     kernels::CpAsyncCommit();
   }
   for (int kb = 0; kb < blocks; ++kb) {
@@ -116,7 +127,10 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
     // and every warp is done with block kb - 1, whose stage is refilled here.
     kernels::CpAsyncWait<kStages - 2>();
     __syncthreads();
-    if (kb + kStages - 1 < blocks) copy_block(kb + kStages - 1);
+    if (kb + kStages - 1 < blocks) {
+      copy_weights(kb + kStages - 1);
+      copy_slots(kb + kStages - 1);
+    }
     kernels::CpAsyncCommit();
     const uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
     const uint4 pieces[2] = {stage[(2 * warp) * kTilePieces + lane], stage[(2 * warp + 1) * kTilePieces + lane]};
@@ -199,6 +213,7 @@ cudaError_t LaunchTileRows(const GroupedAwqGemvParams& p, int group_shift, cudaS
   if (bytes > static_cast<size_t>(max_bytes)) return cudaErrorInvalidValue;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const dim3 grid(static_cast<unsigned>((row_tiles + kCtaTiles - 1) / kCtaTiles), static_cast<unsigned>(p.max_tiles));
+  if (p.dependent) return kernels::LaunchDependent(kKernel, grid, dim3(kThreads), bytes, stream, p, group_shift);
   kKernel<<<grid, kThreads, bytes, stream>>>(p, group_shift);
   return cudaGetLastError();
 }

@@ -46,6 +46,7 @@ struct GroupedAwqGemvParams {
   int32_t tile_rows = 8;                 // slots per tile: 8, 16, 32 or 64
   GroupedEpilogue epilogue = GroupedEpilogue::kStoreF32;
   int32_t expected_tiles = 0;            // host's estimate of *num_tiles, to size the k split (0: max_tiles)
+  bool dependent = false;                // the tiled GEMM only: as GroupedExpertGemvParams::dependent
 };
 
 // log2(w.group_size) when w is a valid view for the grouped int4 kernels

@@ -7,6 +7,7 @@
 // straight into mma.m16n8k16 fragments: the slots are the A operand, the
 // weight rows the B operand, accumulators float32.
 
+#include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/grouped_expert_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_gemm_epilogue.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
@@ -48,6 +49,8 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   auto* smem = reinterpret_cast<__nv_bfloat16*>(shared_raw);
   constexpr int kRows = 16 * kSlotTiles;
   constexpr int kWeightCopies = kCtaRows / kCopyRows, kSlotCopies = kRows / kCopyRows;
+  // A down launch may start (p.dependent) once every CTA here has begun.
+  kernels::AllowDependentLaunch();
   const int tile_index = blockIdx.y;
   if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
   const int expert = p.tile_expert[tile_index];
@@ -74,14 +77,18 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
   const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
-  auto copy_block = [&](int kb) {
+  auto copy_weights = [&](int kb) {
     __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
-    __nv_bfloat16* xs = ws + kCtaRows * kBlockK;
     const int64_t k0 = int64_t{kb} * kBlockK;
     const bool in_k = k0 + chunk * 8 < k;
 #pragma unroll
     for (int i = 0; i < kWeightCopies; ++i)
       kernels::CpAsync16OrZero(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w, in_k);
+  };
+  auto copy_slots = [&](int kb) {
+    __nv_bfloat16* xs = smem + (kb % kStages) * StageElems<kSlotTiles>() + kCtaRows * kBlockK;
+    const int64_t k0 = int64_t{kb} * kBlockK;
+    const bool in_k = k0 + chunk * 8 < k;
 #pragma unroll
     for (int i = 0; i < kSlotCopies; ++i) {
       const bool valid = in_k && x_src[i] != nullptr;
@@ -90,9 +97,16 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   };
 
   float acc[kSlotTiles][4][4] = {};
+  // The first blocks' weights before the wait (a no-op unless p.dependent):
+  // they never depend on the kernel before; x does. Block s's copies are
+  // all done when group s is (group 0 holds the early weights).
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < k_blocks) copy_weights(s);
+  kernels::WaitForPrerequisiteGrids();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < k_blocks) copy_block(s);
+    if (s < k_blocks) copy_slots(s);
     kernels::CpAsyncCommit();
   }
   for (int kb = 0; kb < k_blocks; ++kb) {
@@ -100,7 +114,10 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     // block kb - 1, whose stage the copy below refills.
     kernels::CpAsyncWait<kStages - 2>();
     __syncthreads();
-    if (kb + kStages - 1 < k_blocks) copy_block(kb + kStages - 1);
+    if (kb + kStages - 1 < k_blocks) {
+      copy_weights(kb + kStages - 1);
+      copy_slots(kb + kStages - 1);
+    }
     kernels::CpAsyncCommit();
     const __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
     const __nv_bfloat16* xs = ws + kCtaRows * kBlockK;
@@ -136,6 +153,8 @@ cudaError_t LaunchTileRows(const GroupedExpertGemvParams& p, cudaStream_t stream
       GroupedExpertGemmKernel<kTileRows>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
   if (opt_in != cudaSuccess) return opt_in;
   const dim3 grid(static_cast<unsigned>((int64_t{p.n} + kCtaRows - 1) / kCtaRows), static_cast<unsigned>(p.max_tiles));
+  if (p.dependent)
+    return kernels::LaunchDependent(GroupedExpertGemmKernel<kTileRows>, grid, dim3(kThreads), kBytes, stream, p);
   GroupedExpertGemmKernel<kTileRows><<<grid, kThreads, kBytes, stream>>>(p);
   return cudaGetLastError();
 }

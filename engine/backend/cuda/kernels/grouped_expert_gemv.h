@@ -39,6 +39,11 @@ struct GroupedExpertGemvParams {
   int32_t k = 0;                         // a multiple of 8
   GroupedEpilogue epilogue = GroupedEpilogue::kStoreF32;
   int32_t expected_tiles = 0;            // host's estimate of *num_tiles, to size the k split (0: max_tiles)
+  // The tiled GEMMs only (grouped_expert_gemm.h): launch as a programmatic
+  // dependent of the kernel before (common.cuh), requesting the first weight
+  // blocks before waiting for it. Only x may come from that kernel; the
+  // tile table and x_row must be older.
+  bool dependent = false;
 };
 
 cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream_t stream);
