@@ -168,6 +168,10 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   auto none = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 0});
   EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(none.status().message()).find("num_blocks"), std::string::npos);
+  auto odd_gemm_rows = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .moe_grouped_gemm_min_rows = 12});
+  EXPECT_EQ(odd_gemm_rows.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(odd_gemm_rows.status().message()).find("moe_grouped_gemm_min_rows"), std::string::npos)
+      << odd_gemm_rows.status();
   auto b = CreateCudaBackend(**m, {.device = 64, .block_size = 16, .num_blocks = 4});
   ASSERT_FALSE(b.ok());
   if (CudaDeviceCount() == 0) {
