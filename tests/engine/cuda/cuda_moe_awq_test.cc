@@ -197,6 +197,8 @@ TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
   odd_k.tile_rows = 16;
   odd_k.w.k = 96;
   EXPECT_EQ(cuda::LaunchGroupedAwqGemm(odd_k, nullptr), cudaErrorInvalidValue);
+  // Only the GEMM waits for the kernel before it.
+  EXPECT_EQ(bad([](auto& p) { p.dependent = true; }), cudaErrorInvalidValue);
 }
 
 // ---- whole models ----

@@ -386,6 +386,40 @@ TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
       }
 }
 
+TEST(CudaGroupedExpertGemvTest, BothKernelsRejectBadParameters) {
+  // Checked before any CUDA call, so this runs without a device too.
+  alignas(16) static uint16_t data[64] = {};
+  static int32_t ints[4] = {};
+  const cuda::GroupedExpertGemvParams ok{.x = reinterpret_cast<const __nv_bfloat16*>(data),
+                                         .w = reinterpret_cast<const __nv_bfloat16*>(data),
+                                         .tile_expert = ints,
+                                         .num_tiles = ints,
+                                         .y = data,
+                                         .max_tiles = 1,
+                                         .n = 16,
+                                         .k = 16};
+  for (const auto launch : {cuda::LaunchGroupedExpertGemv, cuda::LaunchGroupedExpertGemm}) {
+    auto bad = [&](auto edit) {
+      cuda::GroupedExpertGemvParams p = ok;
+      edit(p);
+      return launch(p, nullptr);
+    };
+    EXPECT_EQ(bad([](auto& p) { p.x = nullptr; }), cudaErrorInvalidValue);
+    EXPECT_EQ(bad([](auto& p) { p.k = 12; }), cudaErrorInvalidValue);  // not a multiple of 8
+    EXPECT_EQ(bad([](auto& p) { p.tile_rows = 24; }), cudaErrorInvalidValue);
+    EXPECT_EQ(bad([](auto& p) { p.max_tiles = 0; }), cudaErrorInvalidValue);
+    EXPECT_EQ(bad([](auto& p) {
+                p.n = 24;
+                p.epilogue = cuda::GroupedEpilogue::kSiluMulBf16;
+              }),
+              cudaErrorInvalidValue);  // gate/up pairs need whole 16-row groups
+  }
+  // Only the GEMM waits for the kernel before it.
+  cuda::GroupedExpertGemvParams dependent = ok;
+  dependent.dependent = true;
+  EXPECT_EQ(cuda::LaunchGroupedExpertGemv(dependent, nullptr), cudaErrorInvalidValue);
+}
+
 TEST(CudaDummyWeightsTest, SameShapesAsTheCheckpointAndDeterministic) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   const auto backends = MakeDummyAndCheckpointBackends(TestDataDir() + "/moe_reference/moe_e16_k4_shared1_bf16",

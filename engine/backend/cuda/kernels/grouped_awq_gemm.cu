@@ -41,13 +41,10 @@ size_t SharedBytes(int groups2) {
 // lanes, slots g = 2q, 2q + 1 by pieces 4h + c, c = 0..3.
 __device__ __forceinline__ int SlotPiece(int row, int chunk) { return row * kSlotPieces + (chunk ^ ((row & 1) << 2)); }
 
-template <int kTileRows>
-constexpr int kSlotTilesOf = kTileRows < 16 ? 1 : kTileRows / 16;
-
 template <int kTileRows, int kScaleHalves>
 __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvParams p, int group_shift) {
   extern __shared__ __align__(16) unsigned char shared_raw[];
-  constexpr int kSlotTiles = kSlotTilesOf<kTileRows>;
+  constexpr int kSlotTiles = kernels::kGroupedGemmSlotTiles<kTileRows>;
   // A down launch may start (p.dependent) once every CTA here has begun.
   kernels::AllowDependentLaunch();
   const int tile_index = blockIdx.y;
@@ -209,7 +206,8 @@ cudaError_t LaunchTileRows(const GroupedAwqGemvParams& p, int group_shift, cudaS
     return error;
   }();
   if (opt_in != cudaSuccess) return opt_in;
-  const size_t bytes = SharedBytes<kSlotTilesOf<kTileRows>>(kernels::AwqRecordGroups2(p.w.k, group_shift));
+  const size_t bytes =
+      SharedBytes<kernels::kGroupedGemmSlotTiles<kTileRows>>(kernels::AwqRecordGroups2(p.w.k, group_shift));
   if (bytes > static_cast<size_t>(max_bytes)) return cudaErrorInvalidValue;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const dim3 grid(static_cast<unsigned>((row_tiles + kCtaTiles - 1) / kCtaTiles), static_cast<unsigned>(p.max_tiles));
@@ -237,14 +235,8 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
 }  // namespace
 
 cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t stream) {
-  const int group_shift = CheckedGroupShift(p.w);
-  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
-      !kernels::Aligned16(p.x))
-    return cudaErrorInvalidValue;
-  if (p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
-  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.w.n % 16 != 0) return cudaErrorInvalidValue;
-  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
-    return cudaErrorInvalidValue;
+  const int group_shift = CheckedGroupShift(p);
+  if (group_shift < 0) return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
 }

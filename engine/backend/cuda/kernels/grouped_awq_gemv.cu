@@ -88,15 +88,21 @@ int CheckedGroupShift(const AwqExpertsView& w) {
   return __builtin_ctz(static_cast<unsigned>(w.group_size));
 }
 
-cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream) {
+int CheckedGroupShift(const GroupedAwqGemvParams& p) {
   const int group_shift = CheckedGroupShift(p.w);
   if (group_shift < 0 || p.x == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
       !kernels::Aligned16(p.x))
-    return cudaErrorInvalidValue;
-  if (p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
-  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.w.n % 16 != 0) return cudaErrorInvalidValue;
-  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
-    return cudaErrorInvalidValue;
+    return -1;
+  if (p.max_tiles < 1 || p.max_tiles > 65535) return -1;
+  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.w.n % 16 != 0) return -1;
+  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16) return -1;
+  return group_shift;
+}
+
+cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream) {
+  const int group_shift = CheckedGroupShift(p);
+  // The GEMV does not wait for a kernel before it: `dependent` is the GEMM's alone.
+  if (group_shift < 0 || p.dependent) return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
 }

@@ -54,8 +54,13 @@ struct GroupedAwqGemvParams {
 // a power-of-two group >= 32), else -1.
 int CheckedGroupShift(const AwqExpertsView& w);
 
-// cudaErrorInvalidValue for a null or misaligned pointer or a size out of
-// range; otherwise the launch's error. Allocates nothing; no host wait.
+// The same for the whole launch (the view, x, y, the tile table, sizes, a
+// known epilogue): every grouped int4 launcher (GEMV and GEMM) checks first.
+int CheckedGroupShift(const GroupedAwqGemvParams& p);
+
+// cudaErrorInvalidValue for a null or misaligned pointer, a size out of
+// range, or `dependent` (the GEMM's only); otherwise the launch's error.
+// Allocates nothing; no host wait.
 cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream);
 
 }  // namespace ernie::cuda

@@ -40,11 +40,8 @@ constexpr size_t SharedBytes() {
 __device__ __forceinline__ int Swizzled(int row, int chunk) { return row * kBlockK + ((chunk ^ (row & 7)) * 8); }
 
 template <int kTileRows>
-constexpr int kSlotTilesOf = kTileRows < 16 ? 1 : kTileRows / 16;
-
-template <int kTileRows>
 __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExpertGemvParams p) {
-  constexpr int kSlotTiles = kSlotTilesOf<kTileRows>;
+  constexpr int kSlotTiles = kernels::kGroupedGemmSlotTiles<kTileRows>;
   extern __shared__ __align__(16) unsigned char shared_raw[];
   auto* smem = reinterpret_cast<__nv_bfloat16*>(shared_raw);
   constexpr int kRows = 16 * kSlotTiles;
@@ -147,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
 
 template <int kTileRows>
 cudaError_t LaunchTileRows(const GroupedExpertGemvParams& p, cudaStream_t stream) {
-  constexpr size_t kBytes = SharedBytes<kSlotTilesOf<kTileRows>>();
+  constexpr size_t kBytes = SharedBytes<kernels::kGroupedGemmSlotTiles<kTileRows>>();
   // Over the 48 KB default: opt in once per process (one kind of device).
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       GroupedExpertGemmKernel<kTileRows>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
@@ -162,13 +159,7 @@ cudaError_t LaunchTileRows(const GroupedExpertGemvParams& p, cudaStream_t stream
 }  // namespace
 
 cudaError_t LaunchGroupedExpertGemm(const GroupedExpertGemvParams& p, cudaStream_t stream) {
-  if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
-      !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
-    return cudaErrorInvalidValue;
-  if (p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
-  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.n % 16 != 0) return cudaErrorInvalidValue;
-  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
-    return cudaErrorInvalidValue;
+  if (!GroupedExpertParamsValid(p)) return cudaErrorInvalidValue;
   switch (p.tile_rows) {
     case 8:
       return LaunchTileRows<8>(p, stream);

@@ -63,14 +63,18 @@ cudaError_t LaunchTiles(const GroupedExpertGemvParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream_t stream) {
+bool GroupedExpertParamsValid(const GroupedExpertGemvParams& p) {
   if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
       !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
-    return cudaErrorInvalidValue;
-  if (p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.max_tiles < 1 || p.max_tiles > 65535) return cudaErrorInvalidValue;
-  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.n % 16 != 0) return cudaErrorInvalidValue;
-  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16)
-    return cudaErrorInvalidValue;
+    return false;
+  if (p.n < 1 || p.k < 8 || p.k % 8 != 0 || p.max_tiles < 1 || p.max_tiles > 65535) return false;
+  if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.n % 16 != 0) return false;
+  return p.epilogue == GroupedEpilogue::kStoreF32 || p.epilogue == GroupedEpilogue::kSiluMulBf16;
+}
+
+cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream_t stream) {
+  // The GEMV does not wait for a kernel before it: `dependent` is the GEMMs' alone.
+  if (!GroupedExpertParamsValid(p) || p.dependent) return cudaErrorInvalidValue;
   switch (p.tile_rows) {
     case 8: return LaunchTiles<1>(p, stream);
     case 16: return LaunchTiles<2>(p, stream);

@@ -46,6 +46,12 @@ struct GroupedExpertGemvParams {
   bool dependent = false;
 };
 
+// Pointers set and 16-byte aligned, sizes in range, a known epilogue: the
+// checks every grouped bf16 launcher (GEMV and GEMM) makes first.
+bool GroupedExpertParamsValid(const GroupedExpertGemvParams& p);
+
+// cudaErrorInvalidValue for invalid parameters, a tile size other than 8,
+// 16, 32 or 64, or `dependent` (the GEMMs' only); otherwise the launch's error.
 cudaError_t LaunchGroupedExpertGemv(const GroupedExpertGemvParams& p, cudaStream_t stream);
 
 }  // namespace ernie::cuda

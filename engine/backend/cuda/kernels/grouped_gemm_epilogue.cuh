@@ -1,6 +1,6 @@
-// The end of both grouped expert GEMMs (grouped_expert_gemm.cu on bf16
-// weights, grouped_awq_gemm.cu on AWQ int4): the store of one warp's
-// accumulators, straight from registers (the GEMMs do not split k).
+// What both grouped expert GEMMs (grouped_expert_gemm.cu on bf16 weights,
+// grouped_awq_gemm.cu on AWQ int4) share: the slot tiling, and the store of
+// one warp's accumulators straight from registers (they do not split k).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,6 +10,10 @@
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
 
 namespace ernie::cuda::kernels {
+
+// 16-slot mma tiles holding a routed tile of kTileRows slots (8: half of one).
+template <int kTileRows>
+constexpr int kGroupedGemmSlotTiles = kTileRows < 16 ? 1 : kTileRows / 16;
 
 // acc[t][j]: the mma.m16n8k16 D fragments of slot tile t (slots slot0 + 16t
 // + g, and + 8 for [2], [3]) by weight rows warp_row0 + 8j + 2c, + 1 (lane
