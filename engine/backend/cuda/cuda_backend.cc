@@ -208,6 +208,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     ERNIE_ASSIGN_OR_RETURN(ws.moe_slot_of, Alloc<int32_t>(chunk * choices, "MoE assignment slots"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_tile_expert, Alloc<int32_t>(slots / 8 + 1, "MoE tile experts"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_num_tiles, Alloc<int32_t>(1, "MoE tile count"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_route_arrivals, Alloc<uint32_t>(1, "MoE routing arrivals"));
+    ERNIE_RETURN_IF_ERROR(CudaStatus(cudaMemset(ws.moe_route_arrivals.data(), 0, sizeof(uint32_t)),
+                                     "zeroing the MoE routing arrival count"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_act, Alloc<uint16_t>(slots * m.intermediate_size, "MoE expert activations"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_expert_out, Alloc<float>(slots * c.hidden_size, "MoE expert outputs"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_tiles_host, PinnedBuffer<int32_t>::Allocate(1 + slots / 8, "MoE tile table"));

@@ -61,6 +61,7 @@ struct Workspace {
   DeviceBuffer<int32_t> moe_slot_of;       // [C, K] slot of each assignment
   DeviceBuffer<int32_t> moe_tile_expert;   // [S / 8]
   DeviceBuffer<int32_t> moe_num_tiles;     // [1]
+  DeviceBuffer<uint32_t> moe_route_arrivals;  // [1] the fused routing kernel's CTA count (zeroed at start)
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
   PinnedBuffer<int32_t> moe_tiles_host;    // [1 + S / 8] tile count and table, read back for ExpertsByGemm
@@ -72,7 +73,7 @@ struct Workspace {
                                 act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes() +
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
-                                moe_num_tiles.bytes() + moe_act.bytes() + moe_expert_out.bytes());
+                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_act.bytes() + moe_expert_out.bytes());
   }
 };
 

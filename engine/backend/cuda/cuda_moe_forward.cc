@@ -263,7 +263,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                 .slot_token = ws_.moe_slot_token.data(),
                                 .slot_of = ws_.moe_slot_of.data(),
                                 .tile_expert = ws_.moe_tile_expert.data(),
-                                .num_tiles = ws_.moe_num_tiles.data()},
+                                .num_tiles = ws_.moe_num_tiles.data(),
+                                .arrivals = ws_.moe_route_arrivals.data()},
                                s),
         absl::StrCat("MoE routing kernels, layer ", layer));
     const auto max_tiles = static_cast<int32_t>(MoeSlotCapacity(assignments, stacked, tile_rows) / tile_rows);

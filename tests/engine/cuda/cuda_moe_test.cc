@@ -135,18 +135,21 @@ TEST(CudaMoeRoutingTest, ChoosesAndWeighsLikeTheCpuRule) {
   }
 }
 
-// LaunchMoeRouteAndAlign (top-k and alignment fused for steps of up to
-// kMoeFusedTopKMaxTokens, the normalised rows written by the router) gives
-// the separate launches' choices and weights bit for bit, an alignment with
-// the same tiles and every assignment in a slot of its expert, and the
-// RMSNorm rows within bf16 rounding.
+// LaunchMoeRouteAndAlign (one launch for steps of up to
+// kMoeFusedTopKMaxTokens, the last CTA running the top-k and alignment; the
+// normalised rows written by the router) gives the separate launches'
+// choices and weights bit for bit, an alignment with the same tiles and
+// every assignment in a slot of its expert, and the RMSNorm rows within
+// bf16 rounding. It is launched twice, the second time on cleared outputs,
+// as a graph replays it: the first launch must leave its arrival count at
+// zero for the second to finish the routing.
 TEST(CudaMoeRoutingTest, FusedRouteAndAlignMatchesTheSeparateLaunches) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(17);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int hidden = 320, experts = 64, k = 6, shared = 2, tile_rows = 16;
   const int choices = k + shared, stacked = experts + shared;
-  for (const int tokens : {1, 3, cuda::kMoeFusedTopKMaxTokens, cuda::kMoeFusedTopKMaxTokens + 1, 200}) {
+  for (const int tokens : {1, 3, 12, cuda::kMoeFusedTopKMaxTokens, cuda::kMoeFusedTopKMaxTokens + 1, 200}) {
     SCOPED_TRACE(::testing::Message() << tokens << " tokens");
     std::vector<float> x(static_cast<size_t>(tokens * hidden)), norm(hidden), router(experts * hidden), bias(experts);
     for (auto& v : x) v = 3.0f * dist(gen);
@@ -163,12 +166,14 @@ TEST(CudaMoeRoutingTest, FusedRouteAndAlignMatchesTheSeparateLaunches) {
       DeviceBuffer<float> logits, weights;
       DeviceBuffer<int32_t> ids, slot_token, slot_of, tile_expert, tiles;
       DeviceBuffer<uint16_t> normed;
+      DeviceBuffer<uint32_t> arrivals;
     };
     auto outputs = [&] {
       return Outputs{Zeros<float>(static_cast<size_t>(tokens * experts)), Zeros<float>(assignments),
                      Zeros<int32_t>(assignments),                          Zeros<int32_t>(slots),
                      Zeros<int32_t>(assignments),                          Zeros<int32_t>(slots / tile_rows),
-                     Zeros<int32_t>(1),                                    Zeros<uint16_t>(x.size())};
+                     Zeros<int32_t>(1),                                    Zeros<uint16_t>(x.size()),
+                     Zeros<uint32_t>(1)};
     };
     Outputs separate = outputs(), fused = outputs();
     auto route = [&](Outputs& o, bool write_normed) {
@@ -196,11 +201,23 @@ TEST(CudaMoeRoutingTest, FusedRouteAndAlignMatchesTheSeparateLaunches) {
                                   .slot_token = o.slot_token.data(),
                                   .slot_of = o.slot_of.data(),
                                   .tile_expert = o.tile_expert.data(),
-                                  .num_tiles = o.tiles.data()};
+                                  .num_tiles = o.tiles.data(),
+                                  .arrivals = o.arrivals.data()};
     };
     ASSERT_EQ(cuda::LaunchMoeRoute(route(separate, false), nullptr), cudaSuccess);
     ASSERT_EQ(cuda::LaunchMoeAlign(align(separate), nullptr), cudaSuccess);
     ASSERT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), align(fused), nullptr), cudaSuccess);
+    fused.ids = Zeros<int32_t>(assignments);
+    fused.weights = Zeros<float>(assignments);
+    fused.tiles = Zeros<int32_t>(1);
+    fused.slot_of = Zeros<int32_t>(assignments);
+    ASSERT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), align(fused), nullptr), cudaSuccess);
+    EXPECT_EQ(Download(fused.arrivals), std::vector<uint32_t>{0});
+    if (tokens <= cuda::kMoeFusedTopKMaxTokens) {
+      auto uncounted = align(fused);
+      uncounted.arrivals = nullptr;
+      EXPECT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), uncounted, nullptr), cudaErrorInvalidValue);
+    }
     auto mismatched = align(fused);
     mismatched.top_k = k;  // the shared experts forgotten
     EXPECT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), mismatched, nullptr), cudaErrorInvalidValue);

@@ -2,6 +2,8 @@
 #include <cfloat>
 #include <climits>
 
+#include <algorithm>
+
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 
@@ -13,14 +15,13 @@ constexpr int kWarps = 8;
 
 constexpr int kStagedFloats = 4096;  // normalised inputs staged per pass (16 KB)
 
-// logits[t, e] = RMSNorm(x[t]) . router[e], float32. Warp w of CTA (x, y)
-// takes expert 8x + w and tokens kTokens y .. kTokens y + kTokens - 1,
-// whose normalised inputs are staged in shared memory kChunk values at a
-// time; lanes stride along hidden in float4s. One token a CTA for decode
-// (the whole hidden in one pass: no CTA waits on another's stage), 8 for
-// larger steps (the router read once per 8 tokens).
-template <int kTokens>
-__global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams p) {
+// Large steps (more than kMoeFusedTopKMaxTokens tokens): logits[t, e] =
+// RMSNorm(x[t]) . router[e], float32. Warp w of CTA (x, y) takes expert
+// 8x + w and tokens 8y .. 8y + 7, whose normalised inputs are staged in
+// shared memory kChunk values at a time, so the router is read once per 8
+// tokens; lanes stride along hidden in float4s.
+__global__ void __launch_bounds__(32 * kWarps) RouterLogitsStagedKernel(MoeRouteParams p) {
+  constexpr int kTokens = 8;
   constexpr int kChunk = kStagedFloats / kTokens;
   __shared__ __align__(16) float xs[kTokens][kChunk];
   __shared__ float inv_rms[kTokens];
@@ -68,14 +69,116 @@ __global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams
   }
 }
 
-// One warp per token: softmax over the experts (in place in `logits`), then
-// top_k rounds of a warp argmax of the biased score over the experts not
-// yet chosen; chosen ones are marked by a negative probability.
-__device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t) {
+// Small steps (decode): a latency problem, not a bandwidth one (one token
+// reads the 655 KB float32 router of a 64-expert, 2,560-wide layer once).
+// CTA (x, y) takes experts kExpertsPerCta x + 0, 1 and tokens kTokens y ..;
+// its warps split the hidden dimension into kSplits ranges, each warp one
+// (expert, range), so 64 experts make 32 CTAs, not 8. Every load a lane
+// needs (router, norm weight, x: kRegs float4 each) is issued before any
+// arithmetic, and the RMSNorm is applied after the dot instead of before
+// it (RMSNorm(x) . r = inv_rms(x) * sum_i x_i g_i r_i), so the sum of
+// squares comes from the same loads and no pass waits on another.
+constexpr int kExpertsPerCta = 2;
+constexpr int kSplits = kWarps / kExpertsPerCta;
+
+struct RouterPartials {
+  float dot[kWarps][8];    // [warp][token of the CTA]
+  float square[kSplits][8];
+  float inv_rms[8];
+};
+
+template <int kTokens, int kRegs>
+__device__ __forceinline__ void RouterLogitsOfCta(const MoeRouteParams& p, RouterPartials& partial) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int split = warp % kSplits;
+  const int expert = blockIdx.x * kExpertsPerCta + warp / kSplits;
+  const int token0 = blockIdx.y * kTokens;
+  const int tokens = min(kTokens, p.tokens - token0);
+  const int quads = p.hidden / 4, per_split = (quads + kSplits - 1) / kSplits;
+  const int q_begin = split * per_split, q_end = min(quads, q_begin + per_split);
+  const auto* r = reinterpret_cast<const float4*>(p.router + int64_t{min(expert, p.experts - 1)} * p.hidden);
+  const auto* g = reinterpret_cast<const float4*>(p.norm_weight);
+  float dot[kTokens] = {}, square[kTokens] = {};
+  for (int base = q_begin; base < q_end; base += 32 * kRegs) {
+    float4 rg[kRegs], xv[kTokens][kRegs];
+#pragma unroll
+    for (int j = 0; j < kRegs; ++j) {
+      const int q = base + 32 * j + lane;
+      const bool in = q < q_end;
+      rg[j] = in ? __ldg(r + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float4 gw = in ? __ldg(g + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      rg[j] = make_float4(rg[j].x * gw.x, rg[j].y * gw.y, rg[j].z * gw.z, rg[j].w * gw.w);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        const auto* x = reinterpret_cast<const float4*>(p.x + int64_t{token0 + min(t, tokens - 1)} * p.hidden);
+        xv[t][j] = in && t < tokens ? x[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t)
+#pragma unroll
+      for (int j = 0; j < kRegs; ++j) {
+        const float4 v = xv[t][j];
+        dot[t] += rg[j].x * v.x + rg[j].y * v.y + rg[j].z * v.z + rg[j].w * v.w;
+        square[t] += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+  }
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    const float d = kernels::WarpSum(dot[t]);
+    const float s = kernels::WarpSum(square[t]);
+    if (lane == 0) {
+      partial.dot[warp][t] = d;
+      if (warp < kSplits) partial.square[split][t] = s;  // the first expert's warps cover every range once
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kTokens) {
+    float s = 0.0f;
+    for (int k = 0; k < kSplits; ++k) s += partial.square[k][threadIdx.x];
+    partial.inv_rms[threadIdx.x] = rsqrtf(s / static_cast<float>(p.hidden) + p.eps);
+  }
+  __syncthreads();
+  if (threadIdx.x < kExpertsPerCta * kTokens) {
+    const int e = blockIdx.x * kExpertsPerCta + threadIdx.x / kTokens, t = threadIdx.x % kTokens;
+    if (e < p.experts && t < tokens) {
+      float d = 0.0f;
+      for (int k = 0; k < kSplits; ++k) d += partial.dot[(threadIdx.x / kTokens) * kSplits + k][t];
+      p.logits[int64_t{token0 + t} * p.experts + e] = d * partial.inv_rms[t];
+    }
+  }
+  // The first column of CTAs writes the normalised rows in bf16 for the
+  // experts (weight * (x * scale), as AddRmsNormKernel rounds it).
+  if (p.normed != nullptr && blockIdx.x == 0) {
+    for (int idx = threadIdx.x; idx < tokens * p.hidden; idx += blockDim.x) {
+      const int t = idx / p.hidden, i = idx % p.hidden;
+      const int64_t at = int64_t{token0 + t} * p.hidden + i;
+      p.normed[at] = __float2bfloat16(p.x[at] * partial.inv_rms[t] * p.norm_weight[i]);
+    }
+  }
+}
+
+// Small-step launch shapes: one token a CTA up to 8 tokens, then 8.
+constexpr int kSmallStepRegs = 5;  // 5 float4 a lane: a 2,560-wide range of 640 in one pass
+template <int kTokens>
+__global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams p) {
+  __shared__ RouterPartials partial;
+  RouterLogitsOfCta<kTokens, kTokens == 1 ? kSmallStepRegs : 2>(p, partial);
+}
+
+// One warp per token, on its own shared-memory copy of the token's logits
+// (`probs`, experts floats) and the CTA's copy of the correction bias:
+// softmax, then top_k rounds of a warp argmax of the biased score over the
+// experts not yet chosen (marked by a negative probability). The logits
+// are read with ld.cg: the fused kernel reads what other CTAs just wrote.
+__device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t, float* probs, const float* bias) {
   const int lane = threadIdx.x % 32;
-  float* probs = p.logits + t * p.experts;
+  const float* logits = p.logits + t * p.experts;
   float max_logit = -FLT_MAX;
-  for (int e = lane; e < p.experts; e += 32) max_logit = fmaxf(max_logit, probs[e]);
+  for (int e = lane; e < p.experts; e += 32) {
+    probs[e] = __ldcg(logits + e);
+    max_logit = fmaxf(max_logit, probs[e]);
+  }
   max_logit = kernels::WarpMax(max_logit);
   float sum = 0.0f;
   for (int e = lane; e < p.experts; e += 32) {
@@ -94,7 +197,7 @@ __device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t) 
     for (int e = lane; e < p.experts; e += 32) {
       const float prob = probs[e];
       if (prob < 0.0f) continue;  // taken
-      const float score = prob + p.correction_bias[e];
+      const float score = prob + bias[e];
       if (score > best || (score == best && e < best_id)) {
         best = score;
         best_id = e;
@@ -129,22 +232,34 @@ __device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t) 
   }
 }
 
-__global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p) {
-  const int64_t t = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
-  if (t < p.tokens) TopKOfToken(p, t);
+// Shared memory of the top-k: the bias, then a probs row per warp.
+size_t TopKSharedBytes(const MoeRouteParams& p) { return sizeof(float) * (kWarps + 1) * p.experts; }
+
+// The CTA's warps take tokens warp, warp + 8, ... of [begin, end).
+__device__ __forceinline__ void TopKOfTokens(const MoeRouteParams& p, int64_t begin, int64_t end, float* shared) {
+  float* bias = shared;
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) bias[e] = p.correction_bias[e];
+  __syncthreads();
+  float* probs = shared + (1 + threadIdx.x / 32) * p.experts;
+  for (int64_t t = begin + threadIdx.x / 32; t < end; t += kWarps) TopKOfToken(p, t, probs, bias);
 }
 
-// One CTA: counts per expert, padded offsets, tiles' experts, then each
-// assignment's slot (order within an expert's run is whatever the atomics
-// give: every slot's result depends on its own row only).
-struct AlignShared {
-  int32_t count[kMoeMaxExperts], offset[kMoeMaxExperts + 1], fill[kMoeMaxExperts];
-};
+__global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p) {
+  extern __shared__ float topk_shared[];
+  const int64_t begin = int64_t{blockIdx.x} * kWarps;
+  TopKOfTokens(p, begin, min(begin + kWarps, int64_t{p.tokens}), topk_shared);
+}
 
-__device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, AlignShared& shared) {
-  int32_t* count = shared.count;
-  int32_t* offset = shared.offset;
-  int32_t* fill = shared.fill;
+// One CTA: counts per expert, padded offsets (a warp's scan), tiles'
+// experts, then each assignment's slot (order within an expert's run is
+// whatever the atomics give: every slot's result depends on its own row
+// only). `shared` holds AlignSharedInts(experts) ints.
+size_t AlignSharedBytes(const MoeAlignParams& p) { return sizeof(int32_t) * (3 * p.experts + 1); }
+
+__device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, int32_t* shared) {
+  int32_t* count = shared;
+  int32_t* fill = shared + p.experts;
+  int32_t* offset = shared + 2 * p.experts;  // experts + 1
   for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
     count[e] = 0;
     fill[e] = 0;
@@ -152,14 +267,25 @@ __device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, AlignS
   __syncthreads();
   for (int i = threadIdx.x; i < p.assignments; i += blockDim.x) atomicAdd(&count[p.topk_ids[i]], 1);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t at = 0;
-    for (int e = 0; e < p.experts; ++e) {
-      offset[e] = at;
-      at += (count[e] + p.tile_rows - 1) / p.tile_rows * p.tile_rows;
+  if (threadIdx.x < 32) {  // exclusive scan of the padded counts, 32 experts a round
+    const int lane = threadIdx.x;
+    int32_t carry = 0;
+    for (int base = 0; base < p.experts; base += 32) {
+      const int e = base + lane;
+      const int32_t padded = e < p.experts ? (count[e] + p.tile_rows - 1) / p.tile_rows * p.tile_rows : 0;
+      int32_t inclusive = padded;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int32_t other = __shfl_up_sync(kernels::kFullMask, inclusive, d);
+        if (lane >= d) inclusive += other;
+      }
+      if (e < p.experts) offset[e] = carry + inclusive - padded;
+      carry += __shfl_sync(kernels::kFullMask, inclusive, 31);
     }
-    offset[p.experts] = at;
-    *p.num_tiles = at / p.tile_rows;
+    if (lane == 0) {
+      offset[p.experts] = carry;
+      *p.num_tiles = carry / p.tile_rows;
+    }
   }
   __syncthreads();
   const int32_t used = offset[p.experts];
@@ -176,18 +302,30 @@ __device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, AlignS
 }
 
 __global__ void __launch_bounds__(1024) MoeAlignKernel(MoeAlignParams p) {
-  __shared__ AlignShared shared;
-  AlignAssignments(p, shared);
+  extern __shared__ int32_t align_shared[];
+  AlignAssignments(p, align_shared);
 }
 
-// One CTA of 1024 threads: warp w takes the top-k of tokens w, w + 32, ...;
-// the barrier makes their choices (global writes of this CTA) visible to
-// the alignment that follows.
-__global__ void __launch_bounds__(1024) MoeTopKAlignKernel(MoeRouteParams route, MoeAlignParams align) {
-  __shared__ AlignShared shared;
-  for (int64_t t = threadIdx.x / 32; t < route.tokens; t += blockDim.x / 32) TopKOfToken(route, t);
+// Small steps' whole routing in one launch: every CTA computes its router
+// logits (RouterLogitsOfCta), and the last CTA to finish (an arrival count,
+// reset by that CTA for the next launch) runs the top-k of every token and
+// the alignment. The fences make the other CTAs' logits visible to it.
+template <int kTokens>
+__global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParams route, MoeAlignParams align) {
+  extern __shared__ float route_shared[];  // max(TopKSharedBytes, AlignSharedBytes)
+  __shared__ RouterPartials partial;
+  __shared__ bool last;
+  RouterLogitsOfCta<kTokens, kTokens == 1 ? kSmallStepRegs : 2>(route, partial);
+  __threadfence();
   __syncthreads();
-  AlignAssignments(align, shared);
+  if (threadIdx.x == 0) last = atomicAdd(align.arrivals, 1u) == gridDim.x * gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x == 0) *align.arrivals = 0;
+  TopKOfTokens(route, 0, route.tokens, route_shared);
+  __syncthreads();  // the choices (global writes of this CTA) before the alignment reads them
+  AlignAssignments(align, reinterpret_cast<int32_t*>(route_shared));
 }
 
 // Grid (tokens, hidden / kCombineThreads): one output element a thread.
@@ -228,12 +366,11 @@ __global__ void MoeSiluMulKernel(MoeSiluMulParams p) {
 bool ValidRoute(const MoeRouteParams& p) {
   if (p.x == nullptr || p.norm_weight == nullptr || p.router == nullptr || p.correction_bias == nullptr ||
       p.logits == nullptr || p.topk_ids == nullptr || p.topk_weights == nullptr ||
-      reinterpret_cast<uintptr_t>(p.router) % 16 != 0)
-    return cudaErrorInvalidValue;
-  if (p.tokens < 1 || p.hidden < 4 || p.hidden % 4 != 0 || p.experts < 1 || p.experts > kMoeMaxExperts ||
-      p.top_k < 1 || p.top_k > p.experts || p.shared_experts < 0 || p.top_k + p.shared_experts > kMoeMaxTopK)
+      reinterpret_cast<uintptr_t>(p.router) % 16 != 0 || reinterpret_cast<uintptr_t>(p.x) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(p.norm_weight) % 16 != 0)
     return false;
-  return true;
+  return p.tokens >= 1 && p.hidden >= 4 && p.hidden % 4 == 0 && p.experts >= 1 && p.experts <= kMoeMaxExperts &&
+         p.top_k >= 1 && p.top_k <= p.experts && p.shared_experts >= 0 && p.top_k + p.shared_experts <= kMoeMaxTopK;
 }
 
 bool ValidAlign(const MoeAlignParams& p) {
@@ -244,12 +381,16 @@ bool ValidAlign(const MoeAlignParams& p) {
          (p.tile_rows == 8 || p.tile_rows == 16 || p.tile_rows == 32 || p.tile_rows == 64);
 }
 
+unsigned ExpertCtas(const MoeRouteParams& p) { return (p.experts + kExpertsPerCta - 1) / kExpertsPerCta; }
+
 cudaError_t LaunchRouterLogits(const MoeRouteParams& p, cudaStream_t stream) {
-  const unsigned expert_ctas = (p.experts + kWarps - 1) / kWarps;
-  if (p.tokens <= 2) {
-    RouterLogitsKernel<1><<<dim3(expert_ctas, p.tokens), 32 * kWarps, 0, stream>>>(p);
+  if (p.tokens <= 8) {
+    RouterLogitsKernel<1><<<dim3(ExpertCtas(p), p.tokens), 32 * kWarps, 0, stream>>>(p);
+  } else if (p.tokens <= kMoeFusedTopKMaxTokens) {
+    RouterLogitsKernel<8><<<dim3(ExpertCtas(p), (p.tokens + 7) / 8), 32 * kWarps, 0, stream>>>(p);
   } else {
-    RouterLogitsKernel<8><<<dim3(expert_ctas, (p.tokens + 7) / 8), 32 * kWarps, 0, stream>>>(p);
+    const unsigned expert_ctas = (p.experts + kWarps - 1) / kWarps;
+    RouterLogitsStagedKernel<<<dim3(expert_ctas, (p.tokens + 7) / 8), 32 * kWarps, 0, stream>>>(p);
   }
   return cudaGetLastError();
 }
@@ -259,26 +400,33 @@ cudaError_t LaunchRouterLogits(const MoeRouteParams& p, cudaStream_t stream) {
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream) {
   if (!ValidRoute(p)) return cudaErrorInvalidValue;
   if (const cudaError_t e = LaunchRouterLogits(p, stream); e != cudaSuccess) return e;
-  RouterTopKKernel<<<(p.tokens + kWarps - 1) / kWarps, 32 * kWarps, 0, stream>>>(p);
+  RouterTopKKernel<<<(p.tokens + kWarps - 1) / kWarps, 32 * kWarps, TopKSharedBytes(p), stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream) {
   if (!ValidAlign(p)) return cudaErrorInvalidValue;
-  MoeAlignKernel<<<1, 1024, 0, stream>>>(p);
+  MoeAlignKernel<<<1, 1024, AlignSharedBytes(p), stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream) {
   if (!ValidRoute(route) || !ValidAlign(align) || align.topk_ids != route.topk_ids ||
-      align.top_k != route.top_k + route.shared_experts || align.assignments != route.tokens * align.top_k)
+      align.top_k != route.top_k + route.shared_experts || align.assignments != route.tokens * align.top_k ||
+      align.experts != route.experts + route.shared_experts)
     return cudaErrorInvalidValue;
   if (route.tokens > kMoeFusedTopKMaxTokens) {
     if (const cudaError_t e = LaunchMoeRoute(route, stream); e != cudaSuccess) return e;
     return LaunchMoeAlign(align, stream);
   }
-  if (const cudaError_t e = LaunchRouterLogits(route, stream); e != cudaSuccess) return e;
-  MoeTopKAlignKernel<<<1, 1024, 0, stream>>>(route, align);
+  if (align.arrivals == nullptr) return cudaErrorInvalidValue;
+  const size_t shared = std::max(TopKSharedBytes(route), AlignSharedBytes(align));
+  if (route.tokens <= 8) {
+    MoeRouteAlignKernel<1><<<dim3(ExpertCtas(route), route.tokens), 32 * kWarps, shared, stream>>>(route, align);
+  } else {
+    MoeRouteAlignKernel<8><<<dim3(ExpertCtas(route), (route.tokens + 7) / 8), 32 * kWarps, shared, stream>>>(route,
+                                                                                                              align);
+  }
   return cudaGetLastError();
 }
 

@@ -1,8 +1,10 @@
 // The routing half of a mixture-of-experts layer on the GPU, around
 // grouped_expert_gemv.h's expert linears:
-//   route:   router logits in float32 (one kernel: each warp one expert, each
-//            CTA 8 tokens staged normalised in shared memory, so the float32
-//            router is read once per 8 tokens),
+//   route:   router logits in float32 (for large steps each warp one
+//            expert, each CTA 8 tokens staged normalised in shared memory,
+//            so the float32 router is read once per 8 tokens; for small
+//            steps each warp a quarter of one expert's dot, 32 CTAs for 64
+//            experts, every load issued up front),
 //            then per token (a warp each) softmax, the top_k experts
 //            by probability + e_score_correction_bias (ties to the smaller
 //            id), weighted by the unbiased probabilities renormalised by
@@ -71,14 +73,19 @@ struct MoeAlignParams {
   int32_t* slot_of = nullptr;      // [assignments] slot of each assignment
   int32_t* tile_expert = nullptr;  // [MoeSlotCapacity / tile_rows] expert of each used tile
   int32_t* num_tiles = nullptr;    // [1] tiles used
+  // [1] LaunchMoeRouteAndAlign's small steps only: the count of CTAs that
+  // finished their logits. Zero before the first launch; each launch leaves
+  // it zero again (so a captured graph can replay it).
+  uint32_t* arrivals = nullptr;
 };
 cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream);
 
 // LaunchMoeRoute then LaunchMoeAlign (align.topk_ids must be route.topk_ids,
-// align.top_k route.top_k + route.shared_experts), with the top-k and the
-// alignment in one single-CTA kernel for steps of at most
-// kMoeFusedTopKMaxTokens tokens: a decode step's routing is then two
-// launches, not three.
+// align.top_k route.top_k + route.shared_experts, align.experts
+// route.experts + route.shared_experts). Steps of at most
+// kMoeFusedTopKMaxTokens tokens take one launch: the last CTA to finish its
+// router logits runs the top-k and the alignment (align.arrivals needed).
+// Same choices, weights and tiles as the separate launches, bit for bit.
 constexpr int32_t kMoeFusedTopKMaxTokens = 64;
 cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream);
 
