@@ -243,8 +243,7 @@ TEST(AwqGemvTest, MatchesTheReferenceOnOddSizes) {
 
 // The k loop steps in 256-k chunks of four 64-k blocks and applies a scale
 // once per 128 k when groups are that long: a last partial chunk (k = 1344,
-// 21 blocks), groups longer than a chunk (256) and every k-slice count, with
-// two chunks a warp in flight (the default) and three.
+// 21 blocks), groups longer than a chunk (256) and every k-slice count.
 TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(8765);
@@ -259,23 +258,21 @@ TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
       const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * shape.k, gen);
       const auto x = Upload(x_bf16);
       const Reference ref = ReferenceLinear(ToFloat(x_bf16), c.w, m, n, shape.k);
-      for (int k_slices : {1, 2, 4, 8})
-        for (int in_flight : {0, 3}) {
-          SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << shape.k << " group=" << shape.group
-                                            << " k_slices=" << k_slices << " chunks in flight " << in_flight);
-          auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
-          ASSERT_TRUE(y.ok());
-          const cuda::AwqGemvParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
-                                      .w = w.view,
-                                      .y = y->data(),
-                                      .m = m,
-                                      .k_slices = k_slices,
-                                      .chunks_in_flight = in_flight};
-          ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
-          EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, cuda::LinearOutput::kF32, ref.y.size()), ref, shape.k,
-                                    cuda::LinearOutput::kF32),
-                    1.0);
-        }
+      for (int k_slices : {1, 2, 4, 8}) {
+        SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << shape.k << " group=" << shape.group
+                                          << " k_slices=" << k_slices);
+        auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
+        ASSERT_TRUE(y.ok());
+        const cuda::AwqGemvParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                                    .w = w.view,
+                                    .y = y->data(),
+                                    .m = m,
+                                    .k_slices = k_slices};
+        ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
+        EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, cuda::LinearOutput::kF32, ref.y.size()), ref, shape.k,
+                                  cuda::LinearOutput::kF32),
+                  1.0);
+      }
     }
   }
 }
@@ -342,7 +339,6 @@ TEST(AwqGemvTest, RejectsBadParameters) {
   EXPECT_EQ(bad([](auto& p) { p.w.group_size = 128; }), cudaErrorInvalidValue);  // does not divide k = 64
   EXPECT_EQ(bad([&](auto& p) { p.w.packed = data + 1; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.y = nullptr; }), cudaErrorInvalidValue);
-  EXPECT_EQ(bad([](auto& p) { p.chunks_in_flight = 4; }), cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchAwqDequantize({.w = ok.w, .out = nullptr, .out_bytes = 1 << 20}, nullptr),
             cudaErrorInvalidValue);
 }

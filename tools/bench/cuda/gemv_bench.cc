@@ -5,7 +5,6 @@
 //   ernie-bench-gemv [--log FILE] [--reps N] [--shape NAME] [--ms 1,8] [--k-slices 1|2|4|8]
 //
 // Kernels: cublas_bf16 (every m), gemv_bf16 and awq_gemv (m <= 32),
-// awq_gemv_3_in_flight (m <= 8: the int4 GEMV with three chunks in flight),
 // awq_dequant_cublas (the prefill path: dequantise into the workspace, then
 // cuBLAS; every m) and awq_dequant alone (m = 0). Shapes are k x n (in x out):
 // the ERNIE-0.3B linears, its lm_head, 8192 x 8192 and 4096 x 14336 (AWQ
@@ -315,23 +314,6 @@ absl::Status Run(const Args& args, std::ostream* log) {
       ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
       ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, w.copies, reps, awq));
       emit("awq_gemv", m, us, awq_weight_bytes, cublas_us, err);
-      if (m > 8) continue;
-      // The same kernel keeping three chunks a warp in flight instead of two (its alternative build).
-      auto awq3 = [&](int i) {
-        return Check(ernie::cuda::LaunchAwqGemv({.x = xb,
-                                                 .w = w.Awq(i, s),
-                                                 .y = y.data(),
-                                                 .m = m,
-                                                 .k_slices = args.k_slices,
-                                                 .chunks_in_flight = 3},
-                                                stream),
-                     "awq_gemv 3 in flight");
-      };
-      ERNIE_RETURN_IF_ERROR(awq3(0));
-      ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "awq check"));
-      ERNIE_ASSIGN_OR_RETURN(double err3, RelErr(y.data(), y_ref.data(), out_count));
-      ERNIE_ASSIGN_OR_RETURN(double us3, TimeLaunches(stream, w.copies, reps, awq3));
-      emit("awq_gemv_3_in_flight", m, us3, awq_weight_bytes, cublas_us, err3);
     }
   }
   cudaStreamDestroy(stream);

@@ -37,9 +37,7 @@ constexpr int kAwqChunkK = kAwqBlockK * kAwqChunkBlocks;
 // Chunks a warp keeps loading while it computes one: two for one x tile
 // (m <= 8: few warps a CTA can hold, so each keeps more bytes in flight;
 // ncu on 8192 x 8192 with one: 24% occupancy, the schedulers idle 68% of
-// cycles waiting on loads), one for more tiles (registers). The dense GEMV
-// can also be built with three (AwqGemvParams::chunks_in_flight: 60 more
-// registers a lane, still no spill at 128).
+// cycles waiting on loads), one for more tiles (registers).
 template <int kTiles>
 constexpr int kAwqChunksInFlight = kTiles == 1 ? 2 : 1;
 
@@ -99,8 +97,7 @@ struct AwqChunk {
 struct NothingAfterWait {
   __device__ void operator()() const {}
 };
-template <int kTiles, int kScaleHalves, typename AfterWait = NothingAfterWait,
-          int kInFlight = kAwqChunksInFlight<kTiles>>
+template <int kTiles, int kScaleHalves, typename AfterWait = NothingAfterWait>
 __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, const uint32_t* tile_records,
                                                    const __nv_bfloat16* const (&x_row)[kTiles], int live_tiles, int k,
                                                    int group_shift, int slice, int k_slices, float (*acc)[4],
@@ -169,6 +166,7 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
     }
   };
 
+  constexpr int kInFlight = kAwqChunksInFlight<kTiles>;
   Chunk buf[kInFlight];
 #pragma unroll
   for (int d = 0; d < kInFlight; ++d) load(d, buf[d]);

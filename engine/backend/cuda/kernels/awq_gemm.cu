@@ -21,7 +21,7 @@ using kernels::kLinearWarps;
 
 // Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
 // two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
-template <int kTiles, int kScaleHalves, int kInFlight = kernels::kAwqChunksInFlight<kTiles>>
+template <int kTiles, int kScaleHalves>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
   kernels::AllowDependentLaunch();  // launched as a dependent: see LaunchDependent
@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   for (int t = 0; t < kTiles; ++t) x_row[t] = 8 * t + g < p.m ? p.x + int64_t{8 * t + g} * k : nullptr;
   float acc[kTiles][4] = {};
   // Waits for the kernel before (WaitForPrerequisiteGrids) once its first weights are requested.
-  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kernels::NothingAfterWait, kInFlight>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4,
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4,
                                                     p.w.records + tile * 8 * groups2 * 2, x_row, (p.m + 7) / 8, k,
                                                     group_shift, slice, k_slices, acc);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
@@ -80,23 +80,22 @@ __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int gr
   }
 }
 
-template <int kTiles, int kScaleHalves, int kInFlight = kernels::kAwqChunksInFlight<kTiles>>
+template <int kTiles, int kScaleHalves>
 cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
-  const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles, kScaleHalves, kInFlight>>(&error);
+  const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles, kScaleHalves>>(&error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const int k_slices =
       p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
-  return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves, kInFlight>, grid, dim3(32 * kLinearWarps), 0, stream, p,
+  return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves>, grid, dim3(32 * kLinearWarps), 0, stream, p,
                                   k_slices, group_shift);
 }
 
 template <int kScaleHalves>
 cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  if (p.m <= 8 && p.chunks_in_flight == 3) return LaunchGemvTiles<1, kScaleHalves, 3>(p, group_shift, stream);
   if (p.m <= 8) return LaunchGemvTiles<1, kScaleHalves>(p, group_shift, stream);
   if (p.m <= 16) return LaunchGemvTiles<2, kScaleHalves>(p, group_shift, stream);
   return LaunchGemvTiles<4, kScaleHalves>(p, group_shift, stream);
@@ -121,7 +120,6 @@ cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream) {
   if (p.out != LinearOutput::kF32 && p.out != LinearOutput::kBf16) return cudaErrorInvalidValue;
   if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
     return cudaErrorInvalidValue;
-  if (p.chunks_in_flight != 0 && p.chunks_in_flight != 2 && p.chunks_in_flight != 3) return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchGemvForGroup<4>(p, group_shift, stream);
   return LaunchGemvForGroup<1>(p, group_shift, stream);
 }

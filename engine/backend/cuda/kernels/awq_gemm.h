@@ -62,10 +62,6 @@ struct AwqGemvParams {
   int32_t m = 0;      // 1 .. kGemvMaxRows
   LinearOutput out = LinearOutput::kF32;
   int32_t k_slices = 0;  // as GemvBf16Params::k_slices
-  // Chunks of 256 k each warp keeps loading while it multiplies one, for
-  // m <= 8: 0 = the kernel's choice (awq_blocks.cuh's kAwqChunksInFlight),
-  // 2 or 3 (ernie-bench-gemv measures them against each other).
-  int32_t chunks_in_flight = 0;
 };
 
 // log2(w.group_size) when w is a valid view for the int4 kernels (pointers
