@@ -243,18 +243,20 @@ TEST(AwqGemvTest, MatchesTheReferenceOnOddSizes) {
 
 // The k loop steps in 256-k chunks of four 64-k blocks and applies a scale
 // once per 128 k when groups are that long: a last partial chunk (k = 1344,
-// 21 blocks), groups longer than a chunk (256) and every k-slice count.
+// 21 blocks), groups longer than a chunk (256) and every k-slice count, with
+// x staged in shared memory and read from global memory.
 TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(8765);
   struct Shape {
     int k, group;
   };
-  for (const Shape shape : {Shape{1344, 64}, Shape{1344, 32}, Shape{2560, 128}, Shape{2560, 256}}) {
+  for (const Shape shape : {Shape{1344, 64}, Shape{1344, 32}, Shape{2560, 128}, Shape{2560, 256}, Shape{3072, 128}}) {
     const int n = 200;
     const AwqCase c = MakeAwqCase(n, shape.k, shape.group, gen);
     const DeviceAwq w = UploadAwq(c);
-    for (int m : {1, 13}) {
+    // m <= 8 stages x in shared memory while it fits (k = 3,072 at m = 8 does not).
+    for (int m : {1, 8, 13}) {
       const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * shape.k, gen);
       const auto x = Upload(x_bf16);
       const Reference ref = ReferenceLinear(ToFloat(x_bf16), c.w, m, n, shape.k);

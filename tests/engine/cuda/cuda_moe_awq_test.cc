@@ -158,6 +158,10 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
   RunGroupedCase({4, 256, 1536, 128, 16, cuda::GroupedEpilogue::kStoreF32, false}, gen);
   RunGroupedCase({4, 256, 1536, 128, 16, cuda::GroupedEpilogue::kStoreF32, false, true}, gen);
   RunGroupedCase({4, 384, 1024, 128, 32, cuda::GroupedEpilogue::kSiluMulBf16, true, true}, gen);
+  // The GEMV stages an 8-slot tile's rows in shared memory when they fit
+  // (kAwqMaxStagedXBytes): the 21B's gate/up k of 2,560 does, k = 3,072 reads x from global memory.
+  RunGroupedCase({3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true}, gen);
+  RunGroupedCase({3, 32, 3072, 128, 8, cuda::GroupedEpilogue::kStoreF32, false}, gen);
 }
 
 TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {

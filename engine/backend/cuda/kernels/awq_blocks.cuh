@@ -41,6 +41,35 @@ constexpr int kAwqChunkK = kAwqBlockK * kAwqChunkBlocks;
 template <int kTiles>
 constexpr int kAwqChunksInFlight = kTiles == 1 ? 2 : 1;
 
+// x rows staged in shared memory for the k loop (the int4 GEMVs, m <= 8):
+// read from global memory inside the loop, each x load was an L1 miss more
+// often than not (the weights stream past it) and the mma waited on it (ncu,
+// 8192 x 8192, m = 1: 4.4 of 9.5 cycles a warp instruction stalled on
+// L1TEX). A row is k + 8 bf16 apart, so the 8 rows a tile's lanes read at
+// once start 16 bytes further along the banks and do not conflict.
+constexpr int kAwqStagedRowPad = 8;
+// Shared memory the staged rows may take: with the 4 KB cross-warp sums of
+// a one-tile kernel, the 48 KB a CTA gets without opting in (8 rows of
+// k = 2,560 take 41,088 bytes).
+constexpr int64_t kAwqMaxStagedXBytes = 44 * 1024;
+__host__ __device__ constexpr int64_t AwqStagedXBytes(int64_t rows, int64_t k) {
+  return rows * (k + kAwqStagedRowPad) * 2;
+}
+
+// Copies `rows` rows of k bf16 into xs (stride k + kAwqStagedRowPad); row r
+// comes from row_of(r), nullptr for a row of zeros. All threads of the CTA
+// take part; the caller synchronises before reading xs.
+template <typename RowOf>
+__device__ __forceinline__ void StageAwqXRows(int rows, int k, __nv_bfloat16* xs, const RowOf& row_of) {
+  const int pieces = k / 8, stride = (k + kAwqStagedRowPad) / 8;
+  auto* dst = reinterpret_cast<uint4*>(xs);
+  for (int i = threadIdx.x; i < rows * pieces; i += blockDim.x) {
+    const int r = i / pieces, c = i % pieces;
+    const __nv_bfloat16* src = row_of(r);
+    dst[r * stride + c] = src != nullptr ? reinterpret_cast<const uint4*>(src)[c] : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Chunks along k (the last may be partial: k is a multiple of 64 only).
 __host__ __device__ constexpr int AwqChunks(int k) { return (k / kAwqBlockK + kAwqChunkBlocks - 1) / kAwqChunkBlocks; }
 

@@ -21,11 +21,14 @@ using kernels::kLinearWarps;
 
 // Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
 // two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
-template <int kTiles, int kScaleHalves>
+// kStageX: x's m rows are copied to shared memory once the kernel before
+// has finished (awq_blocks.cuh's StageAwqXRows), for m <= 8 when they fit.
+template <int kTiles, int kScaleHalves, bool kStageX>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
   kernels::AllowDependentLaunch();  // launched as a dependent: see LaunchDependent
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
+  extern __shared__ uint4 staged_x[];                     // kStageX: [m][k + pad] bf16
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
   const int tiles_per_cta = kLinearWarps / k_slices;
   const int slice = warp % k_slices;
@@ -33,14 +36,26 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
   const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, tiles - 1);
   const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
+  auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
   const __nv_bfloat16* x_row[kTiles];  // rows >= m feed zeros
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) x_row[t] = 8 * t + g < p.m ? p.x + int64_t{8 * t + g} * k : nullptr;
+  for (int t = 0; t < kTiles; ++t) {
+    const int row = 8 * t + g;
+    x_row[t] = row >= p.m ? nullptr
+               : kStageX  ? xs + int64_t{row} * (k + kernels::kAwqStagedRowPad)
+                          : p.x + int64_t{row} * k;
+  }
+  auto stage_x = [&] {
+    if constexpr (kStageX) {
+      kernels::StageAwqXRows(p.m, k, xs, [&](int r) { return p.x + int64_t{r} * k; });
+      __syncthreads();
+    }
+  };
   float acc[kTiles][4] = {};
   // Waits for the kernel before (WaitForPrerequisiteGrids) once its first weights are requested.
   kernels::AwqAccumulateSlice<kTiles, kScaleHalves>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4,
                                                     p.w.records + tile * 8 * groups2 * 2, x_row, (p.m + 7) / 8, k,
-                                                    group_shift, slice, k_slices, acc);
+                                                    group_shift, slice, k_slices, acc, stage_x);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::ReduceAndStore<kTiles>(acc, red, k_slices, cta_row0, p.w.n, p.m, p.y, p.out == LinearOutput::kBf16);
 }
@@ -80,22 +95,26 @@ __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int gr
   }
 }
 
-template <int kTiles, int kScaleHalves>
+template <int kTiles, int kScaleHalves, bool kStageX = false>
 cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
-  const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles, kScaleHalves>>(&error);
+  // (Occupancy as without staging: 44 KB of x and 4 KB of sums still fit two CTAs an SM.)
+  const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles, kScaleHalves, kStageX>>(&error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const int k_slices =
       p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
-  return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves>, grid, dim3(32 * kLinearWarps), 0, stream, p,
-                                  k_slices, group_shift);
+  const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(p.m, p.w.k)) : 0;
+  return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves, kStageX>, grid, dim3(32 * kLinearWarps), staged,
+                                  stream, p, k_slices, group_shift);
 }
 
 template <int kScaleHalves>
 cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  if (p.m <= 8 && kernels::AwqStagedXBytes(p.m, p.w.k) <= kernels::kAwqMaxStagedXBytes)
+    return LaunchGemvTiles<1, kScaleHalves, true>(p, group_shift, stream);
   if (p.m <= 8) return LaunchGemvTiles<1, kScaleHalves>(p, group_shift, stream);
   if (p.m <= 16) return LaunchGemvTiles<2, kScaleHalves>(p, group_shift, stream);
   return LaunchGemvTiles<4, kScaleHalves>(p, group_shift, stream);

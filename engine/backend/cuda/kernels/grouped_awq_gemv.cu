@@ -18,10 +18,13 @@ using kernels::kLinearWarps;
 
 // Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
 // two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
-template <int kTiles, int kScaleHalves>
+// kStageX: the tile's 8 slot rows are copied to shared memory first
+// (awq_blocks.cuh's StageAwqXRows), for 8-slot tiles when they fit.
+template <int kTiles, int kScaleHalves, bool kStageX>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices, int group_shift) {
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
+  extern __shared__ uint4 staged_x[];                     // kStageX: [8][k + pad] bf16
   const int tile_index = blockIdx.y;
   if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
   const int expert = p.tile_expert[tile_index];
@@ -35,25 +38,34 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   // Expert `expert`'s arrays (AwqExpertsView; AwqPackedWords and AwqRecordWords are host-side).
   const uint32_t* packed = p.w.packed + expert * row_tiles * 16 * (k / 8);
   const uint32_t* records = p.w.records + expert * row_tiles * 16 * groups2;
+  auto slot_row = [&](int64_t slot) -> const __nv_bfloat16* {
+    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
+    return row >= 0 ? p.x + row * k : nullptr;
+  };
+  auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
   const __nv_bfloat16* x_row[kTiles];
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
-    const int64_t slot = slot0 + 8 * t + g;
-    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
-    x_row[t] = row >= 0 ? p.x + row * k : nullptr;
-  }
+  for (int t = 0; t < kTiles; ++t)
+    x_row[t] = kStageX ? xs + int64_t{8 * t + g} * (k + kernels::kAwqStagedRowPad) : slot_row(slot0 + 8 * t + g);
+  auto stage_x = [&] {
+    if constexpr (kStageX) {
+      kernels::StageAwqXRows(8 * kTiles, k, xs, [&](int r) { return slot_row(slot0 + r); });
+      __syncthreads();
+    }
+  };
   float acc[kTiles][4] = {};
   kernels::AwqAccumulateSlice<kTiles, kScaleHalves>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
                                                     records + row_tile * 8 * groups2 * 2, x_row, kTiles, k,
-                                                    group_shift, slice, k_slices, acc);
+                                                    group_shift, slice, k_slices, acc, stage_x);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
 }
 
-template <int kTiles, int kScaleHalves>
+template <int kTiles, int kScaleHalves, bool kStageX = false>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
-  const int64_t resident = kernels::ResidentCtas<GroupedAwqGemvKernel<kTiles, kScaleHalves>>(&error);
+  // (Occupancy as without staging: at most 44 KB of x and 4 KB of sums fit two CTAs an SM.)
+  const int64_t resident = kernels::ResidentCtas<GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>>(&error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const int64_t tiles = p.expected_tiles > 0 ? p.expected_tiles : p.max_tiles;
@@ -63,14 +75,19 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.max_tiles));
-  GroupedAwqGemvKernel<kTiles, kScaleHalves><<<grid, 32 * kLinearWarps, 0, stream>>>(p, k_slices, group_shift);
+  const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(8 * kTiles, p.w.k)) : 0;
+  GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>
+      <<<grid, 32 * kLinearWarps, staged, stream>>>(p, k_slices, group_shift);
   return cudaGetLastError();
 }
 
 template <int kScaleHalves>
 cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   switch (p.tile_rows) {
-    case 8: return LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
+    case 8:
+      if (kernels::AwqStagedXBytes(8, p.w.k) <= kernels::kAwqMaxStagedXBytes)
+        return LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
+      return LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
     case 16: return LaunchTiles<2, kScaleHalves>(p, group_shift, stream);
     case 32: return LaunchTiles<4, kScaleHalves>(p, group_shift, stream);
     case 64: return LaunchTiles<8, kScaleHalves>(p, group_shift, stream);

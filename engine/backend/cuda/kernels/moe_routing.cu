@@ -147,13 +147,22 @@ __device__ __forceinline__ void RouterLogitsOfCta(const MoeRouteParams& p, Route
       p.logits[int64_t{token0 + t} * p.experts + e] = d * partial.inv_rms[t];
     }
   }
-  // The first column of CTAs writes the normalised rows in bf16 for the
-  // experts (weight * (x * scale), as AddRmsNormKernel rounds it).
-  if (p.normed != nullptr && blockIdx.x == 0) {
-    for (int idx = threadIdx.x; idx < tokens * p.hidden; idx += blockDim.x) {
-      const int t = idx / p.hidden, i = idx % p.hidden;
-      const int64_t at = int64_t{token0 + t} * p.hidden + i;
-      p.normed[at] = __float2bfloat16(p.x[at] * partial.inv_rms[t] * p.norm_weight[i]);
+  // The normalised rows in bf16 for the experts (weight * (x * scale), as
+  // AddRmsNormKernel rounds it), each CTA of the row its share of the
+  // columns: one CTA writing whole rows finished last and held up the
+  // routing's last CTA by several dependent load rounds.
+  if (p.normed != nullptr) {
+    const int share = (p.hidden / 4 + gridDim.x - 1) / gridDim.x;  // float4s a CTA
+    const int q0 = blockIdx.x * share, q1 = min(p.hidden / 4, q0 + share);
+    for (int idx = threadIdx.x; idx < tokens * (q1 - q0); idx += blockDim.x) {
+      const int t = idx / (q1 - q0), q = q0 + idx % (q1 - q0);
+      const int64_t at = int64_t{token0 + t} * p.hidden + 4 * q;
+      const float4 v = *reinterpret_cast<const float4*>(p.x + at);
+      const float4 w = *reinterpret_cast<const float4*>(p.norm_weight + 4 * q);
+      const float r = partial.inv_rms[t];
+      auto* out = reinterpret_cast<__nv_bfloat162*>(p.normed + at);
+      out[0] = __floats2bfloat162_rn(w.x * (v.x * r), w.y * (v.y * r));
+      out[1] = __floats2bfloat162_rn(w.z * (v.z * r), w.w * (v.w * r));
     }
   }
 }
@@ -367,7 +376,7 @@ bool ValidRoute(const MoeRouteParams& p) {
   if (p.x == nullptr || p.norm_weight == nullptr || p.router == nullptr || p.correction_bias == nullptr ||
       p.logits == nullptr || p.topk_ids == nullptr || p.topk_weights == nullptr ||
       reinterpret_cast<uintptr_t>(p.router) % 16 != 0 || reinterpret_cast<uintptr_t>(p.x) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(p.norm_weight) % 16 != 0)
+      reinterpret_cast<uintptr_t>(p.norm_weight) % 16 != 0 || reinterpret_cast<uintptr_t>(p.normed) % 8 != 0)
     return false;
   return p.tokens >= 1 && p.hidden >= 4 && p.hidden % 4 == 0 && p.experts >= 1 && p.experts <= kMoeMaxExperts &&
          p.top_k >= 1 && p.top_k <= p.experts && p.shared_experts >= 0 && p.top_k + p.shared_experts <= kMoeMaxTopK;
