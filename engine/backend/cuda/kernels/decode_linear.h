@@ -50,10 +50,11 @@ struct DecodeRotaryKv {
 struct DecodeLinearParams {
   // Input: exactly one of x_f32 / x_bf16. Row r of the input is
   // x[row_index[r]] when row_index is set, else x[r].
-  const float* x_f32 = nullptr;           // [*, k] float32 (the residual stream)
-  const __nv_bfloat16* x_bf16 = nullptr;  // [*, k] bf16 activations
+  const float* x_f32 = nullptr;           // [*, k] float32 (the residual stream), 16-byte aligned
+  const __nv_bfloat16* x_bf16 = nullptr;  // [*, k] bf16 activations, 8-byte aligned
   const int32_t* row_index = nullptr;     // [m] or nullptr
-  const float* norm_weight = nullptr;     // [k]: RMS-normalise each input row first (x_f32 only), or nullptr
+  // [k], 16-byte aligned: RMS-normalise each input row first (x_f32 only), or nullptr
+  const float* norm_weight = nullptr;
   float eps = 1e-5f;
   const __nv_bfloat16* w = nullptr;       // [n, k] bf16 (nn.Linear layout)
   const float* bias = nullptr;            // [n] or nullptr
