@@ -319,6 +319,67 @@ TEST(CudaMoeAlignTest, EveryAssignmentGetsOneSlotInATileOfItsExpert) {
 
 // Both grouped kernels take the same parameters (the GEMM runs a tile of 8
 // slots as half of a 16-row mma tile).
+// The combine: out[t] (+)= sum_j weight[t, j] * expert_out[slot_of[t, j]],
+// summed over the choices in order, for several tokens, a hidden size that
+// is not a multiple of the CTA's span, and both output modes.
+TEST(CudaMoeCombineTest, SumsEachTokensWeightedSlots) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int tokens = 5, hidden = 1100, top_k = 8, slots = 48;
+  std::vector<float> expert_out(static_cast<size_t>(slots) * hidden), weights(tokens * top_k),
+      residual(static_cast<size_t>(tokens) * hidden);
+  for (auto& v : expert_out) v = dist(gen);
+  for (auto& v : weights) v = dist(gen);
+  for (auto& v : residual) v = dist(gen);
+  std::vector<int32_t> slot_of(tokens * top_k);
+  for (auto& s : slot_of) s = static_cast<int32_t>(gen() % slots);
+  auto d_expert_out = Upload(expert_out);
+  auto d_weights = Upload(weights);
+  auto d_slot_of = Upload(slot_of);
+  for (const bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
+    auto d_out = Upload(residual);
+    ASSERT_EQ(cuda::LaunchMoeCombine({.expert_out = d_expert_out.data(),
+                                      .slot_of = d_slot_of.data(),
+                                      .topk_weights = d_weights.data(),
+                                      .out = d_out.data(),
+                                      .accumulate = accumulate,
+                                      .tokens = tokens,
+                                      .hidden = hidden,
+                                      .top_k = top_k},
+                                     nullptr),
+              cudaSuccess);
+    const auto out = Download(d_out);
+    for (int t = 0; t < tokens; ++t)
+      for (int i = 0; i < hidden; ++i) {
+        float want = 0.0f;
+        for (int j = 0; j < top_k; ++j)
+          want += weights[t * top_k + j] * expert_out[static_cast<size_t>(slot_of[t * top_k + j]) * hidden + i];
+        if (accumulate) want += residual[static_cast<size_t>(t) * hidden + i];
+        ASSERT_NEAR(out[static_cast<size_t>(t) * hidden + i], want, 1e-5f) << "token " << t << " column " << i;
+      }
+  }
+}
+
+TEST(CudaMoeCombineTest, RejectsBadParameters) {
+  // Checked before any CUDA call, so this runs without a device too.
+  alignas(16) static float data[64] = {};
+  static int32_t slots[8] = {};
+  const cuda::MoeCombineParams ok{
+      .expert_out = data, .slot_of = slots, .topk_weights = data, .out = data, .tokens = 1, .hidden = 8, .top_k = 2};
+  auto bad = [&](auto edit) {
+    cuda::MoeCombineParams p = ok;
+    edit(p);
+    return cuda::LaunchMoeCombine(p, nullptr);
+  };
+  EXPECT_EQ(bad([](auto& p) { p.hidden = 6; }), cudaErrorInvalidValue);  // float4 columns
+  EXPECT_EQ(bad([](auto& p) { p.top_k = cuda::kMoeMaxTopK + 1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.out = data + 1; }), cudaErrorInvalidValue);  // 4-byte aligned only
+  EXPECT_EQ(bad([](auto& p) { p.slot_of = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.tokens = 0; }), cudaErrorInvalidValue);
+}
+
 TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(11);

@@ -337,19 +337,40 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParam
   AlignAssignments(align, reinterpret_cast<int32_t*>(route_shared));
 }
 
-// Grid (tokens, hidden / kCombineThreads): one output element a thread.
-constexpr int kCombineThreads = 256;
+// Grid (tokens, hidden / (4 kCombineThreads)): one float4 of the output a
+// thread. Launched as a programmatic dependent of the down projection: the
+// token's slots and weights (the routing kernel's, finished before the
+// experts began) are read into shared memory before the wait, the experts'
+// outputs after it, every choice's load issued before the sums. The
+// kernels after it (the next layer's first linear) may launch as soon as it
+// starts.
+constexpr int kCombineThreads = 128;
 __global__ void __launch_bounds__(kCombineThreads) MoeCombineKernel(MoeCombineParams p) {
+  __shared__ int64_t slot[kMoeMaxTopK];
+  __shared__ float weight[kMoeMaxTopK];
+  kernels::AllowDependentLaunch();
   const int64_t t = blockIdx.x;
-  const int i = blockIdx.y * kCombineThreads + threadIdx.x;
-  if (i >= p.hidden) return;
-  float sum = 0.0f;
-  for (int j = 0; j < p.top_k; ++j) {
-    const int64_t slot = p.slot_of[t * p.top_k + j];
-    sum += p.topk_weights[t * p.top_k + j] * p.expert_out[slot * p.hidden + i];
+  if (threadIdx.x < p.top_k) {
+    slot[threadIdx.x] = p.slot_of[t * p.top_k + threadIdx.x];
+    weight[threadIdx.x] = p.topk_weights[t * p.top_k + threadIdx.x];
   }
-  float* out = p.out + t * p.hidden + i;
-  *out = p.accumulate ? *out + sum : sum;
+  __syncthreads();
+  kernels::WaitForPrerequisiteGrids();
+  const int q = blockIdx.y * kCombineThreads + threadIdx.x;
+  if (4 * q >= p.hidden) return;
+  float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+  for (int j = 0; j < p.top_k; ++j) {
+    const float4 e = *reinterpret_cast<const float4*>(p.expert_out + slot[j] * p.hidden + 4 * q);
+    const float w = weight[j];
+    sum.x += w * e.x, sum.y += w * e.y, sum.z += w * e.z, sum.w += w * e.w;
+  }
+  auto* out = reinterpret_cast<float4*>(p.out + t * p.hidden) + q;
+  if (p.accumulate) {
+    const float4 r = *out;
+    sum = make_float4(r.x + sum.x, r.y + sum.y, r.z + sum.z, r.w + sum.w);
+  }
+  *out = sum;
 }
 
 // One CTA a slot; slots past the used ones return.
@@ -441,11 +462,12 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
 
 cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream) {
   if (p.expert_out == nullptr || p.slot_of == nullptr || p.topk_weights == nullptr || p.out == nullptr ||
-      p.tokens < 1 || p.hidden < 1 || p.top_k < 1)
+      p.tokens < 1 || p.hidden < 4 || p.hidden % 4 != 0 || p.top_k < 1 || p.top_k > kMoeMaxTopK ||
+      reinterpret_cast<uintptr_t>(p.expert_out) % 16 != 0 || reinterpret_cast<uintptr_t>(p.out) % 16 != 0)
     return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.hidden + kCombineThreads - 1) / kCombineThreads));
-  MoeCombineKernel<<<grid, kCombineThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  const int quads = p.hidden / 4;
+  const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((quads + kCombineThreads - 1) / kCombineThreads));
+  return kernels::LaunchDependent(MoeCombineKernel, grid, dim3(kCombineThreads), 0, stream, p);
 }
 
 cudaError_t LaunchMoeGather(const MoeGatherParams& p, cudaStream_t stream) {
