@@ -23,7 +23,24 @@ constexpr int kMaxCtas = 4096;      // beyond this, warps loop over further row 
 // then each thread scales its own elements. (One warp a row, looping 32
 // elements at a time, made this the longest latency chain of the kernel at
 // batch 1: ncu put the 0.3b's linears at ~9 us for a 1.2 - 2.9 us floor.)
-constexpr int kInputLoadsPerPass = 4;
+// Six float4s a thread: one pass covers k <= 3,072 (every linear of the
+// 0.3b and the 21B-A3B's attention and experts).
+constexpr int kInputLoadsPerPass = 6;
+
+// The norm weight of this thread's first pass, loaded before the kernel
+// waits for the one before it (weights never depend on earlier kernels).
+struct NormPrefetch {
+  float4 w[kInputLoadsPerPass];
+};
+__device__ __forceinline__ void PrefetchNorm(const DecodeLinearParams& p, NormPrefetch& pre) {
+  constexpr int kThreads = kWarps * 32;
+  const auto* weight = reinterpret_cast<const float4*>(p.norm_weight);
+#pragma unroll
+  for (int u = 0; u < kInputLoadsPerPass; ++u) {
+    const int q = threadIdx.x + u * kThreads;
+    pre.w[u] = weight != nullptr && q < p.k / 4 ? __ldg(weight + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
 
 __device__ __forceinline__ float4 InputQuad(const DecodeLinearParams& p, int64_t src, int q) {
   if (p.x_f32 != nullptr) return *reinterpret_cast<const float4*>(p.x_f32 + src * p.k + 4 * q);
@@ -34,7 +51,7 @@ __device__ __forceinline__ float4 InputQuad(const DecodeLinearParams& p, int64_t
 }
 
 template <int M>
-__device__ void LoadInputRows(const DecodeLinearParams& p, float* xs, float (*partial)[M]) {
+__device__ void LoadInputRows(const DecodeLinearParams& p, const NormPrefetch& pre, float* xs, float (*partial)[M]) {
   constexpr int kThreads = kWarps * 32, kPass = kThreads * kInputLoadsPerPass;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int quads = p.k / 4;
@@ -80,7 +97,7 @@ __device__ void LoadInputRows(const DecodeLinearParams& p, float* xs, float (*pa
 #pragma unroll
     for (int u = 0; u < kInputLoadsPerPass; ++u) {
       const int q = base + u * kThreads;
-      w[u] = q < quads ? __ldg(weight + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      w[u] = base == threadIdx.x ? pre.w[u] : q < quads ? __ldg(weight + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 #pragma unroll
     for (int u = 0; u < kInputLoadsPerPass; ++u) {
@@ -133,8 +150,19 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   constexpr int kStep = 32 * 8 * kChunksInFlight;  // k a warp's loop step covers
   if (first_pair < pairs) load_chunks(first_pair, lane * 8, ra, rb);
 
+  NormPrefetch norm;
+  PrefetchNorm(p, norm);
+
   kernels::WaitForPrerequisiteGrids();
-  LoadInputRows<M>(p, xs, row_sums);
+  // The residual this lane adds its first pair's sums to (kAddResidual; lane
+  // r writes input row r's outputs), requested with the input, not after the dots.
+  float residual_a = 0.0f, residual_b = 0.0f;
+  if (p.epilogue == DecodeEpilogue::kAddResidual && lane < M && first_pair < pairs) {
+    const int64_t b = 2 * first_pair + 1;
+    residual_a = p.y[int64_t{lane} * p.n + 2 * first_pair];
+    if (b < p.n) residual_b = p.y[int64_t{lane} * p.n + b];
+  }
+  LoadInputRows<M>(p, norm, xs, row_sums);
   __syncthreads();
 
   for (int j = first_pair; j < pairs; j += total_warps) {
@@ -193,10 +221,16 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
           p.y[int64_t{r} * p.n + a] = va;
           if (has_b) p.y[int64_t{r} * p.n + b] = vb;
           break;
-        case DecodeEpilogue::kAddResidual:
-          p.y[int64_t{r} * p.n + a] += va;
-          if (has_b) p.y[int64_t{r} * p.n + b] += vb;
+        case DecodeEpilogue::kAddResidual: {
+          const bool first = j == first_pair;  // its residual was loaded up front
+          float& ya = p.y[int64_t{r} * p.n + a];
+          ya = (first ? residual_a : ya) + va;
+          if (has_b) {
+            float& yb = p.y[int64_t{r} * p.n + b];
+            yb = (first ? residual_b : yb) + vb;
+          }
           break;
+        }
         case DecodeEpilogue::kSiluMul:
           // The same expression as SiluAndMulKernel.
           p.y[int64_t{r} * (p.n / 2) + j] = va / (1.0f + expf(-va)) * vb;

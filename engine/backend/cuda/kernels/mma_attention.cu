@@ -126,6 +126,10 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
     }
     kernels::CpAsyncCommit();
   };
+  // Launched as a programmatic dependent (Launch below): the step's items,
+  // positions and block tables are host-staged before the step, so only the
+  // cache and q (the kernel before writes them) wait for that kernel.
+  kernels::WaitForPrerequisiteGrids();
   load_tile(0);
 
   // The warp's query rows as A fragments (bf16), straight from the float32 q.
@@ -388,8 +392,7 @@ cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>(p.num_items), static_cast<unsigned>(p.num_kv_heads),
                   static_cast<unsigned>(p.num_splits));
-  kernel<<<grid, kWarps * 32, kShared, stream>>>(p);
-  const cudaError_t launched = cudaGetLastError();
+  const cudaError_t launched = kernels::LaunchDependent(kernel, grid, dim3(kWarps * 32), kShared, stream, p);
   if (launched != cudaSuccess || p.num_splits == 1) return launched;
   return kernels::LaunchDependent(MmaMergeSplitsKernel<D>, dim3(grid.x, grid.y), dim3(kMergeThreads), 0, stream, p);
 }
