@@ -54,7 +54,7 @@ struct Workspace {
   // MoE layers only (else empty), sized for one chunk of C = moe_chunk_tokens
   // tokens (cuda_moe_forward.cc) with K = top_k + shared choices a token:
   // S = MoeSlotCapacity(C K, E + shared, kMoeMaxTileRows) slots.
-  DeviceBuffer<float> moe_logits;          // [C, E] router logits, then probabilities
+  DeviceBuffer<float> moe_logits;          // [C, E] router logits
   DeviceBuffer<int32_t> moe_topk_ids;      // [C, K]
   DeviceBuffer<float> moe_topk_weights;    // [C, K]
   DeviceBuffer<int32_t> moe_slot_token;    // [S] token of each slot (-1: padding)

@@ -89,6 +89,7 @@ struct RouterPartials {
 
 template <int kTokens, int kRegs>
 __device__ __forceinline__ void RouterLogitsOfCta(const MoeRouteParams& p, RouterPartials& partial) {
+  static_assert(kTokens <= 8, "RouterPartials holds 8 tokens");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int split = warp % kSplits;
   const int expert = blockIdx.x * kExpertsPerCta + warp / kSplits;
