@@ -17,14 +17,8 @@ constexpr int kWarps = 4;           // per CTA: small CTAs, so even n = 1024 spr
 constexpr int kChunksInFlight = 4;
 constexpr int kMaxCtas = 4096;      // beyond this, warps loop over further row pairs (lm_head)
 
-// Input row r into xs[r][0..k) as float32, RMS-normalised when asked, by
-// every thread of the CTA: a thread's loads of a row go out together
-// (kInputLoadsPerPass float4s), the sums of squares meet in shared memory,
-// then each thread scales its own elements. (One warp a row, looping 32
-// elements at a time, made this the longest latency chain of the kernel at
-// batch 1: ncu put the 0.3b's linears at ~9 us for a 1.2 - 2.9 us floor.)
-// Six float4s a thread: one pass covers k <= 3,072 (every linear of the
-// 0.3b and the 21B-A3B's attention and experts).
+// Float4s of an input row a thread loads at once: six, so one pass covers
+// k <= 3,072 (every linear of the 0.3b and the 21B-A3B's attention).
 constexpr int kInputLoadsPerPass = 6;
 
 // The norm weight of this thread's first pass, loaded before the kernel
@@ -50,6 +44,13 @@ __device__ __forceinline__ float4 InputQuad(const DecodeLinearParams& p, int64_t
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
+// Input row r into xs[r][0..k) as float32, RMS-normalised when asked, by
+// every thread of the CTA: a thread's loads of a row go out together
+// (kInputLoadsPerPass float4s), the sums of squares meet in shared memory
+// (`partial`), then each thread scales its own elements (the first pass's
+// norm weight comes from `pre`). One warp a row, looping 32 elements at a
+// time, made this the longest latency chain of the kernel at batch 1 (ncu
+// put the 0.3b's linears at ~9 us for a 1.2 - 2.9 us floor).
 template <int M>
 __device__ void LoadInputRows(const DecodeLinearParams& p, const NormPrefetch& pre, float* xs, float (*partial)[M]) {
   constexpr int kThreads = kWarps * 32, kPass = kThreads * kInputLoadsPerPass;
