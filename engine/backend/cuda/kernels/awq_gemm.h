@@ -7,6 +7,8 @@
 //     two integer-exact ops per pair), multiplies them with x on the tensor
 //     cores (mma.m16n8k16, float32 accumulation) and applies the scale s to
 //     each 32-k partial sum in float32. Each CTA owns whole output rows.
+//     For m <= 8 the CTA first copies x's rows to shared memory when they
+//     fit (awq_blocks.cuh, kAwqMaxStagedXBytes).
 //   prefill (any m): LaunchAwqDequantize writes bf16 W [n, k] (the torch
 //     Linear layout) into a workspace the caller owns, then the caller runs
 //     the bf16 cuBLAS GEMM (gemm.h) on it. The caller picks the path by m;

@@ -5,7 +5,8 @@
 // reads its expert's packed rows once for the whole tile and dequantises
 // them in registers (the k loop of awq_gemm.cu's decode kernel, shared
 // through awq_blocks.cuh), so a decode step reads a quarter of the bf16
-// experts' bytes plus the scale/zero records.
+// experts' bytes plus the scale/zero records. An 8-slot tile's x rows are
+// staged in shared memory first when they fit (kAwqMaxStagedXBytes).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -18,6 +18,10 @@
 //     and the merge reads only the splits that hold keys.
 // q is rounded to bf16 and the probabilities are rounded to bf16 for the
 // P V product, as bf16 attention implementations do.
+// Both the attention kernel and the split merge are launched as
+// programmatic dependents: they read the step's host-staged items,
+// positions and block tables before waiting for the kernel before them
+// (which writes q and the cache, or the partials).
 #pragma once
 
 #include <cuda_runtime_api.h>
