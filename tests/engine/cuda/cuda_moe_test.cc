@@ -19,6 +19,7 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_backend.h"
@@ -295,6 +296,59 @@ void CheckAlignment(const std::vector<int32_t>& ids, int top_k, int experts, int
     if (!used.count(s)) {
       EXPECT_EQ(slot_token[s], -1) << "padding slot " << s;
     }
+}
+
+// Refusals are checked before any CUDA call, so this runs without a device
+// too. (A null input once passed: the check returned an error code from a
+// bool function, which read as "valid".)
+TEST(CudaMoeRoutingTest, RejectsBadParameters) {
+  alignas(16) static float data[256] = {};
+  alignas(16) static int32_t ints[256] = {};
+  alignas(16) static uint16_t normed[64] = {};
+  static uint32_t arrivals = 0;
+  const cuda::MoeRouteParams route{.x = data,
+                                   .norm_weight = data,
+                                   .router = data,
+                                   .correction_bias = data,
+                                   .logits = data,
+                                   .topk_ids = ints,
+                                   .topk_weights = data,
+                                   .tokens = 1,
+                                   .hidden = 8,
+                                   .experts = 4,
+                                   .top_k = 2};
+  const cuda::MoeAlignParams align{.topk_ids = ints,
+                                   .assignments = 2,
+                                   .top_k = 2,
+                                   .experts = 4,
+                                   .tile_rows = 8,
+                                   .slot_token = ints,
+                                   .slot_of = ints,
+                                   .tile_expert = ints,
+                                   .num_tiles = ints,
+                                   .arrivals = &arrivals};
+  auto bad_route = [&](auto edit) {
+    cuda::MoeRouteParams p = route;
+    edit(p);
+    return std::pair(cuda::LaunchMoeRoute(p, nullptr), cuda::LaunchMoeRouteAndAlign(p, align, nullptr));
+  };
+  const auto refused = std::pair(cudaErrorInvalidValue, cudaErrorInvalidValue);
+  EXPECT_EQ(bad_route([](auto& p) { p.x = nullptr; }), refused);
+  EXPECT_EQ(bad_route([](auto& p) { p.logits = nullptr; }), refused);
+  EXPECT_EQ(bad_route([](auto& p) { p.router = data + 1; }), refused);  // read as float4s
+  EXPECT_EQ(bad_route([](auto& p) { p.normed = reinterpret_cast<__nv_bfloat16*>(normed + 1); }), refused);
+  EXPECT_EQ(bad_route([](auto& p) { p.hidden = 6; }), refused);
+  EXPECT_EQ(bad_route([](auto& p) { p.top_k = 5; }), refused);  // more than the experts
+  EXPECT_EQ(bad_route([](auto& p) { p.tokens = 0; }), refused);
+  auto bad_align = [&](auto edit) {
+    cuda::MoeAlignParams a = align;
+    edit(a);
+    return cuda::LaunchMoeRouteAndAlign(route, a, nullptr);
+  };
+  EXPECT_EQ(bad_align([](auto& a) { a.arrivals = nullptr; }), cudaErrorInvalidValue);  // one launch needs the count
+  EXPECT_EQ(bad_align([](auto& a) { a.experts = 5; }), cudaErrorInvalidValue);  // not route's experts + shared
+  EXPECT_EQ(bad_align([](auto& a) { a.tile_rows = 12; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad_align([](auto& a) { a.num_tiles = nullptr; }), cudaErrorInvalidValue);
 }
 
 TEST(CudaMoeAlignTest, EveryAssignmentGetsOneSlotInATileOfItsExpert) {

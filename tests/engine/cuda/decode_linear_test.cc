@@ -206,6 +206,12 @@ TEST(DecodeLinearTest, BadParametersLaunchNothing) {
   bad = ok;
   bad.epilogue = DecodeEpilogue::kRotaryKv;  // without positions, slots or a cache
   EXPECT_EQ(LaunchDecodeLinear(bad, nullptr), cudaErrorInvalidValue);
+  bad = ok;
+  bad.x_f32 = y + 1;  // the input is read as float4s
+  EXPECT_EQ(LaunchDecodeLinear(bad, nullptr), cudaErrorInvalidValue);
+  bad = ok;
+  bad.norm_weight = y + 2;  // so is the norm weight
+  EXPECT_EQ(LaunchDecodeLinear(bad, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaFree(y);
 }
