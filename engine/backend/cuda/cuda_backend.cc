@@ -90,6 +90,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
       o.moe_grouped_gemm_min_rows != 16 && o.moe_grouped_gemm_min_rows != 32 && o.moe_grouped_gemm_min_rows != 64)
     return absl::InvalidArgumentError(absl::StrCat("moe_grouped_gemm_min_rows must be -1, 0, 8, 16, 32 or 64, got ",
                                                    o.moe_grouped_gemm_min_rows));
+  if (o.moe_awq_gemv_k_slices != 0 && o.moe_awq_gemv_k_slices != 1 && o.moe_awq_gemv_k_slices != 2 &&
+      o.moe_awq_gemv_k_slices != 4 && o.moe_awq_gemv_k_slices != 8)
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe_awq_gemv_k_slices must be 0, 1, 2, 4 or 8, got ", o.moe_awq_gemv_k_slices));
   if (o.moe_shared_gemm_min_tokens < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_shared_gemm_min_tokens must be positive, got ", o.moe_shared_gemm_min_tokens));
@@ -200,6 +204,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_max_tile_rows_ = options.moe_max_tile_rows;
     b->moe_gemm_min_tokens_ = options.moe_gemm_min_tokens;
     b->moe_grouped_gemm_min_rows_ = options.moe_grouped_gemm_min_rows;
+    b->moe_awq_gemv_k_slices_ = options.moe_awq_gemv_k_slices;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));

@@ -78,6 +78,10 @@ struct CudaBackendOptions {
   // from 16 (at 8 slots the int4 GEMV's deeper load pipeline wins, 393
   // against 338 tok/s at batch 1).
   int moe_grouped_gemm_min_rows = 0;
+  // MoE models with AWQ int4 experts: the k slices of the grouped int4 GEMV
+  // (1, 2, 4 or 8; kernels/grouped_awq_gemv.h), or 0: sized by the tiles the
+  // step expects (1 at batch 1). To measure the split; the GEMM ignores it.
+  int moe_awq_gemv_k_slices = 0;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

@@ -160,6 +160,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   const bool tiled = min_rows > 0 && tile_rows >= min_rows;
   if (!w.awq.empty()) {
     const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
+    const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split only
     ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
                                                      .x_row = ws_.moe_slot_token.data(),
                                                      .w = w.awq.gate_up(),
@@ -169,7 +170,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .max_tiles = max_tiles,
                                                      .tile_rows = tile_rows,
                                                      .epilogue = GroupedEpilogue::kSiluMulBf16,
-                                                     .expected_tiles = expected_tiles},
+                                                     .expected_tiles = expected_tiles,
+                                                     .k_slices = k_slices},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,
@@ -181,7 +183,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .tile_rows = tile_rows,
                                             .epilogue = GroupedEpilogue::kStoreF32,
                                             .expected_tiles = expected_tiles,
-                                            .dependent = tiled},
+                                            .dependent = tiled,
+                                            .k_slices = k_slices},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }

@@ -172,6 +172,10 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   EXPECT_EQ(odd_gemm_rows.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(odd_gemm_rows.status().message()).find("moe_grouped_gemm_min_rows"), std::string::npos)
       << odd_gemm_rows.status();
+  auto odd_k_slices = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 3});
+  EXPECT_EQ(odd_k_slices.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(odd_k_slices.status().message()).find("moe_awq_gemv_k_slices"), std::string::npos)
+      << odd_k_slices.status();
   auto b = CreateCudaBackend(**m, {.device = 64, .block_size = 16, .num_blocks = 4});
   ASSERT_FALSE(b.ok());
   if (CudaDeviceCount() == 0) {

@@ -49,13 +49,14 @@ struct GroupedCase {
   cuda::GroupedEpilogue epilogue;
   bool by_x_row;      // slots read x rows through the alignment's slot_token (gate/up), or row = slot (down)
   bool gemm = false;  // the tiled GEMM (grouped_awq_gemm.h) instead of the GEMV, same parameters
+  int k_slices = 0;   // the GEMV's k split (0: its own choice)
 };
 
 void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
   const bool silu = gc.epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
   SCOPED_TRACE(::testing::Message() << (gc.gemm ? "GEMM" : "GEMV") << ", tiles of " << gc.tile_rows << ", n " << gc.n
                                     << ", k " << gc.k << ", group " << gc.group << (silu ? ", SiLU-mul" : ", float32")
-                                    << (gc.by_x_row ? ", x_row" : ""));
+                                    << (gc.by_x_row ? ", x_row" : "") << ", k slices " << gc.k_slices);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int tokens = 29, top_k = 2;
   std::vector<AwqCase> cases;
@@ -108,7 +109,8 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
       .y = silu ? static_cast<void*>(d_y16.data()) : d_y32.data(),
       .max_tiles = static_cast<int32_t>(slots / gc.tile_rows),
       .tile_rows = gc.tile_rows,
-      .epilogue = gc.epilogue};
+      .epilogue = gc.epilogue,
+      .k_slices = gc.k_slices};
   ASSERT_EQ((gc.gemm ? cuda::LaunchGroupedAwqGemm : cuda::LaunchGroupedAwqGemv)(p, nullptr), cudaSuccess);
   const auto y32 = Download(d_y32);
   const auto y16 = Download(d_y16);
@@ -162,6 +164,14 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
   // (kAwqMaxStagedXBytes): the 21B's gate/up k of 2,560 does, k = 3,072 reads x from global memory.
   RunGroupedCase({3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true}, gen);
   RunGroupedCase({3, 32, 3072, 128, 8, cuda::GroupedEpilogue::kStoreF32, false}, gen);
+  // Every k split the GEMV takes when asked (CudaBackendOptions::moe_awq_gemv_k_slices), on
+  // the 21B's down shape narrowed (k 1,536: 6 chunks, so 4 and 8 slices leave some warps none)
+  // and on a SiLU gate/up.
+  for (const int k_slices : {1, 2, 4, 8})
+    for (const int tile_rows : {8, 32}) {
+      RunGroupedCase({4, 64, 1536, 128, tile_rows, cuda::GroupedEpilogue::kStoreF32, false, false, k_slices}, gen);
+      RunGroupedCase({4, 64, 512, 64, tile_rows, cuda::GroupedEpilogue::kSiluMulBf16, true, false, k_slices}, gen);
+    }
 }
 
 TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
@@ -201,8 +211,13 @@ TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
   odd_k.tile_rows = 16;
   odd_k.w.k = 96;
   EXPECT_EQ(cuda::LaunchGroupedAwqGemm(odd_k, nullptr), cudaErrorInvalidValue);
-  // Only the GEMM waits for the kernel before it.
+  // Only the GEMM waits for the kernel before it; only the GEMV splits k.
   EXPECT_EQ(bad([](auto& p) { p.dependent = true; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.k_slices = 3; }), cudaErrorInvalidValue);
+  cuda::GroupedAwqGemvParams split = ok;
+  split.tile_rows = 16;
+  split.k_slices = 2;
+  EXPECT_EQ(cuda::LaunchGroupedAwqGemm(split, nullptr), cudaErrorInvalidValue);
 }
 
 // ---- whole models ----

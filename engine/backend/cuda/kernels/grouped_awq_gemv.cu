@@ -71,7 +71,9 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
   const int64_t tiles = p.expected_tiles > 0 ? p.expected_tiles : p.max_tiles;
   // As grouped_expert_gemv.cu: the k split is sized for the tiles the host
   // expects to run, each with its share of the resident CTAs.
-  const int k_slices = kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), std::max<int64_t>(1, resident / tiles));
+  const int k_slices = p.k_slices > 0 ? p.k_slices
+                                      : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k),
+                                                             std::max<int64_t>(1, resident / tiles));
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.max_tiles));
@@ -120,6 +122,8 @@ cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t str
   const int group_shift = CheckedGroupShift(p);
   // The GEMV does not wait for a kernel before it: `dependent` is the GEMM's alone.
   if (group_shift < 0 || p.dependent) return cudaErrorInvalidValue;
+  if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
+    return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
 }

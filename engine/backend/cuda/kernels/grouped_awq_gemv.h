@@ -48,6 +48,10 @@ struct GroupedAwqGemvParams {
   GroupedEpilogue epilogue = GroupedEpilogue::kStoreF32;
   int32_t expected_tiles = 0;            // host's estimate of *num_tiles, to size the k split (0: max_tiles)
   bool dependent = false;                // the tiled GEMM only: as GroupedExpertGemvParams::dependent
+  // The GEMV only: k slices a 16-row tile is split into (1, 2, 4 or 8, each
+  // a warp), or 0: as many as fill the resident CTAs once for the
+  // expected tiles. (Batch 1 gets 1: each warp streams a whole row tile.)
+  int32_t k_slices = 0;
 };
 
 // log2(w.group_size) when w is a valid view for the grouped int4 kernels
@@ -60,7 +64,9 @@ int CheckedGroupShift(const AwqExpertsView& w);
 int CheckedGroupShift(const GroupedAwqGemvParams& p);
 
 // cudaErrorInvalidValue for a null or misaligned pointer, a size out of
-// range, or `dependent` (the GEMM's only); otherwise the launch's error.
+// range, `dependent` (the GEMM's only) or a k_slices other than 0, 1, 2, 4
+// or 8; otherwise the launch's error. LaunchGroupedAwqGemm refuses a
+// nonzero k_slices (it does not split k).
 // Allocates nothing; no host wait.
 cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream);
 
