@@ -107,28 +107,9 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
   // (q - z) x products, scaled once when the unit ends.
   float acc[kSlotTiles][4][4] = {}, part[kSlotTiles][4][4] = {};
   uint32_t zz[2][2] = {};  // 128 + z (both bf16 halves) of rows g, g + 8 of the warp's two tiles
-  // The first blocks' nibbles (and the records, above) before the wait, a
-  // no-op unless p.dependent: they never depend on the kernel before; x
-  // does. Block s's copies are all done when group s is.
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s)
-    if (s < blocks) copy_weights(s);
-  kernels::WaitForPrerequisiteGrids();
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < blocks) copy_slots(s);
-    kernels::CpAsyncCommit();
-  }
-  for (int kb = 0; kb < blocks; ++kb) {
-    // Block kb (and, for kb = 0, the records) has landed for every thread,
-    // and every warp is done with block kb - 1, whose stage is refilled here.
-    kernels::CpAsyncWait<kStages - 2>();
-    __syncthreads();
-    if (kb + kStages - 1 < blocks) {
-      copy_weights(kb + kStages - 1);
-      copy_slots(kb + kStages - 1);
-    }
-    kernels::CpAsyncCommit();
+  // The records come with block 0's copies (above), so they too are
+  // requested before the wait and have landed once block 0 has.
+  kernels::CpAsyncPipeline<kStages>(blocks, copy_weights, copy_slots, [&](int kb) {
     const uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
     const uint4 pieces[2] = {stage[(2 * warp) * kTilePieces + lane], stage[(2 * warp + 1) * kTilePieces + lane]};
     const uint4* xs = stage + kCtaTiles * kTilePieces;
@@ -185,7 +166,7 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
             }
       }
     }
-  }
+  });
   kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.w.n, slot0, kTileRows,
                                             int64_t{blockIdx.x} * kCtaTiles * 16 + 32 * warp, p.epilogue, p.y);
 }

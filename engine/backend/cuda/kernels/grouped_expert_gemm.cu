@@ -94,28 +94,7 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   };
 
   float acc[kSlotTiles][4][4] = {};
-  // The first blocks' weights before the wait (a no-op unless p.dependent):
-  // they never depend on the kernel before; x does. Block s's copies are
-  // all done when group s is (group 0 holds the early weights).
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s)
-    if (s < k_blocks) copy_weights(s);
-  kernels::WaitForPrerequisiteGrids();
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < k_blocks) copy_slots(s);
-    kernels::CpAsyncCommit();
-  }
-  for (int kb = 0; kb < k_blocks; ++kb) {
-    // Block kb has landed for every thread, and every warp is done with
-    // block kb - 1, whose stage the copy below refills.
-    kernels::CpAsyncWait<kStages - 2>();
-    __syncthreads();
-    if (kb + kStages - 1 < k_blocks) {
-      copy_weights(kb + kStages - 1);
-      copy_slots(kb + kStages - 1);
-    }
-    kernels::CpAsyncCommit();
+  kernels::CpAsyncPipeline<kStages>(k_blocks, copy_weights, copy_slots, [&](int kb) {
     const __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
     const __nv_bfloat16* xs = ws + kCtaRows * kBlockK;
 #pragma unroll
@@ -137,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
 #pragma unroll
         for (int j = 0; j < 4; ++j) kernels::MmaBf16(acc[t][j], a[t], b[j / 2][2 * (j % 2)], b[j / 2][2 * (j % 2) + 1]);
     }
-  }
+  });
 
   kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.n, slot0, kTileRows, n0 + 32 * warp, p.epilogue, p.y);
 }

@@ -1,7 +1,8 @@
 // Device helpers shared by the small-M linear kernels (gemv_bf16.cu,
 // awq_gemm.cu): one bf16 tensor-core instruction, streaming loads, and the
 // cross-warp reduction and store of the [16 rows x 8 columns] accumulator
-// tiles.
+// tiles; also the shared-memory pieces the tiled kernels use (cp.async,
+// ldmatrix, the grouped GEMMs' k pipeline).
 //
 // The kernels compute y^T = W x^T ("swap AB"): W's rows are the A operand of
 // mma.m16n8k16 (16 output features per warp) and the activations x are the
@@ -25,6 +26,8 @@
 
 #include <atomic>
 #include <cstdint>
+
+#include "engine/backend/cuda/kernels/common.cuh"
 
 namespace ernie::cuda::kernels {
 
@@ -70,10 +73,56 @@ __device__ __forceinline__ void LdMatrixX4(uint32_t* r, const void* smem) {
                : "r"(s)
                : "memory");
 }
+// Four 8x8 bf16 matrices, transposed: lanes 8i..8i+7 give the row addresses
+// of matrix i; lane 4g + c receives rows 2c, 2c+1 of column g of each, which
+// is the B fragment of mma.m16n8k16 for a row-major [k][n] tile.
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t* r, const void* smem) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s)
+               : "memory");
+}
+
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// The k loop of the grouped tiled GEMMs (grouped_expert_gemm.cu,
+// grouped_awq_gemm.cu): a kStages-deep cp.async pipeline over `blocks` k
+// blocks, stage kb % kStages holding block kb. copy_weights(kb) and
+// copy_slots(kb) issue one block's copies; compute(kb) multiplies a block
+// once every thread's copies of it have landed. The first blocks' weights
+// are requested before WaitForPrerequisiteGrids (a no-op unless launched as
+// a programmatic dependent): weights never depend on the kernel before; the
+// slots' activations do. Block s's copies are all done when commit group s
+// is (group 0 also holds the early weights).
+template <int kStages, typename CopyWeights, typename CopySlots, typename Compute>
+__device__ __forceinline__ void CpAsyncPipeline(int blocks, const CopyWeights& copy_weights,
+                                                const CopySlots& copy_slots, const Compute& compute) {
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < blocks) copy_weights(s);
+  WaitForPrerequisiteGrids();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < blocks) copy_slots(s);
+    CpAsyncCommit();
+  }
+  for (int kb = 0; kb < blocks; ++kb) {
+    // Block kb has landed for every thread, and every warp is done with
+    // block kb - 1, whose stage the copies below refill.
+    CpAsyncWait<kStages - 2>();
+    __syncthreads();
+    if (kb + kStages - 1 < blocks) {
+      copy_weights(kb + kStages - 1);
+      copy_slots(kb + kStages - 1);
+    }
+    CpAsyncCommit();
+    compute(kb);
+  }
 }
 
 constexpr int kLinearWarps = 8;  // warps of every small-M linear CTA (256 threads)
