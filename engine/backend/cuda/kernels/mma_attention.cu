@@ -28,17 +28,6 @@ constexpr size_t SharedBytes() {
   return std::max(tiles, merge);
 }
 
-// Four 8x8 bf16 matrices, transposed: lanes 8i..8i+7 give the row addresses
-// of matrix i; lane 4g + c receives rows 2c, 2c+1 of column g of each, which
-// is the B fragment of mma.m16n8k16 for a row-major [k][n] tile.
-__device__ __forceinline__ void LdMatrixX4Trans(uint32_t* r, const void* smem) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s)
-               : "memory");
-}
-
 __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -246,7 +235,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
 #pragma unroll
       for (int t = 0; t < kDimTiles; t += 2) {
         uint32_t b[4];
-        LdMatrixX4Trans(b, v_row + 8 * t);
+        kernels::LdMatrixX4Trans(b, v_row + 8 * t);
         kernels::MmaBf16(o[t], pa, b[0], b[1]);
         kernels::MmaBf16(o[t + 1], pa, b[2], b[3]);
       }
