@@ -34,6 +34,7 @@
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
 #include "tests/engine/cuda/dummy_backends.h"
+#include "tests/engine/cuda/moe_alignment.h"
 #include "tests/engine/cuda/quantized_checkpoints.h"
 #include "tools/make_model/model_shape.h"
 
@@ -75,20 +76,11 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
     const int other = 2 + t % std::max(1, gc.experts - 3);
     ids.push_back(std::min(other, gc.experts - 2));
   }
-  const int64_t slots = cuda::MoeSlotCapacity(tokens * top_k, gc.experts, gc.tile_rows);
-  auto d_ids = Upload(ids);
-  auto d_slot_token = Zeros<int32_t>(slots);
-  auto d_slot_of = Zeros<int32_t>(ids.size());
-  auto d_tile_expert = Zeros<int32_t>(slots / gc.tile_rows);
-  auto d_tiles = Zeros<int32_t>(1);
-  ASSERT_EQ(cuda::LaunchMoeAlign({.topk_ids = d_ids.data(), .assignments = tokens * top_k, .top_k = top_k,
-                                  .experts = gc.experts, .tile_rows = gc.tile_rows, .slot_token = d_slot_token.data(),
-                                  .slot_of = d_slot_of.data(), .tile_expert = d_tile_expert.data(),
-                                  .num_tiles = d_tiles.data()},
-                                 nullptr),
-            cudaSuccess);
-  const auto slot_of = Download(d_slot_of);
-  const auto slot_token = Download(d_slot_token);
+  DeviceAlignment aligned;
+  ASSERT_NO_FATAL_FAILURE(AlignOnDevice(ids, top_k, gc.experts, gc.tile_rows, &aligned));
+  const int64_t slots = aligned.slots;
+  const auto slot_of = Download(aligned.slot_of);
+  const auto slot_token = Download(aligned.slot_token);
   // x: token rows (through x_row), or one row per slot (row s = slot s; padding slots hold garbage
   // that must not reach an assignment's output).
   const int x_rows = gc.by_x_row ? tokens : static_cast<int>(slots);
@@ -101,11 +93,11 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
   auto d_y16 = Zeros<uint16_t>(silu ? slots * gc.n / 2 : 1);
   const cuda::GroupedAwqGemvParams p{
       .x = reinterpret_cast<const __nv_bfloat16*>(d_x.data()),
-      .x_row = gc.by_x_row ? d_slot_token.data() : nullptr,
+      .x_row = gc.by_x_row ? aligned.slot_token.data() : nullptr,
       .w = {.packed = d_packed.data(), .records = d_records.data(), .experts = gc.experts, .n = gc.n, .k = gc.k,
             .group_size = gc.group},
-      .tile_expert = d_tile_expert.data(),
-      .num_tiles = d_tiles.data(),
+      .tile_expert = aligned.tile_expert.data(),
+      .num_tiles = aligned.tiles.data(),
       .y = silu ? static_cast<void*>(d_y16.data()) : d_y32.data(),
       .max_tiles = static_cast<int32_t>(slots / gc.tile_rows),
       .tile_rows = gc.tile_rows,

@@ -32,6 +32,7 @@
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
 #include "tests/engine/cuda/dummy_backends.h"
+#include "tests/engine/cuda/moe_alignment.h"
 
 namespace ernie::testing {
 namespace {
@@ -257,27 +258,12 @@ TEST(CudaMoeRoutingTest, FusedRouteAndAlignMatchesTheSeparateLaunches) {
 void CheckAlignment(const std::vector<int32_t>& ids, int top_k, int experts, int tile_rows) {
   SCOPED_TRACE(::testing::Message() << ids.size() << " assignments, " << experts << " experts, tiles of " << tile_rows);
   const auto assignments = static_cast<int32_t>(ids.size());
-  const int64_t slots = cuda::MoeSlotCapacity(assignments, experts, tile_rows);
-  auto d_ids = Upload(ids);
-  auto d_slot_token = Zeros<int32_t>(static_cast<size_t>(slots));
-  auto d_slot_of = Zeros<int32_t>(ids.size());
-  auto d_tile_expert = Zeros<int32_t>(static_cast<size_t>(slots / tile_rows));
-  auto d_tiles = Zeros<int32_t>(1);
-  ASSERT_EQ(cuda::LaunchMoeAlign({.topk_ids = d_ids.data(),
-                                  .assignments = assignments,
-                                  .top_k = top_k,
-                                  .experts = experts,
-                                  .tile_rows = tile_rows,
-                                  .slot_token = d_slot_token.data(),
-                                  .slot_of = d_slot_of.data(),
-                                  .tile_expert = d_tile_expert.data(),
-                                  .num_tiles = d_tiles.data()},
-                                 nullptr),
-            cudaSuccess);
-  const auto slot_token = Download(d_slot_token);
-  const auto slot_of = Download(d_slot_of);
-  const auto tile_expert = Download(d_tile_expert);
-  const int32_t tiles = Download(d_tiles)[0];
+  DeviceAlignment aligned;
+  ASSERT_NO_FATAL_FAILURE(AlignOnDevice(ids, top_k, experts, tile_rows, &aligned));
+  const auto slot_token = Download(aligned.slot_token);
+  const auto slot_of = Download(aligned.slot_of);
+  const auto tile_expert = Download(aligned.tile_expert);
+  const int32_t tiles = Download(aligned.tiles)[0];
   std::vector<int> count(static_cast<size_t>(experts));
   for (int32_t e : ids) ++count[e];
   int want_tiles = 0;
@@ -457,23 +443,9 @@ TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
             ids.push_back(t % experts);
             ids.push_back((t * 3 + 1) % experts == t % experts ? (t + 1) % experts : (t * 3 + 1) % experts);
           }
-          const int64_t slots = cuda::MoeSlotCapacity(tokens * top_k, experts, tile_rows);
-          auto d_ids = Upload(ids);
-          auto d_slot_token = Zeros<int32_t>(slots);
-          auto d_slot_of = Zeros<int32_t>(ids.size());
-          auto d_tile_expert = Zeros<int32_t>(slots / tile_rows);
-          auto d_tiles = Zeros<int32_t>(1);
-          ASSERT_EQ(cuda::LaunchMoeAlign({.topk_ids = d_ids.data(),
-                                          .assignments = tokens * top_k,
-                                          .top_k = top_k,
-                                          .experts = experts,
-                                          .tile_rows = tile_rows,
-                                          .slot_token = d_slot_token.data(),
-                                          .slot_of = d_slot_of.data(),
-                                          .tile_expert = d_tile_expert.data(),
-                                          .num_tiles = d_tiles.data()},
-                                         nullptr),
-                    cudaSuccess);
+          DeviceAlignment aligned;
+          ASSERT_NO_FATAL_FAILURE(AlignOnDevice(ids, top_k, experts, tile_rows, &aligned));
+          const int64_t slots = aligned.slots;
           auto d_x = Upload(x);
           auto d_w = Upload(w);
           const bool silu = epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
@@ -481,10 +453,10 @@ TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
           auto d_y16 = Zeros<uint16_t>(silu ? slots * n / 2 : 1);
           const auto launch = gemm ? cuda::LaunchGroupedExpertGemm : cuda::LaunchGroupedExpertGemv;
           ASSERT_EQ(launch({.x = reinterpret_cast<const __nv_bfloat16*>(d_x.data()),
-                            .x_row = d_slot_token.data(),
+                            .x_row = aligned.slot_token.data(),
                             .w = reinterpret_cast<const __nv_bfloat16*>(d_w.data()),
-                            .tile_expert = d_tile_expert.data(),
-                            .num_tiles = d_tiles.data(),
+                            .tile_expert = aligned.tile_expert.data(),
+                            .num_tiles = aligned.tiles.data(),
                             .y = silu ? static_cast<void*>(d_y16.data()) : d_y32.data(),
                             .max_tiles = static_cast<int32_t>(slots / tile_rows),
                             .tile_rows = tile_rows,
@@ -493,7 +465,7 @@ TEST(CudaGroupedExpertGemvTest, EachTileUsesItsExpertsWeights) {
                             .epilogue = epilogue},
                            nullptr),
                     cudaSuccess);
-          const auto slot_of = Download(d_slot_of);
+          const auto slot_of = Download(aligned.slot_of);
           const auto y32 = Download(d_y32);
           const auto y16 = Download(d_y16);
           for (int i = 0; i < tokens * top_k; ++i) {
