@@ -181,7 +181,10 @@ __global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams
 // softmax, then top_k rounds of a warp argmax of the biased score over the
 // experts not yet chosen (marked by a negative probability). The logits
 // are read with ld.cg: the fused kernel reads what other CTAs just wrote.
-__device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t, float* probs, const float* bias) {
+// ids_shared: also the choices' ids at [t * choices + j] in shared memory
+// (for the alignment that follows in the same CTA), or nullptr.
+__device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t, float* probs, const float* bias,
+                                            int32_t* ids_shared) {
   const int lane = threadIdx.x % 32;
   const float* logits = p.logits + t * p.experts;
   float max_logit = -FLT_MAX;
@@ -233,40 +236,46 @@ __device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t, 
     __syncwarp();
   }
   const int choices = p.top_k + p.shared_experts;
-  if (lane < p.top_k) {
-    p.topk_ids[t * choices + lane] = chosen_id;
-    p.topk_weights[t * choices + lane] = chosen_prob / fmaxf(chosen_sum, p.norm_min);
-  } else if (lane < choices) {  // the shared experts, unweighted
-    p.topk_ids[t * choices + lane] = p.experts + lane - p.top_k;
-    p.topk_weights[t * choices + lane] = 1.0f;
-  }
+  if (lane >= choices) return;
+  const bool routed = lane < p.top_k;  // else a shared expert, unweighted
+  const int id = routed ? chosen_id : p.experts + lane - p.top_k;
+  p.topk_ids[t * choices + lane] = id;
+  p.topk_weights[t * choices + lane] = routed ? chosen_prob / fmaxf(chosen_sum, p.norm_min) : 1.0f;
+  if (ids_shared != nullptr) ids_shared[t * choices + lane] = id;
 }
 
 // Shared memory of the top-k: the bias, then a probs row per warp.
 size_t TopKSharedBytes(const MoeRouteParams& p) { return sizeof(float) * (kWarps + 1) * p.experts; }
 
-// The CTA's warps take tokens warp, warp + 8, ... of [begin, end).
-__device__ __forceinline__ void TopKOfTokens(const MoeRouteParams& p, int64_t begin, int64_t end, float* shared) {
-  float* bias = shared;
-  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) bias[e] = p.correction_bias[e];
+// The bias into the top-k's shared memory (the caller synchronises).
+__device__ __forceinline__ void StageBias(const MoeRouteParams& p, float* shared) {
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) shared[e] = p.correction_bias[e];
+}
+
+// The CTA's warps take tokens warp, warp + 8, ... of [begin, end); the bias
+// already in shared memory when bias_staged.
+__device__ __forceinline__ void TopKOfTokens(const MoeRouteParams& p, int64_t begin, int64_t end, float* shared,
+                                             bool bias_staged, int32_t* ids_shared) {
+  if (!bias_staged) StageBias(p, shared);
   __syncthreads();
   float* probs = shared + (1 + threadIdx.x / 32) * p.experts;
-  for (int64_t t = begin + threadIdx.x / 32; t < end; t += kWarps) TopKOfToken(p, t, probs, bias);
+  for (int64_t t = begin + threadIdx.x / 32; t < end; t += kWarps) TopKOfToken(p, t, probs, shared, ids_shared);
 }
 
 __global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p) {
   extern __shared__ float topk_shared[];
   const int64_t begin = int64_t{blockIdx.x} * kWarps;
-  TopKOfTokens(p, begin, min(begin + kWarps, int64_t{p.tokens}), topk_shared);
+  TopKOfTokens(p, begin, min(begin + kWarps, int64_t{p.tokens}), topk_shared, false, nullptr);
 }
 
 // One CTA: counts per expert, padded offsets (a warp's scan), tiles'
 // experts, then each assignment's slot (order within an expert's run is
 // whatever the atomics give: every slot's result depends on its own row
-// only). `shared` holds AlignSharedInts(experts) ints.
+// only). `shared` holds AlignSharedBytes; `ids` are the choices (p.topk_ids,
+// or this CTA's shared-memory copy of them).
 size_t AlignSharedBytes(const MoeAlignParams& p) { return sizeof(int32_t) * (3 * p.experts + 1); }
 
-__device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, int32_t* shared) {
+__device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, int32_t* shared, const int32_t* ids) {
   int32_t* count = shared;
   int32_t* fill = shared + p.experts;
   int32_t* offset = shared + 2 * p.experts;  // experts + 1
@@ -275,7 +284,7 @@ __device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, int32_
     fill[e] = 0;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < p.assignments; i += blockDim.x) atomicAdd(&count[p.topk_ids[i]], 1);
+  for (int i = threadIdx.x; i < p.assignments; i += blockDim.x) atomicAdd(&count[ids[i]], 1);
   __syncthreads();
   if (threadIdx.x < 32) {  // exclusive scan of the padded counts, 32 experts a round
     const int lane = threadIdx.x;
@@ -304,7 +313,7 @@ __device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, int32_
     for (int32_t tile = offset[e] / p.tile_rows; tile < offset[e + 1] / p.tile_rows; ++tile) p.tile_expert[tile] = e;
   __syncthreads();  // the padding's -1 before the assignments' tokens
   for (int i = threadIdx.x; i < p.assignments; i += blockDim.x) {
-    const int e = p.topk_ids[i];
+    const int e = ids[i];
     const int32_t slot = offset[e] + atomicAdd(&fill[e], 1);
     p.slot_token[slot] = i / p.top_k;
     p.slot_of[i] = slot;
@@ -313,18 +322,28 @@ __device__ __forceinline__ void AlignAssignments(const MoeAlignParams& p, int32_
 
 __global__ void __launch_bounds__(1024) MoeAlignKernel(MoeAlignParams p) {
   extern __shared__ int32_t align_shared[];
-  AlignAssignments(p, align_shared);
+  AlignAssignments(p, align_shared, p.topk_ids);
 }
 
 // Small steps' whole routing in one launch: every CTA computes its router
 // logits (RouterLogitsOfCta), and the last CTA to finish (an arrival count,
 // reset by that CTA for the next launch) runs the top-k of every token and
 // the alignment. The fences make the other CTAs' logits visible to it.
+// Every CTA stages the bias at the start (its loads overlap the logits; the
+// last CTA then has it), and the last keeps the choices' ids in shared
+// memory for the alignment: two fewer rounds of loads at the tail.
+size_t RouteAlignSharedBytes(const MoeRouteParams& route, const MoeAlignParams& align) {
+  return std::max(TopKSharedBytes(route), AlignSharedBytes(align)) + sizeof(int32_t) * align.assignments;
+}
+
 template <int kTokens>
-__global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParams route, MoeAlignParams align) {
-  extern __shared__ float route_shared[];  // max(TopKSharedBytes, AlignSharedBytes)
+__global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParams route, MoeAlignParams align,
+                                                                  size_t ids_offset) {
+  extern __shared__ float route_shared[];  // RouteAlignSharedBytes
   __shared__ RouterPartials partial;
   __shared__ bool last;
+  auto* ids = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(route_shared) + ids_offset);
+  StageBias(route, route_shared);
   RouterLogitsOfCta<kTokens, kTokens == 1 ? kSmallStepRegs : 2>(route, partial);
   __threadfence();
   __syncthreads();
@@ -333,9 +352,9 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParam
   if (!last) return;
   __threadfence();
   if (threadIdx.x == 0) *align.arrivals = 0;
-  TopKOfTokens(route, 0, route.tokens, route_shared);
-  __syncthreads();  // the choices (global writes of this CTA) before the alignment reads them
-  AlignAssignments(align, reinterpret_cast<int32_t*>(route_shared));
+  TopKOfTokens(route, 0, route.tokens, route_shared, true, ids);
+  __syncthreads();  // the choices before the alignment reads them
+  AlignAssignments(align, reinterpret_cast<int32_t*>(route_shared), ids);
 }
 
 // Grid (tokens, hidden / (4 kCombineThreads)): one float4 of the output a
@@ -451,12 +470,14 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
     return LaunchMoeAlign(align, stream);
   }
   if (align.arrivals == nullptr) return cudaErrorInvalidValue;
-  const size_t shared = std::max(TopKSharedBytes(route), AlignSharedBytes(align));
+  const size_t shared = RouteAlignSharedBytes(route, align);
+  const size_t ids_offset = std::max(TopKSharedBytes(route), AlignSharedBytes(align));
   if (route.tokens <= 8) {
-    MoeRouteAlignKernel<1><<<dim3(ExpertCtas(route), route.tokens), 32 * kWarps, shared, stream>>>(route, align);
+    MoeRouteAlignKernel<1>
+        <<<dim3(ExpertCtas(route), route.tokens), 32 * kWarps, shared, stream>>>(route, align, ids_offset);
   } else {
-    MoeRouteAlignKernel<8><<<dim3(ExpertCtas(route), (route.tokens + 7) / 8), 32 * kWarps, shared, stream>>>(route,
-                                                                                                              align);
+    MoeRouteAlignKernel<8>
+        <<<dim3(ExpertCtas(route), (route.tokens + 7) / 8), 32 * kWarps, shared, stream>>>(route, align, ids_offset);
   }
   return cudaGetLastError();
 }
