@@ -101,19 +101,27 @@ __device__ __forceinline__ void RouterLogitsOfCta(const MoeRouteParams& p, Route
   const auto* g = reinterpret_cast<const float4*>(p.norm_weight);
   float dot[kTokens] = {}, square[kTokens] = {};
   for (int base = q_begin; base < q_end; base += 32 * kRegs) {
-    float4 rg[kRegs], xv[kTokens][kRegs];
+    float4 rg[kRegs], gw[kRegs], xv[kTokens][kRegs];
 #pragma unroll
     for (int j = 0; j < kRegs; ++j) {
       const int q = base + 32 * j + lane;
       const bool in = q < q_end;
       rg[j] = in ? __ldg(r + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      const float4 gw = in ? __ldg(g + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      rg[j] = make_float4(rg[j].x * gw.x, rg[j].y * gw.y, rg[j].z * gw.z, rg[j].w * gw.w);
+      gw[j] = in ? __ldg(g + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    // The weights are requested; x comes from the kernel before (a no-op
+    // unless launched as its programmatic dependent, and after the first pass).
+    kernels::WaitForPrerequisiteGrids();
+#pragma unroll
+    for (int j = 0; j < kRegs; ++j) {
+      const int q = base + 32 * j + lane;
+      const bool in = q < q_end;
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
         const auto* x = reinterpret_cast<const float4*>(p.x + int64_t{token0 + min(t, tokens - 1)} * p.hidden);
         xv[t][j] = in && t < tokens ? x[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
+      rg[j] = make_float4(rg[j].x * gw[j].x, rg[j].y * gw[j].y, rg[j].z * gw[j].z, rg[j].w * gw[j].w);
     }
 #pragma unroll
     for (int t = 0; t < kTokens; ++t)
@@ -343,6 +351,11 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParam
   __shared__ RouterPartials partial;
   __shared__ bool last;
   auto* ids = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(route_shared) + ids_offset);
+  // Launched as a programmatic dependent (of the attention's output
+  // projection at batch 1): the bias and router loads go out before the wait
+  // for x (RouterLogitsOfCta), and the experts' gate/up launch, which waits
+  // for all of this kernel before reading the tile table, may start now.
+  kernels::AllowDependentLaunch();
   StageBias(route, route_shared);
   RouterLogitsOfCta<kTokens, kTokens == 1 ? kSmallStepRegs : 2>(route, partial);
   __threadfence();
@@ -472,14 +485,11 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
   if (align.arrivals == nullptr) return cudaErrorInvalidValue;
   const size_t shared = RouteAlignSharedBytes(route, align);
   const size_t ids_offset = std::max(TopKSharedBytes(route), AlignSharedBytes(align));
-  if (route.tokens <= 8) {
-    MoeRouteAlignKernel<1>
-        <<<dim3(ExpertCtas(route), route.tokens), 32 * kWarps, shared, stream>>>(route, align, ids_offset);
-  } else {
-    MoeRouteAlignKernel<8>
-        <<<dim3(ExpertCtas(route), (route.tokens + 7) / 8), 32 * kWarps, shared, stream>>>(route, align, ids_offset);
-  }
-  return cudaGetLastError();
+  if (route.tokens <= 8)
+    return kernels::LaunchDependent(MoeRouteAlignKernel<1>, dim3(ExpertCtas(route), route.tokens), dim3(32 * kWarps),
+                                    shared, stream, route, align, ids_offset);
+  return kernels::LaunchDependent(MoeRouteAlignKernel<8>, dim3(ExpertCtas(route), (route.tokens + 7) / 8),
+                                  dim3(32 * kWarps), shared, stream, route, align, ids_offset);
 }
 
 cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream) {
