@@ -171,6 +171,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .tile_rows = tile_rows,
                                                      .epilogue = GroupedEpilogue::kSiluMulBf16,
                                                      .expected_tiles = expected_tiles,
+                                                     .wait_first = !tiled,
                                                      .k_slices = k_slices},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
@@ -183,7 +184,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .tile_rows = tile_rows,
                                             .epilogue = GroupedEpilogue::kStoreF32,
                                             .expected_tiles = expected_tiles,
-                                            .dependent = tiled,
+                                            .dependent = true,
                                             .k_slices = k_slices},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));

@@ -51,13 +51,16 @@ struct GroupedCase {
   bool by_x_row;      // slots read x rows through the alignment's slot_token (gate/up), or row = slot (down)
   bool gemm = false;  // the tiled GEMM (grouped_awq_gemm.h) instead of the GEMV, same parameters
   int k_slices = 0;   // the GEMV's k split (0: its own choice)
+  bool dependent = false;  // launched as a programmatic dependent (the MoE's down launch)
+  bool wait_first = false;  // the same, waiting before the tile table (the GEMV's gate/up launch)
 };
 
 void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
   const bool silu = gc.epilogue == cuda::GroupedEpilogue::kSiluMulBf16;
   SCOPED_TRACE(::testing::Message() << (gc.gemm ? "GEMM" : "GEMV") << ", tiles of " << gc.tile_rows << ", n " << gc.n
                                     << ", k " << gc.k << ", group " << gc.group << (silu ? ", SiLU-mul" : ", float32")
-                                    << (gc.by_x_row ? ", x_row" : "") << ", k slices " << gc.k_slices);
+                                    << (gc.by_x_row ? ", x_row" : "") << ", k slices " << gc.k_slices
+                                    << (gc.dependent ? ", dependent" : "") << (gc.wait_first ? ", wait first" : ""));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int tokens = 29, top_k = 2;
   std::vector<AwqCase> cases;
@@ -102,6 +105,8 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
       .max_tiles = static_cast<int32_t>(slots / gc.tile_rows),
       .tile_rows = gc.tile_rows,
       .epilogue = gc.epilogue,
+      .dependent = gc.dependent,
+      .wait_first = gc.wait_first,
       .k_slices = gc.k_slices};
   ASSERT_EQ((gc.gemm ? cuda::LaunchGroupedAwqGemm : cuda::LaunchGroupedAwqGemv)(p, nullptr), cudaSuccess);
   const auto y32 = Download(d_y32);
@@ -164,6 +169,13 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
       RunGroupedCase({4, 64, 1536, 128, tile_rows, cuda::GroupedEpilogue::kStoreF32, false, false, k_slices}, gen);
       RunGroupedCase({4, 64, 512, 64, tile_rows, cuda::GroupedEpilogue::kSiluMulBf16, true, false, k_slices}, gen);
     }
+  // Launched as programmatic dependents (the down launches, GEMV and GEMM), staged and not.
+  for (const bool gemm : {false, true}) {
+    RunGroupedCase({3, 32, 2560, 128, gemm ? 16 : 8, cuda::GroupedEpilogue::kStoreF32, false, gemm, 0, true}, gen);
+    RunGroupedCase({4, 64, 1536, 128, 32, cuda::GroupedEpilogue::kStoreF32, false, gemm, 0, true}, gen);
+  }
+  RunGroupedCase({3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true}, gen);
+  RunGroupedCase({3, 32, 2560, 128, 32, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true}, gen);
 }
 
 TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
@@ -203,13 +215,16 @@ TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
   odd_k.tile_rows = 16;
   odd_k.w.k = 96;
   EXPECT_EQ(cuda::LaunchGroupedAwqGemm(odd_k, nullptr), cudaErrorInvalidValue);
-  // Only the GEMM waits for the kernel before it; only the GEMV splits k.
-  EXPECT_EQ(bad([](auto& p) { p.dependent = true; }), cudaErrorInvalidValue);
+  // Only the GEMV splits k.
   EXPECT_EQ(bad([](auto& p) { p.k_slices = 3; }), cudaErrorInvalidValue);
   cuda::GroupedAwqGemvParams split = ok;
   split.tile_rows = 16;
   split.k_slices = 2;
   EXPECT_EQ(cuda::LaunchGroupedAwqGemm(split, nullptr), cudaErrorInvalidValue);
+  cuda::GroupedAwqGemvParams waiting = ok;  // waiting for the tile table: the GEMV's alone
+  waiting.tile_rows = 16;
+  waiting.wait_first = true;
+  EXPECT_EQ(cuda::LaunchGroupedAwqGemm(waiting, nullptr), cudaErrorInvalidValue);
 }
 
 // ---- whole models ----

@@ -70,6 +70,76 @@ __device__ __forceinline__ void StageAwqXRows(int rows, int k, __nv_bfloat16* xs
   }
 }
 
+// Unit sums of staged x rows, for AwqAccumulateSlice's kXSums: a unit is
+// the k that shares a scale, 32 * scale_halves (AwqScaleHalves). Layout:
+// [unit][8] float32, the 8 x rows of a one-tile kernel, after the rows in
+// shared memory. Summing while staging adds a shuffle reduction to each
+// staging pass, which then waits for its loads before the next pass: the
+// decode kernels stage m <= 8 real rows in a few passes and take it (v11:
+// the fused decode linear 10.4 -> 9.7 us, the dense GEMV never slower);
+// the grouped GEMV stages 8 slot rows a tile (10 passes at k = 2,560) and
+// does not (ncu, v11: 20.4 -> 22.9 us a launch with the sums).
+__host__ __device__ constexpr int64_t AwqXSumsBytes(int64_t k, int scale_halves) {
+  return k / (32 * scale_halves) * 8 * 4;
+}
+// Where the sums of `rows` staged rows start (16-byte aligned, k being a multiple of 64).
+__device__ __forceinline__ float* AwqStagedXSums(__nv_bfloat16* xs, int rows, int k) {
+  return reinterpret_cast<float*>(xs + int64_t{rows} * (k + kAwqStagedRowPad));
+}
+
+// Sum of the 8 bf16 in v, in float32.
+__device__ __forceinline__ float AwqSumOf8(const uint4& v) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&words[w]));
+    s += f.x + f.y;
+  }
+  return s;
+}
+
+// One unit sum from kLanes consecutive lanes, each holding the sum of its
+// piece of the unit (piece `piece` of row `row`; pieces of a row numbered
+// along k, kLanes to a unit, the warp's lanes on consecutive pieces starting
+// at a unit boundary). Every lane of the warp calls it; `valid` false for
+// lanes past the data.
+template <int kLanes>
+__device__ __forceinline__ void StoreAwqUnitSum(float s, bool valid, int row, int piece, float* x_sums) {
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (valid && piece % kLanes == 0) x_sums[piece / kLanes * 8 + row] = s;
+}
+
+// Zero sums for rows rows .. 7 (those a tile's lanes read without data).
+template <int kScaleHalves>
+__device__ __forceinline__ void ZeroAwqUnitSums(int rows, int k, float* x_sums) {
+  const int units = k / (32 * kScaleHalves), empty = 8 - rows;
+  for (int i = threadIdx.x; i < empty * units; i += blockDim.x) x_sums[i / empty * 8 + rows + i % empty] = 0.0f;
+}
+
+// StageAwqXRows (rows <= 8) with the rows' unit sums into x_sums (whole
+// warps each pass, for the sums' shuffles).
+template <int kScaleHalves, typename RowOf>
+__device__ __forceinline__ void StageAwqXRowsWithSums(int rows, int k, __nv_bfloat16* xs, float* x_sums,
+                                                      const RowOf& row_of) {
+  const int pieces = k / 8, stride = (k + kAwqStagedRowPad) / 8, total = rows * pieces;
+  auto* dst = reinterpret_cast<uint4*>(xs);
+  for (int base = 0; base < total; base += blockDim.x) {
+    const int i = base + threadIdx.x;
+    const bool valid = i < total;
+    const int r = valid ? i / pieces : 0, c = i % pieces;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (valid) {
+      const __nv_bfloat16* src = row_of(r);
+      if (src != nullptr) v = reinterpret_cast<const uint4*>(src)[c];
+      dst[r * stride + c] = v;
+    }
+    StoreAwqUnitSum<4 * kScaleHalves>(AwqSumOf8(v), valid, r, c, x_sums);
+  }
+  ZeroAwqUnitSums<kScaleHalves>(rows, k, x_sums);
+}
+
 // Chunks along k (the last may be partial: k is a multiple of 64 only).
 __host__ __device__ constexpr int AwqChunks(int k) { return (k / kAwqBlockK + kAwqChunkBlocks - 1) / kAwqChunkBlocks; }
 
@@ -82,12 +152,17 @@ __device__ __forceinline__ uint32_t AwqWordOf(const uint4& v, int w) {
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
+// The pair (128 + q) of the nibbles at bits 4p and 16 + 4p of `word`, as
+// bf16: or-ing a nibble into the mantissa of bf16 128.0 (0x4300; its ulp is
+// 1) gives 128 + q exactly.
+__device__ __forceinline__ uint32_t AwqBiasedPair(uint32_t word, int p) {
+  return ((word >> (4 * p)) & 0x000F000Fu) | 0x43004300u;
+}
+
 // The exact bf16 pair (q - z) of the nibbles at bits 4p and 16 + 4p of
-// `word`: or-ing a nibble into the mantissa of bf16 128.0 (0x4300; its ulp
-// is 1) gives 128 + q exactly; subtracting 128 + z (`zz`, both halves) is
-// exact too (small integers).
+// `word`: (128 + q) - (128 + z) (`zz`, both halves) is exact (small integers).
 __device__ __forceinline__ uint32_t AwqDequantPair(uint32_t word, int p, uint32_t zz) {
-  const uint32_t biased = ((word >> (4 * p)) & 0x000F000Fu) | 0x43004300u;
+  const uint32_t biased = AwqBiasedPair(word, p);
   const __nv_bfloat162 d =
       __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), *reinterpret_cast<const __nv_bfloat162*>(&zz));
   return *reinterpret_cast<const uint32_t*>(&d);
@@ -119,18 +194,37 @@ struct AwqChunk {
 //   tile_records: the tile's records, [8][groups2][2] (16-byte aligned)
 //   x_row[t]:     this lane's row 8t + g of x ([k] bf16, 16-byte aligned,
 //                 global or shared memory), or nullptr for a row of zeros
+//   any_row:      k readable bf16 (16-byte aligned) that rows without x
+//                 read instead: the loop has no branch per x load, and their
+//                 columns of acc are zeroed at the end (column j of an mma's
+//                 D depends on x row j alone, whatever the others hold)
 //   live_tiles:   tiles t >= live_tiles are skipped (the same for the warp)
 // Calls WaitForPrerequisiteGrids after the first weight loads, then
 // after_wait() (every thread of the CTA: a kernel's prologue that writes x
-// may synchronise there), then reads x.
+// may synchronise there), then reads x. acc must hold zeros on entry.
+//
+// kXSums (one tile of staged rows): the mmas take 128 + q and the zero
+// point comes off once a unit through x_sums ([unit][8] float32 sums of
+// each x row over each unit, AwqXSumsBytes), one fewer instruction a weight
+// pair.
+//
+// Instruction count is what holds this loop (ncu, 8192 x 8192, m = 1: 122
+// instructions issued per 512 bytes of nibbles at 0.53 a scheduler cycle),
+// so the loop body is branch-free: a chunk's loads are clamped to the last
+// block rather than predicated, x rows without data read any_row, and the
+// chunks rotate through kInFlight + 1
+// register buffers, each computed and then refilled in place (no copies).
 struct NothingAfterWait {
   __device__ void operator()() const {}
 };
-template <int kTiles, int kScaleHalves, typename AfterWait = NothingAfterWait>
+template <int kTiles, int kScaleHalves, bool kXSums, typename AfterWait = NothingAfterWait>
 __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, const uint32_t* tile_records,
-                                                   const __nv_bfloat16* const (&x_row)[kTiles], int live_tiles, int k,
+                                                   const __nv_bfloat16* const (&x_row)[kTiles],
+                                                   const __nv_bfloat16* any_row, const float* x_sums, int live_tiles,
+                                                   int k,
                                                    int group_shift, int slice, int k_slices, float (*acc)[4],
                                                    const AfterWait& after_wait = {}) {
+  static_assert(!kXSums || kTiles == 1, "unit sums are staged for one tile of x rows");
   using Chunk = AwqChunk<kScaleHalves>;
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int blocks = k / kAwqBlockK, chunks = AwqChunks(k), groups2 = AwqRecordGroups2(k, group_shift);
@@ -139,76 +233,98 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
   const uint2* records = reinterpret_cast<const uint2*>(tile_records) + g * groups2;
   const int my_chunks = slice < chunks ? (chunks - 1 - slice) / k_slices + 1 : 0;
   const uint4* x_lane[kTiles];
+  unsigned no_x[kTiles];  // bit 4j: x row 8t + j has no data
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-    x_lane[t] = x_row[t] != nullptr ? reinterpret_cast<const uint4*>(x_row[t] + 8 * c) : nullptr;
+  for (int t = 0; t < kTiles; ++t) {
+    no_x[t] = __ballot_sync(0xffffffffu, x_row[t] == nullptr);
+    x_lane[t] = reinterpret_cast<const uint4*>((x_row[t] != nullptr ? x_row[t] : any_row) + 8 * c);
+  }
 
-  auto load = [&](int i, Chunk& v) {  // the slice's chunk i (zeros past the slice)
-    const int ch = slice + i * k_slices, b0 = ch * kAwqChunkBlocks;
-    const bool valid = i < my_chunks;
+  // Every address is clamped into the tile, even for chunks the loop never
+  // loads: LoadStreaming16 is an asm statement without side effects, which
+  // the compiler may hoist out of a branch (it did: a read a chunk before
+  // the weights when a never-taken branch's index was -1).
+  auto load = [&](int i, Chunk& v) {  // the slice's chunk i < my_chunks; blocks past k read the last one again
+    const int ch = min(slice + i * k_slices, chunks - 1), b0 = ch * kAwqChunkBlocks;
 #pragma unroll
-    for (int u = 0; u < kAwqChunkBlocks; ++u)
-      v.w[u] = valid && b0 + u < blocks ? LoadStreaming16(packed + (b0 + u) * 32) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < kAwqChunkBlocks; ++u) v.w[u] = LoadStreaming16(packed + min(b0 + u, blocks - 1) * 32);
 #pragma unroll
-    for (int j = 0; j < Chunk::kUnits; ++j) {
-      const int kk = ch * kAwqChunkK + 32 * kScaleHalves * j;
-      v.rec[j] = valid && kk < k ? __ldg(records + (kk >> group_shift)) : make_uint2(0, 0);
-    }
+    for (int j = 0; j < Chunk::kUnits; ++j)
+      v.rec[j] = __ldg(records + (min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift));
   };
-  auto compute = [&](const Chunk& v, int i) {
-    const int ch = slice + i * k_slices, b0 = ch * kAwqChunkBlocks;
+  auto compute = [&](const Chunk& v, int ch) {
+    const int b0 = ch * kAwqChunkBlocks;
 #pragma unroll
     for (int j = 0; j < Chunk::kUnits; ++j) {
+      if (b0 + j * kScaleHalves / 2 >= blocks) break;  // a unit past k (the partial chunk only)
       // Steps e = 0 and 1 of each half into separate sums: two short chains of dependent mmas.
       float even[kTiles][4] = {}, odd[kTiles][4] = {};
       const uint32_t za = __byte_perm(v.rec[j].x, 0, 0x3232), zb = __byte_perm(v.rec[j].y, 0, 0x3232);  // 128 + z
 #pragma unroll
       for (int hh = 0; hh < kScaleHalves; ++hh) {
         const int half = j * kScaleHalves + hh, u = half / 2, h = half % 2;
-        if (b0 + u >= blocks) break;  // the same for the whole warp
+        if (b0 + u >= blocks) break;  // the same for the whole warp (the chunk past k only)
         const uint32_t wa = AwqWordOf(v.w[u], 2 * h), wb = AwqWordOf(v.w[u], 2 * h + 1);  // rows g, g + 8
         uint32_t ra[4], rb[4];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          ra[q] = AwqDequantPair(wa, q, za);
-          rb[q] = AwqDequantPair(wb, q, zb);
+          ra[q] = kXSums ? AwqBiasedPair(wa, q) : AwqDequantPair(wa, q, za);
+          rb[q] = kXSums ? AwqBiasedPair(wb, q) : AwqDequantPair(wb, q, zb);
         }
         const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
         const int x_piece = (ch * kAwqChunkK + 32 * half) / 8;
 #pragma unroll
         for (int t = 0; t < kTiles; ++t) {
-          if (t >= live_tiles) break;  // same for the whole warp
+          if (kTiles > 1 && t >= live_tiles) break;  // same for the whole warp
           // A generic load: x is global memory or, in awq_decode_linear.cu, shared.
-          const uint4 xv = x_lane[t] != nullptr ? x_lane[t][x_piece] : make_uint4(0, 0, 0, 0);
+          const uint4 xv = x_lane[t][x_piece];
           MmaBf16(even[t], a0, xv.x, xv.y);
           MmaBf16(odd[t], a1, xv.z, xv.w);
         }
       }
       const float sa = AwqRecordScale(v.rec[j].x), sb = AwqRecordScale(v.rec[j].y);
+      if constexpr (kXSums) {
+        // The mmas summed (128 + q) x over the unit: take (128 + z) times the
+        // unit's x sum (columns 2c, 2c + 1) back out. In float32 the products
+        // are exact and the sums lose ~2^-24 of 143 |x| a term, far below bf16.
+        const float2 xs = *reinterpret_cast<const float2*>(x_sums + (ch * Chunk::kUnits + j) * 8 + 2 * c);
+        const float zfa = __uint_as_float(v.rec[j].x & 0xffff0000u), zfb = __uint_as_float(v.rec[j].y & 0xffff0000u);
+        acc[0][0] = fmaf(sa, fmaf(-zfa, xs.x, even[0][0] + odd[0][0]), acc[0][0]);
+        acc[0][1] = fmaf(sa, fmaf(-zfa, xs.y, even[0][1] + odd[0][1]), acc[0][1]);
+        acc[0][2] = fmaf(sb, fmaf(-zfb, xs.x, even[0][2] + odd[0][2]), acc[0][2]);
+        acc[0][3] = fmaf(sb, fmaf(-zfb, xs.y, even[0][3] + odd[0][3]), acc[0][3]);
+      } else {
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        acc[t][0] = fmaf(sa, even[t][0] + odd[t][0], acc[t][0]);
-        acc[t][1] = fmaf(sa, even[t][1] + odd[t][1], acc[t][1]);
-        acc[t][2] = fmaf(sb, even[t][2] + odd[t][2], acc[t][2]);
-        acc[t][3] = fmaf(sb, even[t][3] + odd[t][3], acc[t][3]);
+        for (int t = 0; t < kTiles; ++t) {
+          acc[t][0] = fmaf(sa, even[t][0] + odd[t][0], acc[t][0]);
+          acc[t][1] = fmaf(sa, even[t][1] + odd[t][1], acc[t][1]);
+          acc[t][2] = fmaf(sb, even[t][2] + odd[t][2], acc[t][2]);
+          acc[t][3] = fmaf(sb, even[t][3] + odd[t][3], acc[t][3]);
+        }
       }
     }
   };
 
-  constexpr int kInFlight = kAwqChunksInFlight<kTiles>;
-  Chunk buf[kInFlight];
+  // kInFlight chunks stay in flight while one is computed.
+  constexpr int kBuffers = kAwqChunksInFlight<kTiles> + 1;
+  Chunk buf[kBuffers];
 #pragma unroll
-  for (int d = 0; d < kInFlight; ++d) load(d, buf[d]);
+  for (int d = 0; d < kBuffers; ++d)
+    if (d < my_chunks) load(d, buf[d]);
   WaitForPrerequisiteGrids();  // x may come from the kernel before
   after_wait();
-  for (int i = 0; i < my_chunks; i += kInFlight) {
+  for (int i = 0; i < my_chunks; i += kBuffers) {
 #pragma unroll
-    for (int d = 0; d < kInFlight; ++d) {
+    for (int d = 0; d < kBuffers; ++d) {
       if (i + d >= my_chunks) break;
-      const Chunk v = buf[d];
-      load(i + d + kInFlight, buf[d]);
-      compute(v, i + d);
+      compute(buf[d], slice + (i + d) * k_slices);
+      if (i + d + kBuffers < my_chunks) load(i + d + kBuffers, buf[d]);
     }
+  }
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    if ((no_x[t] >> (8 * c)) & 1u) acc[t][0] = acc[t][2] = 0.0f;      // column 2c
+    if ((no_x[t] >> (8 * c + 4)) & 1u) acc[t][1] = acc[t][3] = 0.0f;  // column 2c + 1
   }
 }
 

@@ -17,38 +17,70 @@ using kernels::kAwqBlockK;
 using kernels::kLinearWarps;
 
 // Input row r of p into xs[r][0..k) as bf16, RMS-normalised in float32 when
-// asked (the same expression as AddRmsNormKernel). One warp per row; the
-// caller synchronises the CTA before reading xs.
-__device__ void StageInputRows(const DecodeLinearParams& p, __nv_bfloat16* xs) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < p.m; r += kLinearWarps) {
+// asked (the same expression as AddRmsNormKernel), and the rows' unit sums
+// into x_sums (awq_blocks.cuh). Every thread of the CTA takes part: a thread
+// loads its own elements (one round trip for k <= 4 x 1,024), the sums of
+// squares meet in shared memory; one warp looping over the row was the
+// longest chain of this kernel at batch 1 (~10 us for 3 - 5 MB of nibbles
+// in the 21B-A3B's attention). The caller synchronises before reading xs.
+template <int kScaleHalves>
+__device__ void StageInputRows(const DecodeLinearParams& p, __nv_bfloat16* xs, float* x_sums) {
+  constexpr int kThreads = 32 * kLinearWarps;
+  __shared__ float partial[kLinearWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quads = p.k / 4;
+  for (int r = 0; r < p.m; ++r) {
     const int64_t src = p.row_index != nullptr ? p.row_index[r] : r;
-    __nv_bfloat16* row = xs + int64_t{r} * p.k;
-    if (p.x_bf16 != nullptr) {
-      for (int i = lane * 8; i < p.k; i += 32 * 8)
-        *reinterpret_cast<uint4*>(row + i) = *reinterpret_cast<const uint4*>(p.x_bf16 + src * p.k + i);
-      continue;
-    }
-    const float* in = p.x_f32 + src * p.k;
     float scale = 1.0f;
-    if (p.norm_weight != nullptr) {
+    if (p.norm_weight != nullptr) {  // float32 input (checked at launch)
+      const auto* in = reinterpret_cast<const float4*>(p.x_f32 + src * p.k);
       float sum_sq = 0.0f;
-      for (int i = lane * 4; i < p.k; i += 32 * 4) {
-        const float4 v = *reinterpret_cast<const float4*>(in + i);
+#pragma unroll 4
+      for (int q = threadIdx.x; q < quads; q += kThreads) {
+        const float4 v = in[q];
         sum_sq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
       }
-      scale = rsqrtf(kernels::WarpSum(sum_sq) / static_cast<float>(p.k) + p.eps);
-    }
-    for (int i = lane * 4; i < p.k; i += 32 * 4) {
-      const float4 v = *reinterpret_cast<const float4*>(in + i);
-      float o[4] = {v.x, v.y, v.z, v.w};
-      if (p.norm_weight != nullptr)
+      sum_sq = kernels::WarpSum(sum_sq);
+      if (lane == 0) partial[warp] = sum_sq;
+      __syncthreads();
+      float total = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) o[e] = p.norm_weight[i + e] * (o[e] * scale);
-      *reinterpret_cast<__nv_bfloat162*>(row + i) = __floats2bfloat162_rn(o[0], o[1]);
-      *reinterpret_cast<__nv_bfloat162*>(row + i + 2) = __floats2bfloat162_rn(o[2], o[3]);
+      for (int w = 0; w < kLinearWarps; ++w) total += partial[w];
+      scale = rsqrtf(total / static_cast<float>(p.k) + p.eps);
+      __syncthreads();  // partial is the next row's
+    }
+    // Whole warps each pass (the unit sums shuffle across lanes).
+    for (int base = 0; base < quads; base += kThreads) {
+      const int q = base + threadIdx.x;
+      const bool valid = q < quads;
+      uint2 out = make_uint2(0, 0);
+      if (valid && p.x_bf16 != nullptr) {
+        out = reinterpret_cast<const uint2*>(p.x_bf16 + src * p.k)[q];
+      } else if (valid) {
+        const float4 v = reinterpret_cast<const float4*>(p.x_f32 + src * p.k)[q];
+        float o[4] = {v.x, v.y, v.z, v.w};
+        if (p.norm_weight != nullptr) {
+          const float4 w = reinterpret_cast<const float4*>(p.norm_weight)[q];
+          o[0] = w.x * (o[0] * scale);
+          o[1] = w.y * (o[1] * scale);
+          o[2] = w.z * (o[2] * scale);
+          o[3] = w.w * (o[3] * scale);
+        }
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(o[0], o[1]), hi = __floats2bfloat162_rn(o[2], o[3]);
+        out = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+      }
+      if (valid) reinterpret_cast<uint2*>(xs + int64_t{r} * p.k)[q] = out;
+      // The sum of the bf16 values the mmas will read.
+      const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&out.x));
+      const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&out.y));
+      kernels::StoreAwqUnitSum<8 * kScaleHalves>(lo.x + lo.y + hi.x + hi.y, valid, r, q, x_sums);
     }
   }
+  kernels::ZeroAwqUnitSums<kScaleHalves>(p.m, p.k, x_sums);
+}
+
+// Dynamic shared memory of the kernel: m input rows and their unit sums.
+int64_t StagedBytes(int64_t m, int64_t k, int scale_halves) {
+  return int64_t{sizeof(__nv_bfloat16)} * m * k + kernels::AwqXSumsBytes(k, scale_halves);
 }
 
 // The weight tile of local tile l (0 .. tiles_per_cta) of this CTA, and
@@ -74,14 +106,15 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   const int tiles_per_cta = kLinearWarps / k_slices, slice = warp % k_slices;
   const int64_t tile = TileOf(p, warp / k_slices, tiles_per_cta);
   const int k = p.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
+  float* x_sums = reinterpret_cast<float*>(xs + int64_t{p.m} * k);  // 16-byte aligned: k % 64 == 0
   const __nv_bfloat16* x_row[1] = {g < p.m ? xs + int64_t{g} * k : nullptr};
   float acc[1][4] = {};
-  kernels::AwqAccumulateSlice<1, kScaleHalves>(w.packed + tile * (k / kAwqBlockK) * 32 * 4,
-                                               w.records + tile * 8 * groups2 * 2, x_row, 1, k, group_shift, slice,
-                                               k_slices, acc, [&] {
-                                                 StageInputRows(p, xs);
-                                                 __syncthreads();
-                                               });
+  kernels::AwqAccumulateSlice<1, kScaleHalves, true>(w.packed + tile * (k / kAwqBlockK) * 32 * 4,
+                                                     w.records + tile * 8 * groups2 * 2, x_row, xs, x_sums, 1, k,
+                                                     group_shift, slice, k_slices, acc, [&] {
+                                                       StageInputRows<kScaleHalves>(p, xs, x_sums);
+                                                       __syncthreads();
+                                                     });
   kernels::StageAccumulators<1>(acc, red);
 
   const int rows_of_cta = 16 * tiles_per_cta;
@@ -126,7 +159,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
 template <int kScaleHalves>
 cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int group_shift, cudaStream_t stream) {
   auto* kernel = AwqDecodeLinearKernel<kScaleHalves>;
-  const size_t shared = sizeof(__nv_bfloat16) * static_cast<size_t>(p.m) * static_cast<size_t>(p.k);
+  const auto shared = static_cast<size_t>(StagedBytes(p.m, p.k, kScaleHalves));
   cudaError_t error = cudaSuccess;
   const int64_t resident = kernels::ResidentCtas<AwqDecodeLinearKernel<kScaleHalves>>(&error);
   if (error != cudaSuccess) return error;
@@ -147,7 +180,7 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
 
 cudaError_t PrepareAwqDecodeLinear(int32_t max_k, int32_t max_rows) {
   if (max_k <= 0 || max_rows < 0 || max_rows > kDecodeLinearMaxRows) return cudaErrorInvalidValue;
-  const int bytes = static_cast<int>(sizeof(__nv_bfloat16)) * max_rows * max_k;
+  const auto bytes = static_cast<int>(StagedBytes(max_rows, max_k, 1));  // group < 128: the most unit sums
   cudaError_t e = cudaFuncSetAttribute(AwqDecodeLinearKernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(AwqDecodeLinearKernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);

@@ -22,7 +22,9 @@ using kernels::kLinearWarps;
 // Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
 // two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
 // kStageX: x's m rows are copied to shared memory once the kernel before
-// has finished (awq_blocks.cuh's StageAwqXRows), for m <= 8 when they fit.
+// has finished, with their unit sums (awq_blocks.cuh's
+// StageAwqXRowsWithSums: the zero points then come off once a group), for
+// m <= 8 when they fit.
 template <int kTiles, int kScaleHalves, bool kStageX>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
@@ -37,6 +39,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, tiles - 1);
   const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
+  float* x_sums = kStageX ? kernels::AwqStagedXSums(xs, p.m, k) : nullptr;  // the zero points' x sums
   const __nv_bfloat16* x_row[kTiles];  // rows >= m feed zeros
 #pragma unroll
   for (int t = 0; t < kTiles; ++t) {
@@ -47,15 +50,16 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   }
   auto stage_x = [&] {
     if constexpr (kStageX) {
-      kernels::StageAwqXRows(p.m, k, xs, [&](int r) { return p.x + int64_t{r} * k; });
+      kernels::StageAwqXRowsWithSums<kScaleHalves>(p.m, k, xs, x_sums, [&](int r) { return p.x + int64_t{r} * k; });
       __syncthreads();
     }
   };
   float acc[kTiles][4] = {};
   // Waits for the kernel before (WaitForPrerequisiteGrids) once its first weights are requested.
-  kernels::AwqAccumulateSlice<kTiles, kScaleHalves>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4,
-                                                    p.w.records + tile * 8 * groups2 * 2, x_row, (p.m + 7) / 8, k,
-                                                    group_shift, slice, k_slices, acc, stage_x);
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4,
+                                                             p.w.records + tile * 8 * groups2 * 2, x_row,
+                                                             kStageX ? xs : p.x, x_sums, (p.m + 7) / 8, k, group_shift,
+                                                             slice, k_slices, acc, stage_x);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::ReduceAndStore<kTiles>(acc, red, k_slices, cta_row0, p.w.n, p.m, p.y, p.out == LinearOutput::kBf16);
 }
@@ -95,6 +99,11 @@ __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int gr
   }
 }
 
+// Shared memory of the staged kernel: the m rows and their unit sums.
+int64_t StagedBytes(int64_t m, int64_t k, int scale_halves) {
+  return kernels::AwqStagedXBytes(m, k) + kernels::AwqXSumsBytes(k, scale_halves);
+}
+
 template <int kTiles, int kScaleHalves, bool kStageX = false>
 cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
@@ -106,14 +115,14 @@ cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_
       p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
-  const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(p.m, p.w.k)) : 0;
+  const size_t staged = kStageX ? static_cast<size_t>(StagedBytes(p.m, p.w.k, kScaleHalves)) : 0;
   return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves, kStageX>, grid, dim3(32 * kLinearWarps), staged,
                                   stream, p, k_slices, group_shift);
 }
 
 template <int kScaleHalves>
 cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  if (p.m <= 8 && kernels::AwqStagedXBytes(p.m, p.w.k) <= kernels::kAwqMaxStagedXBytes)
+  if (p.m <= 8 && StagedBytes(p.m, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
     return LaunchGemvTiles<1, kScaleHalves, true>(p, group_shift, stream);
   if (p.m <= 8) return LaunchGemvTiles<1, kScaleHalves>(p, group_shift, stream);
   if (p.m <= 16) return LaunchGemvTiles<2, kScaleHalves>(p, group_shift, stream);

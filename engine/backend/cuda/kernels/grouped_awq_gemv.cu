@@ -23,6 +23,12 @@ using kernels::kLinearWarps;
 template <int kTiles, int kScaleHalves, bool kStageX>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices, int group_shift) {
+  // wait_first: the tile table is the kernel before's (the routing). A down
+  // launch may start (p.dependent) once every CTA here has begun, and has
+  // the table then: its weights stream in under this kernel's tail
+  // (AwqAccumulateSlice waits before reading x).
+  if (p.wait_first) kernels::WaitForPrerequisiteGrids();
+  kernels::AllowDependentLaunch();
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
   extern __shared__ uint4 staged_x[];                     // kStageX: [8][k + pad] bf16
   const int tile_index = blockIdx.y;
@@ -54,8 +60,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
     }
   };
   float acc[kTiles][4] = {};
-  kernels::AwqAccumulateSlice<kTiles, kScaleHalves>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
-                                                    records + row_tile * 8 * groups2 * 2, x_row, kTiles, k,
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, false>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
+                                                           records + row_tile * 8 * groups2 * 2, x_row,
+                                                           kStageX ? xs : p.x, nullptr, kTiles, k,
                                                     group_shift, slice, k_slices, acc, stage_x);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
@@ -78,6 +85,9 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.max_tiles));
   const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(8 * kTiles, p.w.k)) : 0;
+  if (p.dependent || p.wait_first)
+    return kernels::LaunchDependent(GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>, grid,
+                                    dim3(32 * kLinearWarps), staged, stream, p, k_slices, group_shift);
   GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>
       <<<grid, 32 * kLinearWarps, staged, stream>>>(p, k_slices, group_shift);
   return cudaGetLastError();
@@ -120,8 +130,7 @@ int CheckedGroupShift(const GroupedAwqGemvParams& p) {
 
 cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p);
-  // The GEMV does not wait for a kernel before it: `dependent` is the GEMM's alone.
-  if (group_shift < 0 || p.dependent) return cudaErrorInvalidValue;
+  if (group_shift < 0) return cudaErrorInvalidValue;
   if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
     return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);

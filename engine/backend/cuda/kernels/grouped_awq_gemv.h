@@ -47,7 +47,11 @@ struct GroupedAwqGemvParams {
   int32_t tile_rows = 8;                 // slots per tile: 8, 16, 32 or 64
   GroupedEpilogue epilogue = GroupedEpilogue::kStoreF32;
   int32_t expected_tiles = 0;            // host's estimate of *num_tiles, to size the k split (0: max_tiles)
-  bool dependent = false;                // the tiled GEMM only: as GroupedExpertGemvParams::dependent
+  bool dependent = false;                // as GroupedExpertGemvParams::dependent (the GEMV too)
+  // The GEMV only: launched as a programmatic dependent of the kernel that
+  // writes the tile table (the routing), waiting for it before reading
+  // anything; saves the launch gap. A `dependent` launch after it is safe.
+  bool wait_first = false;
   // The GEMV only: k slices a 16-row tile is split into (1, 2, 4 or 8, each
   // a warp), or 0: as many as fill the resident CTAs once for the
   // expected tiles. (Batch 1 gets 1: each warp streams a whole row tile.)
@@ -64,9 +68,9 @@ int CheckedGroupShift(const AwqExpertsView& w);
 int CheckedGroupShift(const GroupedAwqGemvParams& p);
 
 // cudaErrorInvalidValue for a null or misaligned pointer, a size out of
-// range, `dependent` (the GEMM's only) or a k_slices other than 0, 1, 2, 4
+// range or a k_slices other than 0, 1, 2, 4
 // or 8; otherwise the launch's error. LaunchGroupedAwqGemm refuses a
-// nonzero k_slices (it does not split k).
+// nonzero k_slices (it does not split k) and wait_first.
 // Allocates nothing; no host wait.
 cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream);
 
