@@ -56,29 +56,16 @@ __host__ __device__ constexpr int64_t AwqStagedXBytes(int64_t rows, int64_t k) {
   return rows * (k + kAwqStagedRowPad) * 2;
 }
 
-// Copies `rows` rows of k bf16 into xs (stride k + kAwqStagedRowPad); row r
-// comes from row_of(r), nullptr for a row of zeros. All threads of the CTA
-// take part; the caller synchronises before reading xs.
-template <typename RowOf>
-__device__ __forceinline__ void StageAwqXRows(int rows, int k, __nv_bfloat16* xs, const RowOf& row_of) {
-  const int pieces = k / 8, stride = (k + kAwqStagedRowPad) / 8;
-  auto* dst = reinterpret_cast<uint4*>(xs);
-  for (int i = threadIdx.x; i < rows * pieces; i += blockDim.x) {
-    const int r = i / pieces, c = i % pieces;
-    const __nv_bfloat16* src = row_of(r);
-    dst[r * stride + c] = src != nullptr ? reinterpret_cast<const uint4*>(src)[c] : make_uint4(0, 0, 0, 0);
-  }
-}
-
 // Unit sums of staged x rows, for AwqAccumulateSlice's kXSums: a unit is
 // the k that shares a scale, 32 * scale_halves (AwqScaleHalves). Layout:
 // [unit][8] float32, the 8 x rows of a one-tile kernel, after the rows in
 // shared memory. Summing while staging adds a shuffle reduction to each
-// staging pass, which then waits for its loads before the next pass: the
-// decode kernels stage m <= 8 real rows in a few passes and take it (v11:
-// the fused decode linear 10.4 -> 9.7 us, the dense GEMV never slower);
-// the grouped GEMV stages 8 slot rows a tile (10 passes at k = 2,560) and
-// does not (ncu, v11: 20.4 -> 22.9 us a launch with the sums).
+// staging pass, which then waits for its loads before the next pass: cheap
+// for the decode kernels' m <= 8 rows in a few passes (v11: the fused decode
+// linear 10.4 -> 9.7 us, the dense GEMV never slower); the grouped GEMV's 8
+// slot rows a tile take 10 passes at k = 2,560 (ncu, v11: 20.4 -> 22.9 us a
+// launch, end to end the 21B-A3B AWQ step still faster): batching those
+// passes' loads is the next thing to try there.
 __host__ __device__ constexpr int64_t AwqXSumsBytes(int64_t k, int scale_halves) {
   return k / (32 * scale_halves) * 8 * 4;
 }
@@ -118,8 +105,10 @@ __device__ __forceinline__ void ZeroAwqUnitSums(int rows, int k, float* x_sums) 
   for (int i = threadIdx.x; i < empty * units; i += blockDim.x) x_sums[i / empty * 8 + rows + i % empty] = 0.0f;
 }
 
-// StageAwqXRows (rows <= 8) with the rows' unit sums into x_sums (whole
-// warps each pass, for the sums' shuffles).
+// Copies `rows` (<= 8) rows of k bf16 into xs (stride k + kAwqStagedRowPad)
+// and their unit sums to x_sums; row r comes from row_of(r), nullptr for a
+// row of zeros. All threads of the CTA take part (whole warps each pass, for
+// the sums' shuffles); the caller synchronises before reading xs.
 template <int kScaleHalves, typename RowOf>
 __device__ __forceinline__ void StageAwqXRowsWithSums(int rows, int k, __nv_bfloat16* xs, float* x_sums,
                                                       const RowOf& row_of) {

@@ -19,7 +19,8 @@ using kernels::kLinearWarps;
 // Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
 // two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
 // kStageX: the tile's 8 slot rows are copied to shared memory first
-// (awq_blocks.cuh's StageAwqXRows), for 8-slot tiles when they fit.
+// with their unit sums (awq_blocks.cuh's StageAwqXRowsWithSums), for 8-slot
+// tiles when they fit.
 template <int kTiles, int kScaleHalves, bool kStageX>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices, int group_shift) {
@@ -49,23 +50,30 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
     return row >= 0 ? p.x + row * k : nullptr;
   };
   auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
+  float* x_sums = kStageX ? kernels::AwqStagedXSums(xs, 8 * kTiles, k) : nullptr;  // the zero points' x sums
   const __nv_bfloat16* x_row[kTiles];
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
     x_row[t] = kStageX ? xs + int64_t{8 * t + g} * (k + kernels::kAwqStagedRowPad) : slot_row(slot0 + 8 * t + g);
   auto stage_x = [&] {
     if constexpr (kStageX) {
-      kernels::StageAwqXRows(8 * kTiles, k, xs, [&](int r) { return slot_row(slot0 + r); });
+      kernels::StageAwqXRowsWithSums<kScaleHalves>(8 * kTiles, k, xs, x_sums,
+                                                   [&](int r) { return slot_row(slot0 + r); });
       __syncthreads();
     }
   };
   float acc[kTiles][4] = {};
-  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, false>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
-                                                           records + row_tile * 8 * groups2 * 2, x_row,
-                                                           kStageX ? xs : p.x, nullptr, kTiles, k,
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
+                                                             records + row_tile * 8 * groups2 * 2, x_row,
+                                                             kStageX ? xs : p.x, x_sums, kTiles, k,
                                                     group_shift, slice, k_slices, acc, stage_x);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
+}
+
+// Shared memory of the staged kernel: the tile's 8 slot rows and their unit sums.
+int64_t StagedBytes(int64_t rows, int64_t k, int scale_halves) {
+  return kernels::AwqStagedXBytes(rows, k) + kernels::AwqXSumsBytes(k, scale_halves);
 }
 
 template <int kTiles, int kScaleHalves, bool kStageX = false>
@@ -84,7 +92,7 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.max_tiles));
-  const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(8 * kTiles, p.w.k)) : 0;
+  const size_t staged = kStageX ? static_cast<size_t>(StagedBytes(8 * kTiles, p.w.k, kScaleHalves)) : 0;
   if (p.dependent || p.wait_first)
     return kernels::LaunchDependent(GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>, grid,
                                     dim3(32 * kLinearWarps), staged, stream, p, k_slices, group_shift);
@@ -97,7 +105,7 @@ template <int kScaleHalves>
 cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   switch (p.tile_rows) {
     case 8:
-      if (kernels::AwqStagedXBytes(8, p.w.k) <= kernels::kAwqMaxStagedXBytes)
+      if (StagedBytes(8, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
         return LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
       return LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
     case 16: return LaunchTiles<2, kScaleHalves>(p, group_shift, stream);
