@@ -52,9 +52,6 @@ constexpr int kAwqStagedRowPad = 8;
 // a one-tile kernel, the 48 KB a CTA gets without opting in (8 rows of
 // k = 2,560 take 41,088 bytes).
 constexpr int64_t kAwqMaxStagedXBytes = 44 * 1024;
-__host__ __device__ constexpr int64_t AwqStagedXBytes(int64_t rows, int64_t k) {
-  return rows * (k + kAwqStagedRowPad) * 2;
-}
 
 // Unit sums of staged x rows, for AwqAccumulateSlice's kXSums: a unit is
 // the k that shares a scale, 32 * scale_halves (AwqScaleHalves). Layout:
@@ -68,6 +65,10 @@ __host__ __device__ constexpr int64_t AwqStagedXBytes(int64_t rows, int64_t k) {
 // passes' loads is the next thing to try there.
 __host__ __device__ constexpr int64_t AwqXSumsBytes(int64_t k, int scale_halves) {
   return k / (32 * scale_halves) * 8 * 4;
+}
+// Shared memory of `rows` staged rows (StageAwqXRowsWithSums) and their unit sums.
+__host__ __device__ constexpr int64_t AwqStagedXBytes(int64_t rows, int64_t k, int scale_halves) {
+  return rows * (k + kAwqStagedRowPad) * 2 + AwqXSumsBytes(k, scale_halves);
 }
 // Where the sums of `rows` staged rows start (16-byte aligned, k being a multiple of 64).
 __device__ __forceinline__ float* AwqStagedXSums(__nv_bfloat16* xs, int rows, int k) {

@@ -99,11 +99,6 @@ __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int gr
   }
 }
 
-// Shared memory of the staged kernel: the m rows and their unit sums.
-int64_t StagedBytes(int64_t m, int64_t k, int scale_halves) {
-  return kernels::AwqStagedXBytes(m, k) + kernels::AwqXSumsBytes(k, scale_halves);
-}
-
 template <int kTiles, int kScaleHalves, bool kStageX = false>
 cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
@@ -115,14 +110,14 @@ cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_
       p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
-  const size_t staged = kStageX ? static_cast<size_t>(StagedBytes(p.m, p.w.k, kScaleHalves)) : 0;
+  const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(p.m, p.w.k, kScaleHalves)) : 0;
   return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves, kStageX>, grid, dim3(32 * kLinearWarps), staged,
                                   stream, p, k_slices, group_shift);
 }
 
 template <int kScaleHalves>
 cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  if (p.m <= 8 && StagedBytes(p.m, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
+  if (p.m <= 8 && kernels::AwqStagedXBytes(p.m, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
     return LaunchGemvTiles<1, kScaleHalves, true>(p, group_shift, stream);
   if (p.m <= 8) return LaunchGemvTiles<1, kScaleHalves>(p, group_shift, stream);
   if (p.m <= 16) return LaunchGemvTiles<2, kScaleHalves>(p, group_shift, stream);

@@ -71,11 +71,6 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
 }
 
-// Shared memory of the staged kernel: the tile's 8 slot rows and their unit sums.
-int64_t StagedBytes(int64_t rows, int64_t k, int scale_halves) {
-  return kernels::AwqStagedXBytes(rows, k) + kernels::AwqXSumsBytes(k, scale_halves);
-}
-
 template <int kTiles, int kScaleHalves, bool kStageX = false>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   cudaError_t error = cudaSuccess;
@@ -92,7 +87,7 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.max_tiles));
-  const size_t staged = kStageX ? static_cast<size_t>(StagedBytes(8 * kTiles, p.w.k, kScaleHalves)) : 0;
+  const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(8 * kTiles, p.w.k, kScaleHalves)) : 0;
   if (p.dependent || p.wait_first)
     return kernels::LaunchDependent(GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>, grid,
                                     dim3(32 * kLinearWarps), staged, stream, p, k_slices, group_shift);
@@ -105,7 +100,7 @@ template <int kScaleHalves>
 cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   switch (p.tile_rows) {
     case 8:
-      if (StagedBytes(8, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
+      if (kernels::AwqStagedXBytes(8, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
         return LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
       return LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
     case 16: return LaunchTiles<2, kScaleHalves>(p, group_shift, stream);
