@@ -9,6 +9,7 @@
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/copy_blocks.h"
 #include "engine/backend/cuda/kernels/awq_decode_linear.h"
+#include "engine/backend/cuda/kernels/cluster_decode_linear.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/kernels/mma_attention.h"
@@ -166,6 +167,22 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     // size, down_proj's k, is a multiple of the group size, at least 32.)
     ERNIE_CUDA_RETURN_IF_ERROR(PrepareAwqDecodeLinear(decode_max_k, b->decode_max_rows_),
                                "AWQ decode kernels' shared memory");
+  }
+  // Steps of 9 to 64 tokens: the cluster kernel, for dense bf16 models whose
+  // four linears it takes (qkv + rotary, o_proj, gate/up + SiLU, down).
+  const bool cluster_shapes =
+      ClusterDecodeLinearSupports(static_cast<int32_t>(c.q_size() + 2 * c.kv_size()),
+                                  static_cast<int32_t>(c.hidden_size), DecodeEpilogue::kRotaryKv) &&
+      ClusterDecodeLinearSupports(static_cast<int32_t>(c.hidden_size), static_cast<int32_t>(c.q_size()),
+                                  DecodeEpilogue::kAddResidual) &&
+      ClusterDecodeLinearSupports(static_cast<int32_t>(2 * c.intermediate_size), static_cast<int32_t>(c.hidden_size),
+                                  DecodeEpilogue::kSiluMul) &&
+      ClusterDecodeLinearSupports(static_cast<int32_t>(c.hidden_size), static_cast<int32_t>(c.intermediate_size),
+                                  DecodeEpilogue::kAddResidual);
+  if (options.fused_decode && !c.awq.has_value() && c.architecture == Architecture::kErnie45Dense &&
+      cluster_shapes && options.cluster_decode_max_rows > b->decode_max_rows_) {
+    b->cluster_decode_max_rows_ = std::min(options.cluster_decode_max_rows, kClusterDecodeLinearMaxRows);
+    ERNIE_CUDA_RETURN_IF_ERROR(PrepareClusterDecodeLinear(), "cluster decode kernels' shared memory");
   }
   ERNIE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&b->num_sms_, cudaDevAttrMultiProcessorCount, options.device),
                              "cudaDeviceGetAttribute(multiprocessor count)");

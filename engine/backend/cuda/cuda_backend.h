@@ -48,6 +48,15 @@ struct CudaBackendOptions {
   // linears: GEMV with the norms, SiLU and residual adds folded in) instead
   // of cuBLAS or the plain int4 GEMV; false: those for every step.
   bool fused_decode = true;
+  // Dense bf16 models, with fused_decode: steps of up to this many tokens
+  // (at most 64) above 8 run the same fused decode pass on the tensor-core
+  // cluster kernel (kernels/cluster_decode_linear.h) instead of cuBLAS with
+  // separate norm, SiLU and rotary kernels; models whose shapes the kernel
+  // does not take keep the cuBLAS pass. 0 (the default): off, because on the
+  // H200 it is still slower than cuBLAS plus the row-wise kernels (0.3b:
+  // 17,438 against 18,941 tok/s at batch 16, 39,726 against 63,765 at 64;
+  // NOTES.md v12 says where its time goes).
+  int cluster_decode_max_rows = 0;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
   // go in chunks.

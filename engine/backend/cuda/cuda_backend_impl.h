@@ -165,6 +165,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
   bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
+  int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
   int32_t moe_max_tile_rows_ = 32;     // CudaBackendOptions::moe_max_tile_rows
   int64_t moe_gemm_min_tokens_ = 0;    // CudaBackendOptions::moe_gemm_min_tokens (MoE models; 0 for dense)

@@ -1,5 +1,7 @@
 // The dense forward pass for decode-sized steps (at most kDecodeLinearMaxRows
-// tokens), the same function as cuda_forward.cc's, in five kernels a layer (six with split-KV's merge):
+// tokens; bf16 models up to kClusterDecodeLinearMaxRows, those above 8 on
+// the cluster kernel), the same function as cuda_forward.cc's, in five
+// kernels a layer (six with split-KV's merge):
 //   qkv   = RMSNorm(x) W_qkv^T + b_qkv           decode GEMV, norm in its prologue,
 //                                                rotary + KV write in its epilogue
 //   paged attention                              as cuda_forward.cc
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/awq_decode_linear.h"
+#include "engine/backend/cuda/kernels/cluster_decode_linear.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
 #include "engine/util/status_macros.h"
@@ -32,8 +35,10 @@ const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullp
 
 absl::Status CudaBackendImpl::DecodeLinear(const DecodeLinearParams& p, const DeviceAwqLinear& awq,
                                            const char* what, int64_t layer) {
-  const cudaError_t error =
-      awq.empty() ? LaunchDecodeLinear(p, stream_.get()) : LaunchAwqDecodeLinear(p, awq.view(), stream_.get());
+  // Above decode_max_rows_ (8) only bf16 models come here (cluster_decode_max_rows_).
+  const cudaError_t error = !awq.empty()                 ? LaunchAwqDecodeLinear(p, awq.view(), stream_.get())
+                            : p.m > decode_max_rows_ ? LaunchClusterDecodeLinear(p, stream_.get())
+                                                         : LaunchDecodeLinear(p, stream_.get());
   return CudaStatus(error, absl::StrCat(what, ", layer ", layer));
 }
 
@@ -109,6 +114,22 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
 // layers add it for every row), so only the final norm and lm_head remain.
 absl::Status CudaBackendImpl::EnqueueDecodeLogitPass(int32_t first_row, int32_t rows) {
   const ModelConfig& c = config_;
+  if (rows > decode_max_rows_) {
+    // Steps above 8 rows (cluster kernel): the norm of the logit rows, then
+    // cuBLAS, which streams lm_head at ~0.8 of HBM at any row count.
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm({.x = ws_.x.data(),
+                                                 .weight = weights_.final_norm.data(),
+                                                 .row_index = inputs_.logit_rows() + first_row,
+                                                 .out = reinterpret_cast<__nv_bfloat16*>(ws_.h.data()),
+                                                 .rows = rows,
+                                                 .hidden = static_cast<int32_t>(c.hidden_size),
+                                                 .eps = c.rms_norm_eps,
+                                                 .write_residual = false},
+                                                stream_.get()),
+                               "final RMSNorm kernel");
+    return gemm_.Run(ws_.h.data(), rows, c.hidden_size, weights_.lm_head, c.vocab_size, ws_.logits.data(),
+                     GemmOutput::kF32);
+  }
   return CudaStatus(LaunchDecodeLinear({.x_f32 = ws_.x.data(),
                                         .row_index = inputs_.logit_rows() + first_row,
                                         .norm_weight = weights_.final_norm.data(),

@@ -247,9 +247,7 @@ TEST(CudaExtraModelsTest, TeacherForcedLogitsMatchTheCpuReference) {
     auto m = LoadModel(std::string(dir));
     ASSERT_TRUE(m.ok()) << m.status();
     auto cpu = cpu::CpuBackend::Create(**m, {.block_size = 16, .num_blocks = 4, .max_tokens_per_step = 64});
-    auto gpu = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .max_tokens_per_step = 64});
     ASSERT_TRUE(cpu.ok()) << cpu.status();
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
     const int64_t vocab = (*cpu)->vocab_size();
     std::vector<int32_t> tokens(64);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 7919 + 13) % (vocab - 3));
@@ -261,15 +259,25 @@ TEST(CudaExtraModelsTest, TeacherForcedLogitsMatchTheCpuReference) {
     // its maximum only reported.
     const bool moe = (*m)->config.architecture == Architecture::kErnie45Moe;
     const ErrorBounds bounds{kBound, kBound, moe ? 1.0 : kBound};
-    // Chunks of 17 (cuBLAS), of 1 and 5 (fused decode kernels, split-KV attention).
-    for (int32_t chunk : {17, 1, 5}) {
-      SCOPED_TRACE(absl::StrCat("chunk ", chunk));
-      const auto got = TeacherForced(**gpu, tokens, 0, chunk, table);
-      std::vector<double> errors;
-      for (size_t t = 0; t < tokens.size(); ++t)
-        errors.push_back(RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab));
-      worst = std::max(worst, *std::max_element(errors.begin(), errors.end()));
-      ExpectWithin(errors, bounds);
+    // Chunks of 17 (cuBLAS, or with cluster_decode_max_rows the cluster
+    // decode kernel where the shapes allow), of 1 and 5 (fused decode
+    // kernels, split-KV attention).
+    for (const int cluster_rows : {0, 64}) {
+      auto gpu = CreateCudaBackend(**m, {.block_size = 16,
+                                         .num_blocks = 4,
+                                         .max_tokens_per_step = 64,
+                                         .cluster_decode_max_rows = cluster_rows});
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      for (int32_t chunk : {17, 1, 5}) {
+        if (cluster_rows > 0 && chunk != 17) continue;  // steps of <= 8 tokens never take it
+        SCOPED_TRACE(absl::StrCat("chunk ", chunk, " cluster_decode_max_rows ", cluster_rows));
+        const auto got = TeacherForced(**gpu, tokens, 0, chunk, table);
+        std::vector<double> errors;
+        for (size_t t = 0; t < tokens.size(); ++t)
+          errors.push_back(RelativeL2(got.data() + t * vocab, ref.data() + t * vocab, vocab));
+        worst = std::max(worst, *std::max_element(errors.begin(), errors.end()));
+        ExpectWithin(errors, bounds);
+      }
     }
     std::cout << "[ yardstick ] " << dir << " max per-position relative L2 of CUDA vs CPU f32 logits: " << worst
               << " (bound " << kBound << ")\n";

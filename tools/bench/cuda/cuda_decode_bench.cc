@@ -9,6 +9,7 @@
 //                    [--max-attention-splits 32] [--fused-decode 1] [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 32] [--moe-gemm-min-tokens 256]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0]
+//                    [--cluster-decode-max-rows 0]
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
 // the device (the 21B-A3B shape is 43.7 GB: ernie-make-model --config-only
@@ -16,7 +17,8 @@
 //
 // --max-attention-splits 1 and --fused-decode 0 run the backend as it was
 // before split-KV attention and the fused decode kernels (the "before" of a
-// same-run comparison).
+// same-run comparison); --cluster-decode-max-rows 64 runs steps of 9 - 64
+// tokens on the cluster decode kernel (off by default: slower so far).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -54,6 +56,8 @@ struct Args {
   int profile_batch = 0;  // > 0: after the figures, one decode step of this batch inside cudaProfilerStart/Stop
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
   int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
+  // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
+  int cluster_decode_max_rows = ernie::CudaBackendOptions{}.cluster_decode_max_rows;
   int tensor_core_attention = 1;  // 0: the CUDA-core attention kernel (the before)
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
@@ -100,6 +104,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->max_attention_splits) || a->max_attention_splits <= 0) return false;
     } else if (f == "--fused-decode") {
       if (!absl::SimpleAtoi(v, &a->fused_decode) || a->fused_decode < 0 || a->fused_decode > 1) return false;
+    } else if (f == "--cluster-decode-max-rows") {
+      if (!absl::SimpleAtoi(v, &a->cluster_decode_max_rows) || a->cluster_decode_max_rows < 0) return false;
     } else if (f == "--tensor-core-attention") {
       if (!absl::SimpleAtoi(v, &a->tensor_core_attention) || a->tensor_core_attention < 0 ||
           a->tensor_core_attention > 1)
@@ -270,7 +276,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] [--cluster-decode-max-rows N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] [--moe-gemm-min-tokens N] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -296,6 +302,7 @@ int main(int argc, char** argv) {
                 .max_attention_splits = args.max_attention_splits,
                 .tensor_core_attention = args.tensor_core_attention == 1,
                 .fused_decode = args.fused_decode == 1,
+                .cluster_decode_max_rows = args.cluster_decode_max_rows,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
                 .moe_gemm_min_tokens = args.moe_gemm_min_tokens,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
@@ -325,6 +332,7 @@ int main(int argc, char** argv) {
                         {"active_weight_bytes", 2 * (*model)->config.ActiveParameterCount()},
                         {"max_attention_splits", args.max_attention_splits},
                         {"fused_decode", args.fused_decode == 1},
+                        {"cluster_decode_max_rows", args.cluster_decode_max_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_tokens", args.decode_tokens}};
   if (args.check_tokens > 0) log["check_vs_cpu"] = CheckAgainstCpu(**model, **backend, args.check_tokens);
