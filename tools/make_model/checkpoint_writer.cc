@@ -1,6 +1,9 @@
 #include "tools/make_model/checkpoint_writer.h"
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "engine/model/safetensors_writer.h"
@@ -66,8 +69,9 @@ absl::StatusOr<std::vector<ShardPlan>> WriteCheckpoint(const std::string& dir,
                                                        const CheckpointOptions& options) {
   ERNIE_ASSIGN_OR_RETURN(std::vector<ShardPlan> plan,
                          PlanShards(tensors, options.dtype, options.max_shard_bytes));
+  if (options.threads < 0) return absl::InvalidArgumentError("the writer's thread count must not be negative");
   const std::string dtype_name = SafetensorsDtypeName(options.dtype);
-  for (const ShardPlan& shard : plan) {
+  auto write_shard = [&](const ShardPlan& shard) {
     std::vector<model::SafetensorsTensorSpec> specs;
     specs.reserve(shard.tensor_indices.size());
     for (size_t index : shard.tensor_indices) {
@@ -77,8 +81,22 @@ absl::StatusOr<std::vector<ShardPlan>> WriteCheckpoint(const std::string& dir,
       const TensorEntry& tensor = tensors[shard.tensor_indices[spec_index]];
       return FillWeightBytes(options.seed, tensor, options.dtype, byte_offset, chunk);
     };
-    ERNIE_RETURN_IF_ERROR(model::WriteSafetensors(dir + "/" + shard.file_name, specs, fill));
-  }
+    return model::WriteSafetensors(dir + "/" + shard.file_name, specs, fill);
+  };
+  // Workers take the next unwritten shard; each shard's status is kept, and
+  // the first failure in plan order is the one reported.
+  std::vector<absl::Status> results(plan.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k = next.fetch_add(1); k < plan.size(); k = next.fetch_add(1)) results[k] = write_shard(plan[k]);
+  };
+  const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min(plan.size(), options.threads > 0 ? static_cast<size_t>(options.threads) : hardware);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const absl::Status& status : results) ERNIE_RETURN_IF_ERROR(status);
   if (plan.size() > 1) ERNIE_RETURN_IF_ERROR(WriteIndex(dir, tensors, plan));
   return plan;
 }
