@@ -42,9 +42,11 @@ struct CheckpointOptions {
 
 // Writes the weight files of `tensors` into the existing directory `dir`
 // and, when sharded, the index. Returns the plan it followed. Shards are
-// written in parallel: one thread made the whole 21B-A3B (43.7 GB) in
-// ~5 minutes on the accelerator machine, generating values, not writing
-// them, being the limit (NOTES.md v12); the first failing shard's error is
+// written in parallel: written by one thread, the whole 21B-A3B (43.7 GB)
+// took most of a 370 s device call (NOTES.md v12), and making its values
+// alone is ~85 s of one core (~4 ns a value: the 0.3b's 0.36 G values take
+// 2.8 s on the 2-core build machine), so several shards at once leave the
+// disk as the limit. The first failing shard's error (in plan order) is
 // returned.
 absl::StatusOr<std::vector<ShardPlan>> WriteCheckpoint(const std::string& dir,
                                                        const std::vector<TensorEntry>& tensors,
