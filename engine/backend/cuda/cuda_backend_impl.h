@@ -143,6 +143,8 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles, int32_t tile_rows,
                               int32_t expected_tiles);
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
+  // The final norm of logit rows (adding delta + delta_bias when delta is set) and lm_head on cuBLAS.
+  absl::Status NormAndLmHead(int32_t first_row, int32_t rows, const float* delta, const float* delta_bias);
   // The same two for steps of at most kDecodeLinearMaxRows tokens (cuda_decode_forward.cc).
   absl::Status EnqueueDecodeLayers(int32_t tokens);
   // One fused decode linear on the layer's bf16 weights (p.w), or on `awq`

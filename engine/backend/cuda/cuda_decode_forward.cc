@@ -114,22 +114,9 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
 // layers add it for every row), so only the final norm and lm_head remain.
 absl::Status CudaBackendImpl::EnqueueDecodeLogitPass(int32_t first_row, int32_t rows) {
   const ModelConfig& c = config_;
-  if (rows > decode_max_rows_) {
-    // Steps above 8 rows (cluster kernel): the norm of the logit rows, then
-    // cuBLAS, which streams lm_head at ~0.8 of HBM at any row count.
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm({.x = ws_.x.data(),
-                                                 .weight = weights_.final_norm.data(),
-                                                 .row_index = inputs_.logit_rows() + first_row,
-                                                 .out = reinterpret_cast<__nv_bfloat16*>(ws_.h.data()),
-                                                 .rows = rows,
-                                                 .hidden = static_cast<int32_t>(c.hidden_size),
-                                                 .eps = c.rms_norm_eps,
-                                                 .write_residual = false},
-                                                stream_.get()),
-                               "final RMSNorm kernel");
-    return gemm_.Run(ws_.h.data(), rows, c.hidden_size, weights_.lm_head, c.vocab_size, ws_.logits.data(),
-                     GemmOutput::kF32);
-  }
+  // Steps above 8 rows (cluster kernel): the norm, then cuBLAS, which
+  // streams lm_head at ~0.8 of HBM at any row count.
+  if (rows > decode_max_rows_) return NormAndLmHead(first_row, rows, /*delta=*/nullptr, /*delta_bias=*/nullptr);
   return CudaStatus(LaunchDecodeLinear({.x_f32 = ws_.x.data(),
                                         .row_index = inputs_.logit_rows() + first_row,
                                         .norm_weight = weights_.final_norm.data(),

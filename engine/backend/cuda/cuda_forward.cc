@@ -137,10 +137,17 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
 // Final norm (with the last layer's residual add) and lm_head for logit rows
 // [first_row, first_row + rows) (at most logit_rows_per_pass_), into ws_.logits.
 absl::Status CudaBackendImpl::EnqueueLogitPass(int32_t first_row, int32_t rows) {
+  return NormAndLmHead(first_row, rows, ws_.proj.data(), OrNull(weights_.layers.back().down_bias));
+}
+
+// The final RMSNorm of the logit rows of x (+ delta + delta_bias when delta
+// is set, x itself left as it is) into ws_.h, then lm_head on cuBLAS.
+absl::Status CudaBackendImpl::NormAndLmHead(int32_t first_row, int32_t rows, const float* delta,
+                                            const float* delta_bias) {
   const ModelConfig& c = config_;
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchAddRmsNorm({.x = ws_.x.data(),
-                                               .delta = ws_.proj.data(),
-                                               .delta_bias = OrNull(weights_.layers.back().down_bias),
+                                               .delta = delta,
+                                               .delta_bias = delta_bias,
                                                .weight = weights_.final_norm.data(),
                                                .row_index = inputs_.logit_rows() + first_row,
                                                .out = Bf16(ws_.h),

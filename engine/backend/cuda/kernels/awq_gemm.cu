@@ -124,13 +124,11 @@ cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStre
   return LaunchGemvTiles<4, kScaleHalves>(p, group_shift, stream);
 }
 
-bool AlignedTo(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
-
-
 }  // namespace
 
 int CheckedGroupShift(const AwqWeightsView& w) {
-  if (w.packed == nullptr || w.records == nullptr || !AlignedTo(w.packed, 16) || !AlignedTo(w.records, 16)) return -1;
+  if (w.packed == nullptr || w.records == nullptr || !kernels::Aligned16(w.packed) || !kernels::Aligned16(w.records))
+    return -1;
   if (w.n < 8 || w.n % 8 != 0 || w.k < kAwqBlockK || w.k % kAwqBlockK != 0) return -1;
   if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0) return -1;
   return __builtin_ctz(static_cast<unsigned>(w.group_size));
@@ -138,7 +136,7 @@ int CheckedGroupShift(const AwqWeightsView& w) {
 
 cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p.w);
-  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || !AlignedTo(p.x, 16)) return cudaErrorInvalidValue;
+  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || !kernels::Aligned16(p.x)) return cudaErrorInvalidValue;
   if (p.m < 1 || p.m > kGemvMaxRows) return cudaErrorInvalidValue;
   if (p.out != LinearOutput::kF32 && p.out != LinearOutput::kBf16) return cudaErrorInvalidValue;
   if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
@@ -149,7 +147,7 @@ cudaError_t LaunchAwqGemv(const AwqGemvParams& p, cudaStream_t stream) {
 
 cudaError_t LaunchAwqDequantize(const AwqDequantizeParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p.w);
-  if (group_shift < 0 || p.out == nullptr || !AlignedTo(p.out, 16)) return cudaErrorInvalidValue;
+  if (group_shift < 0 || p.out == nullptr || !kernels::Aligned16(p.out)) return cudaErrorInvalidValue;
   if (p.out_bytes < AwqDequantWorkspaceBytes(p.w.n, p.w.k)) return cudaErrorInvalidValue;
   const int64_t items = (int64_t{p.w.n} + 15) / 16 * (p.w.k / kAwqBlockK) * 32;
   constexpr int kThreads = 256;

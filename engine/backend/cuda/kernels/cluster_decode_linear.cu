@@ -21,6 +21,7 @@ namespace ernie::cuda {
 namespace {
 
 namespace cg = cooperative_groups;
+using kernels::PackBf16x2;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
@@ -59,11 +60,6 @@ __device__ __forceinline__ int64_t WeightRow(const DecodeLinearParams& p, int64_
   const int half = cta_rows / 2;
   const int64_t feature = group * half + l % half;
   return l < half ? feature : p.n / 2 + feature;
-}
-
-__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 template <int kXTiles, int kHalves>
@@ -270,7 +266,7 @@ int64_t RowGroups(int32_t n, DecodeEpilogue epilogue, int cta_rows) {
 }
 
 int SmCount(cudaError_t* error) {
-  static const int sms = [&] {
+  static const int sms = [] {
     int device = 0, count = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)

@@ -65,6 +65,21 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, si
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
+// Two floats as a bf16 pair (round to nearest even) in one 32-bit word, lo first.
+__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Four floats to four bf16 at `out` (8-byte aligned), one store.
+__device__ __forceinline__ void StoreBf16x4(__nv_bfloat16* out, float a, float b, float c, float d) {
+  *reinterpret_cast<uint2*>(out) = make_uint2(PackBf16x2(a, b), PackBf16x2(c, d));
+}
+
+// Host side: whether `ptr` is a multiple of `bytes`, as the kernels' vector accesses need.
+inline bool AlignedTo(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
+inline bool Aligned16(const void* ptr) { return AlignedTo(ptr, 16); }
+
 // Eight bf16 values (one 16-byte load, already made) widened to float.
 __device__ __forceinline__ void WidenBf16x8(const uint4& raw, float* dst) {
   const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);

@@ -19,17 +19,8 @@ constexpr int kThreads = 256;
 // Float4s of a row one thread holds, at most: rows of up to 256 x 4 x 8 = 8,192 floats.
 constexpr int kMaxRowQuads = 8;
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 __device__ __forceinline__ float4 Add4(float4 a, float4 b) {
   return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-}
-
-// Four floats to four bf16 at `out` (8-byte aligned).
-__device__ __forceinline__ void StoreBf16x4(__nv_bfloat16* out, float a, float b, float c, float d) {
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
-  *reinterpret_cast<uint2*>(out) =
-      make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
 }
 
 __global__ void EmbeddingGatherKernel(const __nv_bfloat16* table, const int32_t* ids, int32_t hidden, float* x) {
@@ -83,8 +74,8 @@ __global__ void __launch_bounds__(kThreads) AddRmsNormRowKernel(AddRmsNormParams
   for (int u = 0; u < kRowQuads; ++u) {
     const int q = threadIdx.x + u * kThreads;
     if (q >= quads) break;
-    StoreBf16x4(out + 4 * q, w[u].x * (v[u].x * scale), w[u].y * (v[u].y * scale), w[u].z * (v[u].z * scale),
-                w[u].w * (v[u].w * scale));
+    kernels::StoreBf16x4(out + 4 * q, w[u].x * (v[u].x * scale), w[u].y * (v[u].y * scale),
+                         w[u].z * (v[u].z * scale), w[u].w * (v[u].w * scale));
   }
 }
 
@@ -132,7 +123,8 @@ __global__ void __launch_bounds__(kThreads) SiluAndMulQuadKernel(const float* ga
   const int64_t t = blockIdx.y;
   const auto* row = reinterpret_cast<const float4*>(gate_up + t * 2 * intermediate);
   const float4 g = Add4(row[q], bg), u = Add4(row[intermediate / 4 + q], bu);
-  StoreBf16x4(out + t * intermediate + 4 * q, Silu(g.x) * u.x, Silu(g.y) * u.y, Silu(g.z) * u.z, Silu(g.w) * u.w);
+  kernels::StoreBf16x4(out + t * intermediate + 4 * q, Silu(g.x) * u.x, Silu(g.y) * u.y, Silu(g.z) * u.z,
+                       Silu(g.w) * u.w);
 }
 
 __global__ void SiluAndMulKernel(const float* gate_up, const float* bias, int32_t intermediate, __nv_bfloat16* out) {
@@ -162,9 +154,9 @@ cudaError_t LaunchAddRmsNorm(const AddRmsNormParams& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (p.row_index != nullptr && p.write_residual) return cudaErrorInvalidValue;  // gathered rows are read-only
   // out's rows are written 4 bf16 (8 bytes) at a time.
-  const bool aligned = p.hidden % 4 == 0 && Aligned16(p.x) && Aligned16(p.weight) &&
-                       (p.delta == nullptr || Aligned16(p.delta)) &&
-                       (p.delta_bias == nullptr || Aligned16(p.delta_bias)) && reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
+  const bool aligned = p.hidden % 4 == 0 && kernels::Aligned16(p.x) && kernels::Aligned16(p.weight) &&
+                       (p.delta == nullptr || kernels::Aligned16(p.delta)) &&
+                       (p.delta_bias == nullptr || kernels::Aligned16(p.delta_bias)) && kernels::AlignedTo(p.out, 8);
   const int quads_per_thread = (p.hidden / 4 + kThreads - 1) / kThreads;
   void (*kernel)(AddRmsNormParams) = AddRmsNormKernel;
   if (aligned && quads_per_thread <= 1) {
@@ -182,8 +174,8 @@ cudaError_t LaunchAddRmsNorm(const AddRmsNormParams& p, cudaStream_t stream) {
 cudaError_t LaunchSiluAndMul(const float* gate_up, const float* bias, int32_t tokens, int32_t intermediate,
                              __nv_bfloat16* out, cudaStream_t stream) {
   if (gate_up == nullptr || out == nullptr || tokens <= 0 || intermediate <= 0) return cudaErrorInvalidValue;
-  if (intermediate % 4 == 0 && Aligned16(gate_up) && (bias == nullptr || Aligned16(bias)) &&
-      reinterpret_cast<uintptr_t>(out) % 8 == 0) {
+  if (intermediate % 4 == 0 && kernels::Aligned16(gate_up) && (bias == nullptr || kernels::Aligned16(bias)) &&
+      kernels::AlignedTo(out, 8)) {
     const int quads = intermediate / 4;
     const dim3 grid(static_cast<unsigned>((quads + kThreads - 1) / kThreads), static_cast<unsigned>(tokens));
     return kernels::LaunchDependent(SiluAndMulQuadKernel, grid, dim3(kThreads), 0, stream, gate_up, bias,

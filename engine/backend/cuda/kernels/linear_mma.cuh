@@ -181,9 +181,6 @@ __device__ __forceinline__ void ReduceAndStore(float (*acc)[4], float* red, int 
   }
 }
 
-// Host side: the 16-byte alignment the kernels' vector loads need.
-inline bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-
 // Host side: how many warps share one 16-row tile along k (1, 2, 4 or 8).
 // More slices mean more CTAs and more loads in flight, at the cost of a
 // shared-memory sum; the largest count whose grid still fits in one wave of

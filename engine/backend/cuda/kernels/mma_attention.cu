@@ -9,6 +9,8 @@ namespace ernie::cuda {
 
 namespace {
 
+using kernels::PackBf16x2;
+
 constexpr int kWarps = 4;
 constexpr int kTileKeys = 64;  // keys one pipeline stage holds
 constexpr int kStages = 2;     // the next tile's copy runs while this one is used
@@ -26,11 +28,6 @@ constexpr size_t SharedBytes() {
   const size_t tiles = size_t{kStages} * 2 * kTileKeys * kRowElems<D> * 2;
   const size_t merge = size_t{kWarps} * 16 * (D + 2) * 4;  // the key-split shape's per-warp o, m and l
   return std::max(tiles, merge);
-}
-
-__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 __device__ __forceinline__ float QuadMax(float v) {

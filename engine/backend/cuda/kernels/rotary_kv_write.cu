@@ -45,9 +45,7 @@ __global__ void __launch_bounds__(kQuadThreads) RotaryKvWriteQuadKernel(RotaryKv
   const int32_t block = slot / p.cache.block_size, block_row = slot % p.cache.block_size;
   __nv_bfloat16* dst = rotated ? p.cache.k + KvOffset(p.cache, block, head - p.num_heads, block_row) + j
                                : p.cache.v + KvOffset(p.cache, block, head - rotated_heads, block_row) + j;
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-  *reinterpret_cast<uint2*>(dst) =
-      make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  kernels::StoreBf16x4(dst, v.x, v.y, v.z, v.w);
 }
 
 // Any even head_dim: one block per token. Threads first take the (head,
@@ -91,8 +89,6 @@ __global__ void RotaryKvWriteKernel(RotaryKvWriteParams p) {
   }
 }
 
-bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 }  // namespace
 
 cudaError_t LaunchRotaryKvWrite(const RotaryKvWriteParams& p, cudaStream_t stream) {
@@ -103,8 +99,9 @@ cudaError_t LaunchRotaryKvWrite(const RotaryKvWriteParams& p, cudaStream_t strea
     return cudaErrorInvalidValue;
   // The quad kernel's vector accesses: float4 of qkv and bias, float2 of
   // inv_freq, 8 bytes of the cache (head_dim % 4 == 0 keeps each aligned).
-  if (p.head_dim % 4 == 0 && Aligned(p.qkv, 16) && (p.bias == nullptr || Aligned(p.bias, 16)) &&
-      Aligned(p.inv_freq, 8) && Aligned(p.cache.k, 8) && Aligned(p.cache.v, 8)) {
+  if (p.head_dim % 4 == 0 && kernels::Aligned16(p.qkv) && (p.bias == nullptr || kernels::Aligned16(p.bias)) &&
+      kernels::AlignedTo(p.inv_freq, 8) && kernels::AlignedTo(p.cache.k, 8) &&
+      kernels::AlignedTo(p.cache.v, 8)) {
     const int quads = (p.num_heads + 2 * p.num_kv_heads) * p.head_dim / 4;
     const dim3 grid(static_cast<unsigned>((quads + kQuadThreads - 1) / kQuadThreads), static_cast<unsigned>(p.tokens));
     return kernels::LaunchDependent(RotaryKvWriteQuadKernel, grid, dim3(kQuadThreads), 0, stream, p);
