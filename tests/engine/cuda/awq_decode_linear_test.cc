@@ -22,6 +22,7 @@
 #include "engine/util/half.h"
 #include "tests/engine/cuda/awq_test_case.h"
 #include "tests/engine/cuda/backend_runner.h"
+#include "tests/engine/cuda/decode_linear_inputs.h"
 #include "tests/engine/cuda/device_copies.h"
 #include "tests/engine/cuda/rotary_epilogue_check.h"
 
@@ -60,21 +61,8 @@ void RunCase(const Case& c) {
   std::mt19937 rng(static_cast<uint32_t>(c.m * 7919 + c.n * 31 + c.k + c.group));
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   const AwqCase awq = MakeAwqCase(c.n, c.k, c.group, rng);
-  const int32_t source_rows = c.gather ? c.m + 3 : c.m;
-  std::vector<float> x(static_cast<size_t>(source_rows) * c.k), norm_w(static_cast<size_t>(c.k)),
-      bias(static_cast<size_t>(c.n));
-  std::vector<uint16_t> x_bf(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    x_bf[i] = FloatToBf16(uni(rng) * 3.0f);
-    x[i] = c.bf16_input ? Bf16ToFloat(x_bf[i]) : uni(rng) * 3.0f;
-  }
-  for (auto& v : norm_w) v = 0.5f + uni(rng);
-  for (auto& v : bias) v = uni(rng);
-  std::vector<int32_t> rows(static_cast<size_t>(c.m));
-  for (int32_t r = 0; r < c.m; ++r) rows[static_cast<size_t>(r)] = c.gather ? (r * 5 + 2) % source_rows : r;
-  const int32_t out_width = c.epilogue == DecodeEpilogue::kSiluMul ? c.n / 2 : c.n;
-  std::vector<float> y0(static_cast<size_t>(c.m) * out_width);
-  for (auto& v : y0) v = uni(rng);  // the residual stream for kAddResidual; overwritten otherwise
+  const DecodeLinearInputs inputs = MakeDecodeLinearInputs(c.m, c.n, c.k, c.epilogue, c.bf16_input, c.gather, rng);
+  const auto& [x, x_bf, norm_w, bias, rows, y0, out_width] = inputs;
 
   // Host reference in float64 on the input rows as the kernel rounds them.
   std::vector<double> expect(y0.size());

@@ -16,6 +16,7 @@
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/util/half.h"
 #include "tests/engine/cuda/backend_runner.h"
+#include "tests/engine/cuda/decode_linear_inputs.h"
 #include "tests/engine/cuda/rotary_epilogue_check.h"
 
 namespace ernie::testing {
@@ -57,26 +58,14 @@ void RunCase(const Case& c) {
   SCOPED_TRACE(Name(c));
   std::mt19937 rng(static_cast<uint32_t>(c.m * 7919 + c.n * 31 + c.k));
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  const int32_t source_rows = c.gather ? c.m + 3 : c.m;
-  // Inputs rounded to bf16 where the kernel reads bf16, so both sides see the same values.
-  std::vector<float> x(static_cast<size_t>(source_rows) * c.k), norm_w(static_cast<size_t>(c.k)),
-      bias(static_cast<size_t>(c.n)), w_f(static_cast<size_t>(c.n) * c.k);
-  std::vector<uint16_t> x_bf(x.size()), w(w_f.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    x_bf[i] = FloatToBf16(uni(rng) * 3.0f);
-    x[i] = c.bf16_input ? Bf16ToFloat(x_bf[i]) : uni(rng) * 3.0f;
-  }
+  const DecodeLinearInputs inputs = MakeDecodeLinearInputs(c.m, c.n, c.k, c.epilogue, c.bf16_input, c.gather, rng);
+  const auto& [x, x_bf, norm_w, bias, rows, y0, out_width] = inputs;
+  std::vector<float> w_f(static_cast<size_t>(c.n) * c.k);
+  std::vector<uint16_t> w(w_f.size());
   for (size_t i = 0; i < w.size(); ++i) {
     w[i] = FloatToBf16(uni(rng) * 0.1f);
     w_f[i] = Bf16ToFloat(w[i]);
   }
-  for (auto& v : norm_w) v = 0.5f + uni(rng);
-  for (auto& v : bias) v = uni(rng);
-  std::vector<int32_t> rows(static_cast<size_t>(c.m));
-  for (int32_t r = 0; r < c.m; ++r) rows[static_cast<size_t>(r)] = c.gather ? (r * 5 + 2) % source_rows : r;
-  const int32_t out_width = c.epilogue == DecodeEpilogue::kSiluMul ? c.n / 2 : c.n;
-  std::vector<float> y0(static_cast<size_t>(c.m) * out_width);
-  for (auto& v : y0) v = uni(rng);  // the residual stream for kAddResidual; overwritten otherwise
 
   // Host reference in float64.
   std::vector<double> expect(y0.size());

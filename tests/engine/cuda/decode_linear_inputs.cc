@@ -1,0 +1,30 @@
+#include "tests/engine/cuda/decode_linear_inputs.h"
+
+#include "engine/util/half.h"
+
+namespace ernie::testing {
+
+DecodeLinearInputs MakeDecodeLinearInputs(int32_t m, int32_t n, int32_t k, cuda::DecodeEpilogue epilogue,
+                                          bool bf16_input, bool gather, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const int32_t source_rows = gather ? m + 3 : m;
+  DecodeLinearInputs in;
+  in.x.resize(static_cast<size_t>(source_rows) * k);
+  in.x_bf16.resize(in.x.size());
+  for (size_t i = 0; i < in.x.size(); ++i) {
+    in.x_bf16[i] = FloatToBf16(uni(rng) * 3.0f);
+    in.x[i] = bf16_input ? Bf16ToFloat(in.x_bf16[i]) : uni(rng) * 3.0f;
+  }
+  in.norm_weight.resize(static_cast<size_t>(k));
+  for (auto& v : in.norm_weight) v = 0.5f + uni(rng);
+  in.bias.resize(static_cast<size_t>(n));
+  for (auto& v : in.bias) v = uni(rng);
+  in.rows.resize(static_cast<size_t>(m));
+  for (int32_t r = 0; r < m; ++r) in.rows[static_cast<size_t>(r)] = gather ? (r * 5 + 2) % source_rows : r;
+  in.out_width = epilogue == cuda::DecodeEpilogue::kSiluMul ? n / 2 : n;
+  in.y0.resize(static_cast<size_t>(m) * in.out_width);
+  for (auto& v : in.y0) v = uni(rng);  // overwritten by every epilogue but kAddResidual
+  return in;
+}
+
+}  // namespace ernie::testing
