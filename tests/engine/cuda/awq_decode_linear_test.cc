@@ -86,24 +86,7 @@ void RunCase(const Case& c) {
       for (int32_t i = 0; i < c.k; ++i) d += in[static_cast<size_t>(i)] * awq.w[static_cast<size_t>(o) * c.k + i];
       dot[static_cast<size_t>(o)] = d;
     }
-    for (int32_t o = 0; o < out_width; ++o) {
-      const size_t at = static_cast<size_t>(r) * out_width + o;
-      switch (c.epilogue) {
-        case DecodeEpilogue::kStore:
-          expect[at] = dot[static_cast<size_t>(o)];
-          break;
-        case DecodeEpilogue::kAddResidual:
-          expect[at] = y0[at] + dot[static_cast<size_t>(o)];
-          break;
-        case DecodeEpilogue::kSiluMul: {
-          const double g = dot[static_cast<size_t>(o)], u = dot[static_cast<size_t>(o + out_width)];
-          expect[at] = g / (1.0 + std::exp(-g)) * u;
-          break;
-        }
-        case DecodeEpilogue::kRotaryKv:
-          FAIL() << "kRotaryKv has its own test";
-      }
-    }
+    ExpectEpilogue(c.epilogue, r, dot, inputs, expect);
   }
 
   const DeviceAwqLinear w(awq);

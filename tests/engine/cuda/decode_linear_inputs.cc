@@ -1,5 +1,9 @@
 #include "tests/engine/cuda/decode_linear_inputs.h"
 
+#include <gtest/gtest.h>
+
+#include <cmath>
+
 #include "engine/util/half.h"
 
 namespace ernie::testing {
@@ -25,6 +29,26 @@ DecodeLinearInputs MakeDecodeLinearInputs(int32_t m, int32_t n, int32_t k, cuda:
   in.y0.resize(static_cast<size_t>(m) * in.out_width);
   for (auto& v : in.y0) v = uni(rng);  // overwritten by every epilogue but kAddResidual
   return in;
+}
+
+void ExpectEpilogue(cuda::DecodeEpilogue epilogue, int32_t r, std::span<const double> dot,
+                    const DecodeLinearInputs& inputs, std::vector<double>& expect) {
+  const int32_t width = inputs.out_width;
+  for (int32_t o = 0; o < width; ++o) {
+    const size_t at = static_cast<size_t>(r) * width + o;
+    switch (epilogue) {
+      case cuda::DecodeEpilogue::kStore: expect[at] = dot[static_cast<size_t>(o)]; break;
+      case cuda::DecodeEpilogue::kAddResidual: expect[at] = inputs.y0[at] + dot[static_cast<size_t>(o)]; break;
+      case cuda::DecodeEpilogue::kSiluMul: {
+        const double g = dot[static_cast<size_t>(o)], u = dot[static_cast<size_t>(o + width)];
+        expect[at] = g / (1.0 + std::exp(-g)) * u;
+        break;
+      }
+      case cuda::DecodeEpilogue::kRotaryKv:
+        ADD_FAILURE() << "kRotaryKv has its own test";
+        return;
+    }
+  }
 }
 
 }  // namespace ernie::testing

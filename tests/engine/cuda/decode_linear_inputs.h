@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "engine/backend/cuda/kernels/decode_linear.h"
@@ -26,5 +27,12 @@ struct DecodeLinearInputs {
 
 DecodeLinearInputs MakeDecodeLinearInputs(int32_t m, int32_t n, int32_t k, cuda::DecodeEpilogue epilogue,
                                           bool bf16_input, bool gather, std::mt19937& rng);
+
+// Output row r's expected values into expect ([m, out_width]) from the row's
+// n dot products `dot` (bias included): kStore, kAddResidual (onto y0) or
+// kSiluMul (gate rows, then up rows). kRotaryKv is a test failure: it has a
+// test of its own (rotary_epilogue_check.h).
+void ExpectEpilogue(cuda::DecodeEpilogue epilogue, int32_t r, std::span<const double> dot,
+                    const DecodeLinearInputs& inputs, std::vector<double>& expect);
 
 }  // namespace ernie::testing
