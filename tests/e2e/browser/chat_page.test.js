@@ -95,6 +95,14 @@ describe('chat page', () => {
   });
 
   test('Stop ends a long answer and the worker stops generating', async () => {
+    // The demo model's random weights can sample the end-of-sentence token
+    // early, finishing the answer before Stop is clicked (seen in CI): this
+    // request asks the server to ignore it, so only Stop or 3,000 tokens end it.
+    const chat = '**/v1/chat/completions';
+    await page.route(chat, (route) => {
+      const body = JSON.parse(route.request().postData());
+      return route.continue({ postData: JSON.stringify({ ...body, ignore_eos: true }) });
+    });
     await setMaxTokens(3000);
     await sendMessage('Now write a very long story.');
     await page.waitForFunction(() => {
@@ -106,6 +114,7 @@ describe('chat page', () => {
     await page.locator('#send').waitFor({ state: 'visible' });
     assert.match(await lastAnswer().locator('.stats').textContent(), /stopped by you/);
     await stack.waitForIdleWorker(5000);
+    await page.unroute(chat);
   });
 
   test('a server error is shown with its status and message', async () => {
