@@ -5,7 +5,7 @@
 // sequence), so the speed is quoted for a backend shown correct on that shape.
 //
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
-//                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B]
+//                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--profile-prefill P]
 //                    [--max-attention-splits 32] [--fused-decode 1] [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 32] [--moe-gemm-min-tokens 256]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0]
@@ -54,6 +54,7 @@ struct Args {
   std::vector<int> batch_sizes = {1, 16, 64, 256};
   int prompt_len = 128, decode_tokens = 128, check_tokens = 64;
   int profile_batch = 0;  // > 0: after the figures, one decode step of this batch inside cudaProfilerStart/Stop
+  int profile_prefill = 0;  // > 0: then one prefill step of this many prompts, the same way
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
   int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
   // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
@@ -98,6 +99,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->prompt_len) || a->prompt_len <= 0) return false;
     } else if (f == "--decode-tokens") {
       if (!absl::SimpleAtoi(v, &a->decode_tokens) || a->decode_tokens <= 0) return false;
+    } else if (f == "--profile-prefill") {
+      if (!absl::SimpleAtoi(v, &a->profile_prefill) || a->profile_prefill < 0) return false;
     } else if (f == "--profile-batch") {
       if (!absl::SimpleAtoi(v, &a->profile_batch) || a->profile_batch < 0) return false;
     } else if (f == "--max-attention-splits") {
@@ -214,6 +217,24 @@ absl::StatusOr<std::vector<double>> DecodeSteps(ernie::Backend& backend, const s
   return steps;
 }
 
+// Sequences first .. first + count - 1 (block tables `tables`) prefilled
+// from position 0 with prompt_len tokens each, in one Forward step, the last
+// token of each a logit row.
+absl::Status PrefillStep(ernie::Backend& backend, const std::vector<std::vector<int32_t>>& tables, int first,
+                         int count, int prompt_len, std::vector<float>& logits) {
+  std::vector<int32_t> ids, pos, rows;
+  std::vector<ernie::SequenceSlice> seqs;
+  for (int s = first; s < first + count; ++s) {
+    seqs.push_back({static_cast<int32_t>(ids.size()), prompt_len, 0, tables[static_cast<size_t>(s)]});
+    for (int p = 0; p < prompt_len; ++p) {
+      ids.push_back(TokenFor(s, p, backend.vocab_size()));
+      pos.push_back(p);
+    }
+    rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+  }
+  return backend.Forward({ids, pos, seqs, rows}, logits);
+}
+
 // B sequences of prompt_len tokens prefilled (as many whole prompts per step
 // as fit), then decode_tokens steps of B tokens.
 absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const Args& a) {
@@ -230,20 +251,10 @@ absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const A
   BatchResult r{.batch = batch};
   const int per_step = std::max<int>(1, static_cast<int>(backend.max_tokens_per_step() / a.prompt_len));
   const auto prefill_start = Clock::now();
-  for (int first = 0; first < batch; first += per_step) {
-    const int n = std::min(per_step, batch - first);
-    std::vector<int32_t> ids, pos, rows;
-    std::vector<ernie::SequenceSlice> seqs;
-    for (int s = first; s < first + n; ++s) {
-      seqs.push_back({static_cast<int32_t>(ids.size()), a.prompt_len, 0, tables[static_cast<size_t>(s)]});
-      for (int p = 0; p < a.prompt_len; ++p) {
-        ids.push_back(TokenFor(s, p, vocab));
-        pos.push_back(p);
-      }
-      rows.push_back(static_cast<int32_t>(ids.size()) - 1);
-    }
-    if (auto st = backend.Forward({ids, pos, seqs, rows}, logits); !st.ok()) return st;
-  }
+  for (int first = 0; first < batch; first += per_step)
+    if (auto st = PrefillStep(backend, tables, first, std::min(per_step, batch - first), a.prompt_len, logits);
+        !st.ok())
+      return st;
   r.prefill_ms = Ms(Clock::now() - prefill_start);
 
   auto steps = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, StepKind::kHostLogits, logits);
@@ -276,7 +287,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--max-attention-splits N] [--fused-decode 0|1] [--cluster-decode-max-rows N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--cluster-decode-max-rows N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] [--moe-gemm-min-tokens N] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -290,14 +301,16 @@ int main(int argc, char** argv) {
     std::cerr << "ernie-bench-cuda: " << model.status() << "\n";
     return 1;
   }
-  const int max_batch = std::max(*std::max_element(args.batch_sizes.begin(), args.batch_sizes.end()), args.profile_batch);
+  const int max_batch = std::max({*std::max_element(args.batch_sizes.begin(), args.batch_sizes.end()),
+                                  args.profile_batch, args.profile_prefill});
   const int64_t block = 16;
   const int64_t blocks_per_seq = (args.prompt_len + args.decode_tokens + block - 1) / block;
   const auto start = Clock::now();
   auto backend = ernie::CreateCudaBackend(
       **model, {.block_size = block,
                 .num_blocks = std::max<int64_t>(max_batch * blocks_per_seq, (args.check_tokens + block - 1) / block),
-                .max_tokens_per_step = std::max<int64_t>({2048, max_batch, args.check_tokens}),
+                .max_tokens_per_step = std::max<int64_t>(
+                    {2048, max_batch, args.check_tokens, int64_t{args.profile_prefill} * args.prompt_len}),
                 .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
                 .max_attention_splits = args.max_attention_splits,
                 .tensor_core_attention = args.tensor_core_attention == 1,
@@ -387,6 +400,33 @@ int main(int argc, char** argv) {
     cudaProfilerStop();
     if (!r.ok() || !st.ok()) {
       std::cerr << "ernie-bench-cuda: profile step failed\n";
+      return 1;
+    }
+  }
+  if (args.profile_prefill > 0) {
+    // One prefill step of profile_prefill prompts between cudaProfilerStart
+    // and Stop, after the same step unprofiled (its wall time, host work
+    // included, is printed: the kernel sum under ncu says how much of it the
+    // GPU was busy).
+    const int n = args.profile_prefill;
+    const int64_t blocks = (args.prompt_len + block - 1) / block;
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n));
+    for (int s = 0; s < n; ++s) {
+      tables[static_cast<size_t>(s)].resize(static_cast<size_t>(blocks));
+      std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
+                static_cast<int32_t>(s * blocks));
+    }
+    std::vector<float> logits(static_cast<size_t>(n * (*backend)->vocab_size()));
+    absl::Status st = PrefillStep(**backend, tables, 0, n, args.prompt_len, logits);
+    const auto t0 = Clock::now();
+    if (st.ok()) st = PrefillStep(**backend, tables, 0, n, args.prompt_len, logits);
+    std::cout << "ernie-bench-cuda: prefill step of " << n << " x " << args.prompt_len << " tokens: "
+              << Ms(Clock::now() - t0) << " ms wall\n";
+    cudaProfilerStart();
+    if (st.ok()) st = PrefillStep(**backend, tables, 0, n, args.prompt_len, logits);
+    cudaProfilerStop();
+    if (!st.ok()) {
+      std::cerr << "ernie-bench-cuda: profiled prefill step failed: " << st << "\n";
       return 1;
     }
   }
