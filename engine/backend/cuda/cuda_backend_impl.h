@@ -113,10 +113,11 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status SamplePass(int32_t first_row, int32_t rows, const DeviceSamplingRequest& request,
                           std::span<SampledToken> sampled, std::span<float> host_logits);
   absl::Status EnqueueLayers(int32_t tokens);
-  // y [m, n] float32 = x [m, k] bf16 times a layer linear: `bf16` through
-  // cuBLAS, or `awq` when it is not empty (cuda_linear.cc).
+  // y [m, n] (float32, or bf16 when `out` says so) = x [m, k] bf16 times a
+  // layer linear: `bf16` through cuBLAS, or `awq` when it is not empty
+  // (cuda_linear.cc).
   absl::Status RunLinear(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
-                         const DeviceAwqLinear& awq, int64_t n, float* y);
+                         const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out = GemmOutput::kF32);
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
   // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);

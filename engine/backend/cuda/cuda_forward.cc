@@ -113,9 +113,11 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
     ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, ws_.h.data(), /*normalize_into_h=*/false, ws_.proj.data(),
                                    /*accumulate=*/false));
   } else {
+    // gate|up in bf16, as HF's bf16 model holds it: the SiLU kernel reads half the bytes.
+    auto* gate_up = reinterpret_cast<__nv_bfloat16*>(ws_.gate_up.data());
     ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.h), tokens, c.hidden_size, w.gate_up, w.gate_up_awq,
-                                    2 * c.intermediate_size, ws_.gate_up.data()));
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(ws_.gate_up.data(), OrNull(w.gate_up_bias), tokens,
+                                    2 * c.intermediate_size, gate_up, GemmOutput::kBf16));
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(gate_up, OrNull(w.gate_up_bias), tokens,
                                                 static_cast<int32_t>(c.intermediate_size), Bf16(ws_.act), s),
                                "SiLU-and-mul kernel");
     ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.act), tokens, c.intermediate_size, w.down_proj, w.down_awq,

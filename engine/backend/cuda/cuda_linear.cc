@@ -13,14 +13,14 @@ constexpr int64_t kAwqGemvMaxRows = 16;
 }
 
 absl::Status CudaBackendImpl::RunLinear(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
-                                        const DeviceAwqLinear& awq, int64_t n, float* y) {
-  if (awq.empty()) return gemm_.Run(x, m, k, bf16.data(), n, y, GemmOutput::kF32);
+                                        const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out) {
+  if (awq.empty()) return gemm_.Run(x, m, k, bf16.data(), n, y, out);
   if (m <= kAwqGemvMaxRows)
     return CudaStatus(LaunchAwqGemv({.x = reinterpret_cast<const __nv_bfloat16*>(x),
                                      .w = awq.view(),
                                      .y = y,
                                      .m = static_cast<int32_t>(m),
-                                     .out = LinearOutput::kF32},
+                                     .out = out == GemmOutput::kBf16 ? LinearOutput::kBf16 : LinearOutput::kF32},
                                     stream_.get()),
                       "AWQ int4 GEMV kernel");
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqDequantize({.w = awq.view(),
@@ -28,7 +28,7 @@ absl::Status CudaBackendImpl::RunLinear(const uint16_t* x, int64_t m, int64_t k,
                                                   .out_bytes = ws_.awq_weights.bytes()},
                                                  stream_.get()),
                              "AWQ dequantise kernel");
-  return gemm_.Run(x, m, k, ws_.awq_weights.data(), n, y, GemmOutput::kF32);
+  return gemm_.Run(x, m, k, ws_.awq_weights.data(), n, y, out);
 }
 
 }  // namespace ernie::cuda

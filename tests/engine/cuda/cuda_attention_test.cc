@@ -34,7 +34,7 @@ namespace {
 using cuda::DeviceBuffer;
 
 constexpr int kBlockSize = 16;
-constexpr int kNumBlocks = 96;
+constexpr int kNumBlocks = 544;  // room for LoneDecodeBeyondTheStagedBlockTable's 520 blocks
 
 struct Shape {
   int head_dim;
@@ -222,6 +222,12 @@ TEST_P(AttentionKernelTest, DecodeStep) {
 TEST_P(AttentionKernelTest, LoneDecodeWithALongContext) {
   // One item: the split-KV case of a single stream.
   CheckBothKernels({{700, 1}});
+}
+
+TEST_P(AttentionKernelTest, LoneDecodeBeyondTheStagedBlockTable) {
+  // Unsplit, 520 blocks of keys: more than the tensor-core kernel copies to
+  // shared memory (512), so it reads the table as it goes; split, it copies.
+  CheckBothKernels({{8300, 1}});
 }
 
 TEST_P(AttentionKernelTest, PrefillChunksOverCachedPrefixes) {

@@ -8,8 +8,9 @@
 // sides (x + (delta + bias)), so it must match bit for bit; the norm's sum of
 // squares is added in another order (float32, relative error ~1e-6), and the
 // output is bf16 (2^-8 relative); SiLU uses expf on both sides (a few float32
-// ulps apart) before the same bf16 rounding; the rotation uses the device's
-// sincosf against the host's double sin/cos of the same float32 angle.
+// ulps apart) before the same bf16 rounding, on float32 or bf16 gate|up
+// rows; the rotation uses the device's sincosf against the host's double
+// sin/cos of the same float32 angle.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,11 +64,10 @@ TEST(AddRmsNormKernelTest, MatchesTheReferenceOnEveryPath) {
   constexpr int kRows = 5;
   // 1,024 / 2,048 / 2,560 / 8,192: one, two, three (in four) and eight float4s
   // a thread; 1,026 and 8,196: the plain loop.
-  for (const NormCase c : {NormCase{1024, true, true, false}, NormCase{1024, false, false, false},
-                           NormCase{2048, true, false, false}, NormCase{2560, true, true, false},
-                           NormCase{8192, true, true, false}, NormCase{1024, true, true, true},
-                           NormCase{1026, true, true, false}, NormCase{1026, true, false, true},
-                           NormCase{8196, true, false, false}}) {
+  for (const NormCase c :
+       {NormCase{1024, true, true, false}, NormCase{1024, false, false, false}, NormCase{2048, true, false, false},
+        NormCase{2560, true, true, false}, NormCase{8192, true, true, false}, NormCase{1024, true, true, true},
+        NormCase{1026, true, true, false}, NormCase{1026, true, false, true}, NormCase{8196, true, false, false}}) {
     SCOPED_TRACE(::testing::Message() << "hidden=" << c.hidden << " delta=" << c.delta << " bias=" << c.bias
                                       << " gather=" << c.gather);
     const size_t size = static_cast<size_t>(kRows) * c.hidden;
@@ -114,25 +114,37 @@ TEST(SiluAndMulKernelTest, MatchesTheReferenceOnEveryPath) {
   std::mt19937 gen(8);
   constexpr int kTokens = 3;
   for (int intermediate : {3072, 1536, 12, 1030})  // 1,030: the plain loop
-    for (bool with_bias : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "intermediate=" << intermediate << " bias=" << with_bias);
-      const auto gate_up = RandomFloats(static_cast<size_t>(kTokens) * 2 * intermediate, gen, 6.0f);
-      const auto bias = RandomFloats(2 * static_cast<size_t>(intermediate), gen);
-      const auto d_gate_up = Upload(gate_up), d_bias = Upload(bias);
-      auto out = Zeros<uint16_t>(static_cast<size_t>(kTokens) * intermediate);
-      ASSERT_EQ(cuda::LaunchSiluAndMul(d_gate_up.data(), with_bias ? d_bias.data() : nullptr, kTokens, intermediate,
-                                       reinterpret_cast<__nv_bfloat16*>(out.data()), nullptr),
-                cudaSuccess);
-      std::vector<float> want(static_cast<size_t>(kTokens) * intermediate);
-      for (int t = 0; t < kTokens; ++t)
-        for (int i = 0; i < intermediate; ++i) {
-          const size_t row = static_cast<size_t>(t) * 2 * intermediate;
-          const float g = gate_up[row + i] + (with_bias ? bias[i] : 0.0f);
-          const float u = gate_up[row + intermediate + i] + (with_bias ? bias[intermediate + i] : 0.0f);
-          want[static_cast<size_t>(t) * intermediate + i] = g / (1.0f + std::exp(-g)) * u;
+    for (bool with_bias : {false, true})
+      for (bool bf16_input : {false, true}) {  // the cuBLAS path's gate|up is bf16
+        SCOPED_TRACE(::testing::Message()
+                     << "intermediate=" << intermediate << " bias=" << with_bias << " bf16 input=" << bf16_input);
+        auto gate_up = RandomFloats(static_cast<size_t>(kTokens) * 2 * intermediate, gen, 6.0f);
+        std::vector<uint16_t> gate_up_bf16(gate_up.size());
+        for (size_t i = 0; i < gate_up.size(); ++i) {
+          gate_up_bf16[i] = FloatToBf16(gate_up[i]);
+          if (bf16_input) gate_up[i] = Bf16ToFloat(gate_up_bf16[i]);  // what the kernel reads
         }
-      ExpectBf16Near(Bf16Values(Download(out)), want, "silu(g) * u");
-    }
+        const auto bias = RandomFloats(2 * static_cast<size_t>(intermediate), gen);
+        const auto d_gate_up = Upload(gate_up), d_bias = Upload(bias);
+        const auto d_gate_up_bf16 = Upload(gate_up_bf16);
+        auto out = Zeros<uint16_t>(static_cast<size_t>(kTokens) * intermediate);
+        auto* out_bf16 = reinterpret_cast<__nv_bfloat16*>(out.data());
+        const float* d_bias_or_null = with_bias ? d_bias.data() : nullptr;
+        ASSERT_EQ(bf16_input ? cuda::LaunchSiluAndMul(reinterpret_cast<const __nv_bfloat16*>(d_gate_up_bf16.data()),
+                                                      d_bias_or_null, kTokens, intermediate, out_bf16, nullptr)
+                             : cuda::LaunchSiluAndMul(d_gate_up.data(), d_bias_or_null, kTokens, intermediate, out_bf16,
+                                                      nullptr),
+                  cudaSuccess);
+        std::vector<float> want(static_cast<size_t>(kTokens) * intermediate);
+        for (int t = 0; t < kTokens; ++t)
+          for (int i = 0; i < intermediate; ++i) {
+            const size_t row = static_cast<size_t>(t) * 2 * intermediate;
+            const float g = gate_up[row + i] + (with_bias ? bias[i] : 0.0f);
+            const float u = gate_up[row + intermediate + i] + (with_bias ? bias[intermediate + i] : 0.0f);
+            want[static_cast<size_t>(t) * intermediate + i] = g / (1.0f + std::exp(-g)) * u;
+          }
+        ExpectBf16Near(Bf16Values(Download(out)), want, "silu(g) * u");
+      }
 }
 
 TEST(RotaryKvWriteKernelTest, MatchesTheReferenceOnEveryPath) {
@@ -147,8 +159,7 @@ TEST(RotaryKvWriteKernelTest, MatchesTheReferenceOnEveryPath) {
       const auto qkv0 = RandomFloats(static_cast<size_t>(kTokens) * width, gen, 2.0f);
       const auto bias = RandomFloats(width, gen, 0.5f);
       std::vector<float> inv_freq(head_dim / 2);
-      for (int i = 0; i < head_dim / 2; ++i)
-        inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / head_dim));
+      for (int i = 0; i < head_dim / 2; ++i) inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / head_dim));
       auto qkv = Upload(qkv0);
       const auto d_bias = Upload(bias), d_freq = Upload(inv_freq);
       const auto d_positions = Upload(positions), d_slots = Upload(slots);
@@ -217,7 +228,10 @@ TEST(RotaryKvWriteKernelTest, MatchesTheReferenceOnEveryPath) {
 TEST(RowwiseKernelsTest, RejectBadParameters) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   EXPECT_EQ(cuda::LaunchAddRmsNorm({}, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(cuda::LaunchSiluAndMul(nullptr, nullptr, 1, 8, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchSiluAndMul(static_cast<const float*>(nullptr), nullptr, 1, 8, nullptr, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::LaunchSiluAndMul(static_cast<const __nv_bfloat16*>(nullptr), nullptr, 1, 8, nullptr, nullptr),
+            cudaErrorInvalidValue);
   EXPECT_EQ(cuda::LaunchRotaryKvWrite({}, nullptr), cudaErrorInvalidValue);
 }
 

@@ -108,9 +108,21 @@ __global__ void AddRmsNormKernel(AddRmsNormParams p) {
 
 __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
 
+// Element i of a row, and four from element 4q (aligned), as float.
+__device__ __forceinline__ float ValueAt(const float* row, int64_t i) { return row[i]; }
+__device__ __forceinline__ float ValueAt(const __nv_bfloat16* row, int64_t i) { return __bfloat162float(row[i]); }
+__device__ __forceinline__ float4 QuadAt(const float* row, int64_t q) { return reinterpret_cast<const float4*>(row)[q]; }
+__device__ __forceinline__ float4 QuadAt(const __nv_bfloat16* row, int64_t q) {
+  const uint2 raw = reinterpret_cast<const uint2*>(row)[q];
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
 // Four outputs a thread (intermediate % 4 == 0, aligned): grid (quads of a
-// row / kThreads, tokens).
-__global__ void __launch_bounds__(kThreads) SiluAndMulQuadKernel(const float* gate_up, const float* bias,
+// row / kThreads, tokens). T: float or bf16 gate_up.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) SiluAndMulQuadKernel(const T* gate_up, const float* bias,
                                                                  int32_t intermediate, __nv_bfloat16* out) {
   kernels::AllowDependentLaunch();
   const int q = blockIdx.x * kThreads + threadIdx.x;
@@ -121,21 +133,22 @@ __global__ void __launch_bounds__(kThreads) SiluAndMulQuadKernel(const float* ga
   kernels::WaitForPrerequisiteGrids();
   if (!in) return;
   const int64_t t = blockIdx.y;
-  const auto* row = reinterpret_cast<const float4*>(gate_up + t * 2 * intermediate);
-  const float4 g = Add4(row[q], bg), u = Add4(row[intermediate / 4 + q], bu);
+  const T* row = gate_up + t * 2 * intermediate;
+  const float4 g = Add4(QuadAt(row, q), bg), u = Add4(QuadAt(row, intermediate / 4 + q), bu);
   kernels::StoreBf16x4(out + t * intermediate + 4 * q, Silu(g.x) * u.x, Silu(g.y) * u.y, Silu(g.z) * u.z,
                        Silu(g.w) * u.w);
 }
 
-__global__ void SiluAndMulKernel(const float* gate_up, const float* bias, int32_t intermediate, __nv_bfloat16* out) {
+template <typename T>
+__global__ void SiluAndMulKernel(const T* gate_up, const float* bias, int32_t intermediate, __nv_bfloat16* out) {
   kernels::AllowDependentLaunch();
   kernels::WaitForPrerequisiteGrids();
   const int64_t t = blockIdx.x;
-  const float* gate = gate_up + t * 2 * intermediate;
-  const float* up = gate + intermediate;
+  const T* gate = gate_up + t * 2 * intermediate;
+  const T* up = gate + intermediate;
   for (int i = threadIdx.x; i < intermediate; i += blockDim.x) {
-    const float g = gate[i] + (bias != nullptr ? bias[i] : 0.0f);
-    const float u = up[i] + (bias != nullptr ? bias[intermediate + i] : 0.0f);
+    const float g = ValueAt(gate, i) + (bias != nullptr ? bias[i] : 0.0f);
+    const float u = ValueAt(up, i) + (bias != nullptr ? bias[intermediate + i] : 0.0f);
     out[t * intermediate + i] = __float2bfloat16(Silu(g) * u);
   }
 }
@@ -171,18 +184,34 @@ cudaError_t LaunchAddRmsNorm(const AddRmsNormParams& p, cudaStream_t stream) {
   return kernels::LaunchDependent(kernel, dim3(static_cast<unsigned>(p.rows)), dim3(kThreads), 0, stream, p);
 }
 
-cudaError_t LaunchSiluAndMul(const float* gate_up, const float* bias, int32_t tokens, int32_t intermediate,
-                             __nv_bfloat16* out, cudaStream_t stream) {
+namespace {
+
+template <typename T>
+cudaError_t LaunchSiluAndMulOf(const T* gate_up, const float* bias, int32_t tokens, int32_t intermediate,
+                               __nv_bfloat16* out, cudaStream_t stream) {
   if (gate_up == nullptr || out == nullptr || tokens <= 0 || intermediate <= 0) return cudaErrorInvalidValue;
-  if (intermediate % 4 == 0 && kernels::Aligned16(gate_up) && (bias == nullptr || kernels::Aligned16(bias)) &&
-      kernels::AlignedTo(out, 8)) {
+  // A quad of T: 16 bytes of float, 8 of bf16.
+  if (intermediate % 4 == 0 && kernels::AlignedTo(gate_up, 4 * sizeof(T)) &&
+      (bias == nullptr || kernels::Aligned16(bias)) && kernels::AlignedTo(out, 8)) {
     const int quads = intermediate / 4;
     const dim3 grid(static_cast<unsigned>((quads + kThreads - 1) / kThreads), static_cast<unsigned>(tokens));
-    return kernels::LaunchDependent(SiluAndMulQuadKernel, grid, dim3(kThreads), 0, stream, gate_up, bias,
+    return kernels::LaunchDependent(SiluAndMulQuadKernel<T>, grid, dim3(kThreads), 0, stream, gate_up, bias,
                                     intermediate, out);
   }
-  return kernels::LaunchDependent(SiluAndMulKernel, dim3(static_cast<unsigned>(tokens)), dim3(kThreads), 0, stream,
+  return kernels::LaunchDependent(SiluAndMulKernel<T>, dim3(static_cast<unsigned>(tokens)), dim3(kThreads), 0, stream,
                                   gate_up, bias, intermediate, out);
+}
+
+}  // namespace
+
+cudaError_t LaunchSiluAndMul(const float* gate_up, const float* bias, int32_t tokens, int32_t intermediate,
+                             __nv_bfloat16* out, cudaStream_t stream) {
+  return LaunchSiluAndMulOf(gate_up, bias, tokens, intermediate, out, stream);
+}
+
+cudaError_t LaunchSiluAndMul(const __nv_bfloat16* gate_up, const float* bias, int32_t tokens, int32_t intermediate,
+                             __nv_bfloat16* out, cudaStream_t stream) {
+  return LaunchSiluAndMulOf(gate_up, bias, tokens, intermediate, out, stream);
 }
 
 }  // namespace ernie::cuda

@@ -39,5 +39,10 @@ cudaError_t LaunchAddRmsNorm(const AddRmsNormParams& p, cudaStream_t stream);
 // bias: [2I] or nullptr; out: bf16 [tokens, I].
 cudaError_t LaunchSiluAndMul(const float* gate_up, const float* bias, int32_t tokens, int32_t intermediate,
                              __nv_bfloat16* out, cudaStream_t stream);
+// The same on a bf16 gate_up (the cuBLAS path's gate|up GEMM writes bf16: at
+// prefill sizes this kernel is bound by HBM, and float32 gate|up rows were
+// the step's widest activations, 200 MB a layer at 8,192 tokens).
+cudaError_t LaunchSiluAndMul(const __nv_bfloat16* gate_up, const float* bias, int32_t tokens, int32_t intermediate,
+                             __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace ernie::cuda

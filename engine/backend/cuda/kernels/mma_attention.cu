@@ -13,7 +13,19 @@ using kernels::PackBf16x2;
 
 constexpr int kWarps = 4;
 constexpr int kTileKeys = 64;  // keys one pipeline stage holds
-constexpr int kStages = 2;     // the next tile's copy runs while this one is used
+// Tiles in flight while one is used (the kernel's kStages): a decode CTA
+// (one token an item, a split of a few tiles) has little to compute per
+// tile, so with two stages each tile cost a memory round trip in turn (ncu,
+// 0.3b at batch 64: 12 us a layer for ~3 tiles a CTA). Launch gives decode
+// grids four stages when one CTA an SM holds the grid, three when two do
+// (each stage is 34 KB at head_dim 128), else two; prefill CTAs compute more
+// per tile and are many: two.
+// Block-table entries a CTA copies to shared memory before waiting for the
+// kernel before (the tables are uploaded before the step's first kernel), so
+// a tile's copies need no dependent global load for their addresses: 512
+// blocks, 8,192 keys a split at block size 16; longer splits read the
+// table from global memory as they go.
+constexpr int kStagedTableEntries = 512;
 constexpr int kMergeThreads = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -23,7 +35,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <int D>
 constexpr int kRowElems = D + 8;
 
-template <int D>
+template <int D, int kStages>
 constexpr size_t SharedBytes() {
   const size_t tiles = size_t{kStages} * 2 * kTileKeys * kRowElems<D> * 2;
   const size_t merge = size_t{kWarps} * 16 * (D + 2) * 4;  // the key-split shape's per-warp o, m and l
@@ -68,8 +80,9 @@ struct RowState {
 // are its "lo" and "hi" rows. kSplitKeys: the item's (at most 16) rows are
 // every warp's rows, and warp w takes keys 16w .. 16w+15 of each tile;
 // otherwise warp w takes rows 16w .. 16w+15 and every key of each tile.
-template <int D, bool kSplitKeys>
+template <int D, bool kSplitKeys, int kStages>
 __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttentionParams p) {
+  static_assert(kStages >= 2 && kStages <= 4, "CpAsyncWait below takes up to 3 later tiles");
   constexpr int kRow = kRowElems<D>;
   constexpr int kKSteps = D / 16;   // mma k-steps of the scores, over head_dim
   constexpr int kDimTiles = D / 8;  // 8-wide output tiles
@@ -77,6 +90,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   constexpr int kKeyTiles = kWarpKeys / 8;  // 8-wide score tiles
   extern __shared__ __align__(16) unsigned char shared_raw[];
   auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // [stage][K, V][kTileKeys][kRow]
+  __shared__ int32_t staged_table[kStagedTableEntries];        // blocks first_block ..
 
   kernels::AllowDependentLaunch();
   const AttentionWorkItem item = p.items[blockIdx.x];
@@ -93,6 +107,16 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   const int end = min(context, begin + per_split);
   if (begin >= end) return;  // a split past a short context: the merge skips it
   const int num_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
+  const int first_block = begin / p.cache.block_size;
+  const int table_entries = (end - 1) / p.cache.block_size - first_block + 1;
+  const bool table_staged = table_entries <= kStagedTableEntries;
+  if (table_staged)
+    for (int i = threadIdx.x; i < table_entries; i += kWarps * 32) staged_table[i] = table[first_block + i];
+  __syncthreads();
+  auto block_of = [&](int pos) {
+    const int b = pos / p.cache.block_size;
+    return table_staged ? staged_table[b - first_block] : table[b];
+  };
 
   // Stage a tile's keys and values (zeros past `end`, so that a weight of 0
   // never meets a NaN of stale memory).
@@ -105,8 +129,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
       const int j = idx / kPieces, piece = (idx % kPieces) * 8;
       const int pos = start + j;
       const bool valid = pos < end;
-      const int64_t off =
-          valid ? KvOffset(p.cache, table[pos / p.cache.block_size], kv_head, pos % p.cache.block_size) + piece : 0;
+      const int64_t off = valid ? KvOffset(p.cache, block_of(pos), kv_head, pos % p.cache.block_size) + piece : 0;
       kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
       kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
     }
@@ -116,7 +139,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   // positions and block tables are host-staged before the step, so only the
   // cache and q (the kernel before writes them) wait for that kernel.
   kernels::WaitForPrerequisiteGrids();
-  load_tile(0);
+  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t) load_tile(t);
 
   // The warp's query rows as A fragments (bf16), straight from the float32 q.
   uint32_t qa[kKSteps][4];
@@ -156,8 +179,15 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   const int warp_key0 = kSplitKeys ? warp * kWarpKeys : 0;  // the warp's first key within a tile
 
   for (int tile = 0; tile < num_tiles; ++tile) {
-    if (tile + 1 < num_tiles) {
-      load_tile(tile + 1);
+    // Its stage is the one the last iteration used (freed by its closing barrier).
+    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1);
+    // Tiles requested after this one may stay in flight.
+    const int later = min(kStages - 1, num_tiles - 1 - tile);
+    if (later >= 3) {
+      kernels::CpAsyncWait<3>();
+    } else if (later == 2) {
+      kernels::CpAsyncWait<2>();
+    } else if (later == 1) {
       kernels::CpAsyncWait<1>();
     } else {
       kernels::CpAsyncWait<0>();
@@ -368,10 +398,10 @@ __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAtten
   }
 }
 
-template <int D, bool kSplitKeys>
+template <int D, bool kSplitKeys, int kStages>
 cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
-  constexpr size_t kShared = SharedBytes<D>();
-  auto* kernel = MmaAttentionKernel<D, kSplitKeys>;
+  constexpr size_t kShared = SharedBytes<D, kStages>();
+  auto* kernel = MmaAttentionKernel<D, kSplitKeys, kStages>;
   if (kShared > 48 * 1024) {
     const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
     if (set != cudaSuccess) return set;
@@ -383,9 +413,25 @@ cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
   return kernels::LaunchDependent(MmaMergeSplitsKernel<D>, dim3(grid.x, grid.y), dim3(kMergeThreads), 0, stream, p);
 }
 
+// The current device's SMs (asked once per thread: the backend's device).
+int SmCount() {
+  thread_local int sms = [] {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      return 0;
+    return count;
+  }();
+  return sms;
+}
+
 template <int D>
 cudaError_t LaunchShape(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream) {
-  return single_token_items ? Launch<D, true>(p, stream) : Launch<D, false>(p, stream);
+  if (!single_token_items) return Launch<D, false, 2>(p, stream);
+  const int64_t ctas = int64_t{p.num_items} * p.num_kv_heads * p.num_splits, sms = SmCount();
+  if (ctas <= sms) return Launch<D, true, 4>(p, stream);
+  if (ctas <= 2 * sms) return Launch<D, true, 3>(p, stream);
+  return Launch<D, true, 2>(p, stream);
 }
 
 }  // namespace
