@@ -219,6 +219,15 @@ TEST_P(AttentionKernelTest, DecodeStep) {
   CheckBothKernels({{0, 1}, {16, 1}, {63, 1}, {64, 1}, {100, 1}, {200, 1}, {320, 1}});
 }
 
+TEST_P(AttentionKernelTest, ManyShortDecodes) {
+  // 300 one-token items: grids of more CTAs than the device holds at once,
+  // so the tensor-core kernel takes fewer pipeline stages (on the H200 at
+  // head_dim 128: two, against four for the steps above).
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 300; ++i) seqs.push_back({i % 16, 1});
+  CheckBothKernels(seqs);
+}
+
 TEST_P(AttentionKernelTest, LoneDecodeWithALongContext) {
   // One item: the split-KV case of a single stream.
   CheckBothKernels({{700, 1}});

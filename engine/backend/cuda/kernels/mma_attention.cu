@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
@@ -16,10 +17,11 @@ constexpr int kTileKeys = 64;  // keys one pipeline stage holds
 // Tiles in flight while one is used (the kernel's kStages): a decode CTA
 // (one token an item, a split of a few tiles) has little to compute per
 // tile, so with two stages each tile cost a memory round trip in turn (ncu,
-// 0.3b at batch 64: 12 us a layer for ~3 tiles a CTA). Launch gives decode
-// grids four stages when one CTA an SM holds the grid, three when two do
-// (each stage is 34 KB at head_dim 128), else two; prefill CTAs compute more
-// per tile and are many: two.
+// 0.3b at batch 64: 12 us a layer for ~3 tiles a CTA). Each stage is 34 KB
+// at head_dim 128, so more stages mean fewer CTAs an SM: decode grids take
+// the stage count (4, 3 or 2) that runs them in the fewest waves, the most
+// stages among equals (LaunchShape); prefill CTAs compute more per tile and
+// are many: two.
 // Block-table entries a CTA copies to shared memory before waiting for the
 // kernel before (the tables are uploaded before the step's first kernel), so
 // a tile's copies need no dependent global load for their addresses: 512
@@ -413,24 +415,34 @@ cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
   return kernels::LaunchDependent(MmaMergeSplitsKernel<D>, dim3(grid.x, grid.y), dim3(kMergeThreads), 0, stream, p);
 }
 
-// The current device's SMs (asked once per thread: the backend's device).
-int SmCount() {
-  thread_local int sms = [] {
-    int device = 0, count = 0;
+// CTAs of the decode kernel with kStages stages the current device runs at
+// once (asked once per thread, the backend's device; 0 if it cannot say).
+template <int D, int kStages>
+int64_t ResidentDecodeCtas() {
+  thread_local int64_t resident = [] {
+    int device = 0, sms = 0, per_sm = 0;
+    auto* kernel = MmaAttentionKernel<D, true, kStages>;
     if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      return 0;
-    return count;
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes<D, kStages>()) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, SharedBytes<D, kStages>()) !=
+            cudaSuccess)
+      return int64_t{0};
+    return int64_t{sms} * per_sm;
   }();
-  return sms;
+  return resident;
 }
 
 template <int D>
 cudaError_t LaunchShape(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream) {
   if (!single_token_items) return Launch<D, false, 2>(p, stream);
-  const int64_t ctas = int64_t{p.num_items} * p.num_kv_heads * p.num_splits, sms = SmCount();
-  if (ctas <= sms) return Launch<D, true, 4>(p, stream);
-  if (ctas <= 2 * sms) return Launch<D, true, 3>(p, stream);
+  const int64_t ctas = int64_t{p.num_items} * p.num_kv_heads * p.num_splits;
+  auto waves = [&](int64_t resident) { return resident > 0 ? (ctas + resident - 1) / resident : INT64_MAX; };
+  const int64_t w4 = waves(ResidentDecodeCtas<D, 4>()), w3 = waves(ResidentDecodeCtas<D, 3>()),
+                w2 = waves(ResidentDecodeCtas<D, 2>());
+  if (w4 <= w3 && w4 <= w2) return Launch<D, true, 4>(p, stream);
+  if (w3 <= w2) return Launch<D, true, 3>(p, stream);
   return Launch<D, true, 2>(p, stream);
 }
 
