@@ -145,8 +145,9 @@ class AttentionKernelTest : public ::testing::TestWithParam<Shape> {
         .num_heads = s.num_heads,
         .num_kv_heads = s.num_kv_heads,
         .head_dim = s.head_dim,
-        .num_splits = std::min(splits, static_cast<int>(cuda::PagedAttentionPartialCtas(132) / inputs->num_items() /
-                                                        s.num_kv_heads)),
+        // As many as the partial buffers hold (at least 1: one split needs none).
+        .num_splits = std::max(1, std::min(splits, static_cast<int>(cuda::PagedAttentionPartialCtas(132) /
+                                                                    inputs->num_items() / s.num_kv_heads))),
         .partial_out = partial_out.data(),
         .partial_ml = partial_ml.data()};
     ASSERT_GE(p.num_splits, 1);
