@@ -40,9 +40,18 @@ absl::StatusOr<int64_t> CreateCudaServing(const WorkerConfig& c, const LoadedMod
                                           ServingModel& out) {
   const ModelConfig& mc = model.config;
   const int64_t per_block = mc.num_layers * mc.num_kv_heads * mc.head_dim * 2 * 2 * c.block_size;  // bf16 K and V
+  // A step carries at most max_num_batched_tokens sequences (each at least
+  // one new token), each of at most max_len tokens (the engine ends a
+  // sequence there): the block tables it uploads hold at most that many
+  // entries. The backend's own bound, for want of these flags, is the
+  // model's whole context a sequence (8,192 blocks for the 0.3b): 64 MiB of
+  // device memory and as much pinned host memory at 2,048 tokens a step,
+  // 256 MiB at 8,192, against 1 and 4 MiB here at --max-model-len 2048.
   CudaBackendOptions options{.block_size = c.block_size,
                              .max_tokens_per_step = c.max_num_batched_tokens,
-                             .max_logit_rows = std::max(1, c.max_num_seqs)};
+                             .max_logit_rows = std::max(1, c.max_num_seqs),
+                             .max_blocks_per_step =
+                                 int64_t{c.max_num_batched_tokens} * ((max_len + c.block_size - 1) / c.block_size)};
   std::string sized_by;
   if (c.kv_cache_bytes > 0) {
     options.num_blocks = c.kv_cache_bytes / per_block;
