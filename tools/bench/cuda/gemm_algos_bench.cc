@@ -8,9 +8,8 @@
 //
 //   ernie-bench-gemm-algos [--log FILE] [--ms 16,64,256,2048] [--candidates 24] [--reps 20]
 //
-// Timing as ernie-bench-gemv: each launch reads its own copy of the weights,
-// the copies together >= 200 MB (4x the L2), one CUDA graph holds one launch
-// per copy, replays timed with CUDA events; the median per launch is kept.
+// Timing as ernie-bench-gemv (graph_timer.h): each launch reads its own copy
+// of the weights, the copies together >= 200 MB (4x the L2).
 // Output float32 [m, n], as the backend's GEMMs write.
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -26,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/cuda/graph_timer.h"
 
 namespace {
 
@@ -57,43 +57,15 @@ bool Check(cublasStatus_t s, const char* what) {
   return false;
 }
 
-// Median microseconds per launch of `launch(copy)` over all copies, from a
-// graph of one launch per copy; < 0 when capture or a launch failed.
+// Microseconds per launch (graph_timer.h), or -1 when a launch failed (reported).
 double TimeGraph(cudaStream_t stream, int copies, int reps, const std::function<bool(int)>& launch) {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  if (!Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture")) return -1;
-  bool ok = true;
-  for (int c = 0; c < copies && ok; ++c) ok = launch(c);
-  const bool ended = Check(cudaStreamEndCapture(stream, &graph), "end capture");
-  if (!ok || !ended || !Check(cudaGraphInstantiate(&exec, graph, 0), "instantiate")) {
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    cudaGetLastError();
+  const absl::StatusOr<double> us = ernie::bench::TimeLaunchesInGraph(
+      stream, copies, reps, [&](int c) { return launch(c) ? absl::OkStatus() : absl::InternalError("launch failed"); });
+  if (!us.ok()) {
+    std::cerr << "ernie-bench-gemm-algos: " << us.status() << "\n";
     return -1;
   }
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  std::vector<double> us;
-  for (int r = 0; r < reps + 2; ++r) {
-    cudaEventRecord(start, stream);
-    cudaGraphLaunch(exec, stream);
-    cudaEventRecord(stop, stream);
-    if (!Check(cudaEventSynchronize(stop), "graph replay")) {
-      us.clear();
-      break;
-    }
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (r >= 2) us.push_back(1000.0 * ms / copies);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  if (us.empty()) return -1;
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return *us;
 }
 
 bool Parse(int argc, char** argv, Args* a) {

@@ -45,6 +45,7 @@
 #include "engine/util/half.h"
 #include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/cuda/graph_timer.h"
 
 namespace {
 
@@ -72,44 +73,6 @@ constexpr int kMs[] = {1, 2, 4, 8, 16, 32, 128};
 int CopiesFor(int64_t bytes) { return static_cast<int>(std::clamp<int64_t>(kFlushBytes / bytes + 1, 2, kMaxCopies)); }
 
 absl::Status Check(cudaError_t e, const std::string& what) { return ernie::cuda::CudaStatus(e, what); }
-
-// Median time per launch of launch(0 .. copies-1), in microseconds.
-absl::StatusOr<double> TimeLaunches(cudaStream_t stream, int copies, int reps,
-                                    const std::function<absl::Status(int)>& launch) {
-  ERNIE_RETURN_IF_ERROR(launch(0));  // eager first: fills the launchers' occupancy caches
-  ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "warm-up"));
-  cudaGraph_t graph = nullptr;
-  ERNIE_RETURN_IF_ERROR(Check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture"));
-  absl::Status captured = absl::OkStatus();
-  for (int i = 0; i < copies && captured.ok(); ++i) captured = launch(i);
-  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-  ERNIE_RETURN_IF_ERROR(captured);
-  ERNIE_RETURN_IF_ERROR(Check(end, "end capture"));
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  ERNIE_RETURN_IF_ERROR(Check(inst, "instantiate"));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  std::vector<double> per_launch;
-  absl::Status status = absl::OkStatus();
-  for (int r = 0; r < reps + 2 && status.ok(); ++r) {
-    cudaEventRecord(start, stream);
-    status = Check(cudaGraphLaunch(exec, stream), "graph launch");
-    cudaEventRecord(stop, stream);
-    if (status.ok()) status = Check(cudaEventSynchronize(stop), "graph run");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (r >= 2) per_launch.push_back(1e3 * ms / copies);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaGraphExecDestroy(exec);
-  ERNIE_RETURN_IF_ERROR(status);
-  std::sort(per_launch.begin(), per_launch.end());
-  return per_launch[per_launch.size() / 2];
-}
 
 // One weight set, `copies` times over; random bf16 in [-1, 1] (AWQ: random nibbles, scales ~0.01).
 struct Weights {
@@ -263,14 +226,14 @@ absl::Status Run(const Args& args, std::ostream* log) {
       results.push_back({kernel, s.name, m, us, j["hbm_fraction"].get<double>()});
     };
     if (s.awq) {
-      ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, w.copies, reps, dequantize));
+      ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, dequantize));
       emit("awq_dequant", 0, us, awq_weight_bytes, 0, -1);
     }
     for (int m : args.ms) {
       auto cublas = [&](int i) {
         return gemm.Run(x.data(), m, s.k, w.Bf16(i % bf16_copies, s), s.n, y.data(), ernie::cuda::GemmOutput::kF32);
       };
-      ERNIE_ASSIGN_OR_RETURN(double cublas_us, TimeLaunches(stream, bf16_copies, reps, cublas));
+      ERNIE_ASSIGN_OR_RETURN(double cublas_us, ernie::bench::TimeLaunchesInGraph(stream, bf16_copies, reps, cublas));
       emit("cublas_bf16", m, cublas_us, 2.0 * s.n * s.k, 0, -1);
       const size_t out_count = static_cast<size_t>(m) * s.n;
       if (s.bf16_kernel && m <= ernie::cuda::kGemvMaxRows) {
@@ -290,7 +253,7 @@ absl::Status Run(const Args& args, std::ostream* log) {
         ERNIE_RETURN_IF_ERROR(gemv(0));
         ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "gemv check"));
         ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
-        ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, bf16_copies, reps, gemv));
+        ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, bf16_copies, reps, gemv));
         emit("gemv_bf16", m, us, 2.0 * s.n * s.k, cublas_us, err);
       }
       if (!s.awq) continue;
@@ -301,7 +264,7 @@ absl::Status Run(const Args& args, std::ostream* log) {
       ERNIE_RETURN_IF_ERROR(dequant_cublas(0));
       ERNIE_RETURN_IF_ERROR(
           Check(cudaMemcpyAsync(y_ref.data(), y.data(), out_count * 4, cudaMemcpyDeviceToDevice, stream), "copy"));
-      ERNIE_ASSIGN_OR_RETURN(double dq_us, TimeLaunches(stream, w.copies, reps, dequant_cublas));
+      ERNIE_ASSIGN_OR_RETURN(double dq_us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, dequant_cublas));
       emit("awq_dequant_cublas", m, dq_us, awq_weight_bytes, cublas_us, -1);
       if (m > ernie::cuda::kGemvMaxRows) continue;
       auto awq = [&](int i) {
@@ -312,7 +275,7 @@ absl::Status Run(const Args& args, std::ostream* log) {
       ERNIE_RETURN_IF_ERROR(awq(0));
       ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "awq check"));
       ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
-      ERNIE_ASSIGN_OR_RETURN(double us, TimeLaunches(stream, w.copies, reps, awq));
+      ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, awq));
       emit("awq_gemv", m, us, awq_weight_bytes, cublas_us, err);
     }
   }
