@@ -32,8 +32,9 @@ struct CudaBackendOptions {
   int64_t max_logit_rows = 256;       // lm_head rows computed at once (the f32 logits workspace is [rows, vocab]); more are done in turns
   int64_t max_blocks_per_step = 0;    // block-table entries one step may carry; 0: max_tokens_per_step x min(num_blocks, blocks of max_position_embeddings)
   // Steps of at most this many tokens (whose logit rows fit one lm_head pass)
-  // replay a CUDA graph captured the first time their (tokens, attention
-  // items, logit rows) are seen; 0 turns graphs off.
+  // replay a CUDA graph captured the second time their (tokens, attention
+  // items, logit rows) are seen (graph_admission.h: one-off shapes run
+  // eagerly); 0 turns graphs off.
   int64_t graph_max_tokens = 256;
   int max_graphs = 128;               // graphs kept; steps of further keys run without one
   // Most CTAs one (attention item, KV head) pair's context is split over when

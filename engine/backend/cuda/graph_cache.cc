@@ -12,7 +12,8 @@ GraphCache::~GraphCache() {
 
 absl::Status GraphCache::Run(uint64_t key, cudaStream_t stream, const std::function<absl::Status()>& enqueue) {
   auto it = graphs_.find(key);
-  if (it == graphs_.end() && static_cast<int>(graphs_.size()) < max_graphs_) {
+  if (it == graphs_.end()) {
+    if (!admission_.ShouldCapture(key)) return enqueue();
     ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
                                "cudaStreamBeginCapture");
     const absl::Status captured = enqueue();
@@ -25,7 +26,7 @@ absl::Status GraphCache::Run(uint64_t key, cudaStream_t stream, const std::funct
     if (exec != nullptr) ++captured_;
     it = graphs_.emplace(key, exec).first;
   }
-  if (it == graphs_.end() || it->second == nullptr) return enqueue();
+  if (it->second == nullptr) return enqueue();
   return CudaStatus(cudaGraphLaunch(it->second, stream), "cudaGraphLaunch");
 }
 

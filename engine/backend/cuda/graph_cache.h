@@ -3,8 +3,9 @@
 // logit rows. Everything else a step varies (ids, positions, slots, block
 // tables, logit row indices) lives in device buffers at fixed addresses
 // (StepInputs), so one graph replays every step of the same key: decode
-// steps at a batch size, or repeated prefill chunks of one length. Not
-// thread-safe, like the backend.
+// steps at a batch size, or repeated prefill chunks of one length. Which
+// keys get a graph is graph_admission.h's choice (the second time a key is
+// seen). Not thread-safe, like the backend.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,32 +15,34 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "engine/backend/cuda/graph_admission.h"
 
 namespace ernie::cuda {
 
 class GraphCache {
  public:
-  explicit GraphCache(int max_graphs) : max_graphs_(max_graphs) {}
+  explicit GraphCache(int max_graphs) : admission_(max_graphs) {}
   GraphCache(GraphCache&&) = default;
   GraphCache& operator=(GraphCache&&) = delete;
   ~GraphCache();
 
   // Runs `enqueue` (which puts one step's work on `stream`) through the graph
-  // for `key`, capturing it first when the key is new. When the cache is
-  // full, or capture fails, runs `enqueue` directly and remembers not to
-  // capture that key again. Errors are those of `enqueue` or of the launch.
+  // for `key`, capturing it first when GraphAdmission says so (a key seen
+  // before, room in the cache); otherwise runs `enqueue` directly. A key
+  // whose capture failed runs directly from then on. Errors are those of
+  // `enqueue` or of the launch.
   absl::Status Run(uint64_t key, cudaStream_t stream, const std::function<absl::Status()>& enqueue);
 
   int size() const { return static_cast<int>(graphs_.size()); }
   int captured() const { return captured_; }  // keys with a graph (the others failed to capture)
-  void set_max_graphs(int max_graphs) { max_graphs_ = max_graphs; }
+  void set_max_graphs(int max_graphs) { admission_.set_max_graphs(max_graphs); }
 
   static uint64_t Key(int32_t tokens, int32_t items, int32_t rows) {
     return (uint64_t(uint32_t(tokens)) << 40) ^ (uint64_t(uint32_t(items)) << 20) ^ uint64_t(uint32_t(rows));
   }
 
  private:
-  int max_graphs_;
+  GraphAdmission admission_;
   int captured_ = 0;
   absl::flat_hash_map<uint64_t, cudaGraphExec_t> graphs_;  // nullptr: capture failed, run eagerly
 };

@@ -203,6 +203,7 @@ TEST_P(CudaParityTest, GreedyTokensMatchTheCpuWhileItsChoiceIsClear) {
   ASSERT_NE(cpu, nullptr);
   ASSERT_NE(gpu, nullptr);
   const int64_t vocab = cpu->vocab_size();
+  int single_token_steps = 0;  // on the GPU, over all prompts
   for (const Prompt& p : prompts_) {
     const std::vector<int32_t> prompt(p.tokens.begin(), p.tokens.begin() + static_cast<ptrdiff_t>(p.prompt_len));
     const auto table = ConsecutiveBlocks(static_cast<int64_t>(prompt.size()) + kGreedySteps, 16);
@@ -221,12 +222,16 @@ TEST_P(CudaParityTest, GreedyTokensMatchTheCpuWhileItsChoiceIsClear) {
       const std::vector<int32_t> next = {c.token};
       const auto cl = TeacherForced(*cpu, next, cached, 1, table);
       const auto gl = TeacherForced(*gpu, next, cached, 1, table);
+      ++single_token_steps;
       c = ArgmaxWithGap(cl.data(), vocab);
       g = ArgmaxWithGap(gl.data(), vocab);
       tie = TieGap(cl.data(), vocab);
     }
-    // Single-token steps replay a CUDA graph (the first one captured it).
-    EXPECT_GE(gpu->captured_graphs(), 1);
+    // Single-token steps replay a CUDA graph (captured the second time their
+    // shape was seen: graph_admission.h).
+    if (single_token_steps >= 2) {
+      EXPECT_GE(gpu->captured_graphs(), 1);
+    }
     std::cout << "[ greedy ] " << GetParam() << " prompt_len=" << prompt.size() << ": " << agreed
               << " steps agree, then "
               << (agreed == kGreedySteps ? std::string("the end") : absl::StrCat("a CPU gap under the tie gap ", tie))
