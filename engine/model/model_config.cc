@@ -1,5 +1,6 @@
 #include "engine/model/model_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -143,6 +144,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
 
   ERNIE_ASSIGN_OR_RETURN(double eps, r.PositiveNumber(j, "rms_norm_eps", 1e-5));
   c.rms_norm_eps = static_cast<float>(eps);
+  // The norms add it in float32: a value that rounds to 0 or infinity there
+  // is not the epsilon the config means (found by the model_config fuzzer: 1e-50).
+  if (!(c.rms_norm_eps > 0.0f) || std::isinf(c.rms_norm_eps))
+    return r.Error("rms_norm_eps", absl::StrCat(eps, " is outside float32's range (the norms add it in float32)"));
   // rope_theta: top level (Baidu) or inside rope_parameters (transformers 5).
   double theta = 10000.0;
   if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {

@@ -99,6 +99,9 @@ TEST(ModelConfigTest, ErrorsNameTheKey) {
       {R"("hidden_act": "silu")", R"("hidden_act": "gelu")", "'hidden_act'"},
       {R"("vocab_size": 103424)", R"("vocab_size": -5)", "must be positive"},
       {R"("rope_theta": 500000)", R"("rope_theta": 0)", "'rope_theta' must be positive"},
+      // Positive, but 0 and infinity in the float32 the norms use (a fuzzer's find).
+      {R"("rms_norm_eps": 1e-05)", R"("rms_norm_eps": 1e-50)", "'rms_norm_eps' 1e-50 is outside float32's range"},
+      {R"("rms_norm_eps": 1e-05)", R"("rms_norm_eps": 1e+50)", "'rms_norm_eps' 1e+50 is outside float32's range"},
   };
   for (const auto& bad : cases) {
     auto c = ParseModelConfig(Replace(kBaidu03b, bad.from, bad.to), "m/config.json");
