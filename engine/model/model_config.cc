@@ -48,6 +48,16 @@ class ConfigReader {
     return v;
   }
 
+  // A positive number the engine uses in float32: one that rounds to 0 or
+  // infinity there is not the value the config means (the model_config
+  // fuzzer found rms_norm_eps 1e-50).
+  absl::StatusOr<float> PositiveFloat32(const json& obj, const std::string& key, double fallback) const {
+    ERNIE_ASSIGN_OR_RETURN(const double v, PositiveNumber(obj, key, fallback));
+    const auto f = static_cast<float>(v);
+    if (!(f > 0.0f) || std::isinf(f)) return Error(key, absl::StrCat(v, " is outside float32's range"));
+    return f;
+  }
+
   absl::StatusOr<bool> Bool(const std::string& key, bool fallback) const {
     auto it = j_.find(key);
     if (it == j_.end() || it->is_null()) return fallback;
@@ -142,12 +152,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
   ERNIE_ASSIGN_OR_RETURN(c.head_dim, r.PositiveInt("head_dim", c.hidden_size / c.num_heads));
   if (c.head_dim % 2 != 0) return r.Error("head_dim", "must be even (rotary pairs dimensions)");
 
-  ERNIE_ASSIGN_OR_RETURN(double eps, r.PositiveNumber(j, "rms_norm_eps", 1e-5));
-  c.rms_norm_eps = static_cast<float>(eps);
-  // The norms add it in float32: a value that rounds to 0 or infinity there
-  // is not the epsilon the config means (found by the model_config fuzzer: 1e-50).
-  if (!(c.rms_norm_eps > 0.0f) || std::isinf(c.rms_norm_eps))
-    return r.Error("rms_norm_eps", absl::StrCat(eps, " is outside float32's range (the norms add it in float32)"));
+  ERNIE_ASSIGN_OR_RETURN(c.rms_norm_eps, r.PositiveFloat32(j, "rms_norm_eps", 1e-5));
   // rope_theta: top level (Baidu) or inside rope_parameters (transformers 5).
   double theta = 10000.0;
   if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
@@ -196,8 +201,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view text, absl::strin
     ERNIE_ASSIGN_OR_RETURN(m.layer_start, int_or("moe_layer_start_index", 0, 0));
     ERNIE_ASSIGN_OR_RETURN(m.layer_end, int_or("moe_layer_end_index", -1, -1));
     if (m.layer_end < 0 || m.layer_end >= c.num_layers) m.layer_end = c.num_layers - 1;  // -1: the last layer
-    ERNIE_ASSIGN_OR_RETURN(double norm_min, r.PositiveNumber(j, "moe_norm_min", 1e-12));
-    m.norm_min = static_cast<float>(norm_min);
+    ERNIE_ASSIGN_OR_RETURN(m.norm_min, r.PositiveFloat32(j, "moe_norm_min", 1e-12));
   }
   ERNIE_ASSIGN_OR_RETURN(c.awq, ParseQuantizationConfig(j, file));
   ERNIE_ASSIGN_OR_RETURN(c.bos_token_id, r.TokenId("bos_token_id", 1));

@@ -80,6 +80,11 @@ TEST(ModelConfigTest, ParsesTheMoeRelease) {
   EXPECT_EQ(c->ActiveParameterCount(), 3352150208LL);
   auto bad = ParseModelConfig(Replace(kBaidu21bA3b, R"("moe_k": 6)", R"("moe_k": 65)"), "c");
   EXPECT_NE(std::string(bad.status().message()).find("'moe_k' 65 is more than moe_num_experts 64"), std::string::npos);
+  // The routing divides by at least moe_norm_min in float32, where 1e-50 is 0.
+  auto tiny = ParseModelConfig(Replace(kBaidu21bA3b, R"("moe_norm_min": 1e-12)", R"("moe_norm_min": 1e-50)"), "c");
+  EXPECT_NE(std::string(tiny.status().message()).find("'moe_norm_min' 1e-50 is outside float32's range"),
+            std::string::npos)
+      << tiny.status();
   bad = ParseModelConfig(Replace(kBaidu21bA3b, R"("moe_num_experts": 64,)", ""), "c");
   EXPECT_NE(std::string(bad.status().message()).find("'moe_num_experts' is missing"), std::string::npos);
 }
