@@ -90,23 +90,10 @@ void RunCase(const Case& c) {
   }
 
   const DeviceAwqLinear w(awq);
-  const auto d_x = Upload(x), d_norm = Upload(norm_w), d_bias = Upload(bias);
-  const auto d_xbf = Upload(x_bf);
-  const auto d_rows = Upload(rows);
-  auto d_y = Upload(y0);
-  const DecodeLinearParams p{.x_f32 = c.bf16_input ? nullptr : d_x.data(),
-                             .x_bf16 = c.bf16_input ? reinterpret_cast<const __nv_bfloat16*>(d_xbf.data()) : nullptr,
-                             .row_index = c.gather ? d_rows.data() : nullptr,
-                             .norm_weight = c.norm ? d_norm.data() : nullptr,
-                             .eps = 1e-5f,
-                             .bias = c.bias ? d_bias.data() : nullptr,
-                             .y = d_y.data(),
-                             .m = c.m,
-                             .n = c.n,
-                             .k = c.k,
-                             .epilogue = c.epilogue};
+  DeviceDecodeLinearInputs device(inputs);
+  const DecodeLinearParams p = device.Params(c);  // the int4 weights go beside it
   ASSERT_EQ(cuda::LaunchAwqDecodeLinear(p, w.view, nullptr), cudaSuccess);
-  const auto got = Download(d_y);
+  const auto got = Download(device.y);
   // Exact products summed in float32 (tensor cores), scaled per group: well
   // under 1e-4 of the sums' size; an input element rounded to the other
   // bf16 neighbour (float32 norm vs the host's float64) moves a sum by far

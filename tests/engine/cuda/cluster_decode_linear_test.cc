@@ -67,30 +67,18 @@ void RunCase(const Case& c) {
     ExpectEpilogue(c.epilogue, r, dot, inputs, expect);
   }
 
-  const auto d_x = Upload(x), d_norm = Upload(norm_w), d_bias = Upload(bias);
-  const auto d_xbf = Upload(x_bf), d_w = Upload(w);
-  const auto d_rows = Upload(rows);
-  auto d_y = Upload(y0);
-  const DecodeLinearParams p{.x_f32 = c.bf16_input ? nullptr : d_x.data(),
-                             .x_bf16 = c.bf16_input ? reinterpret_cast<const __nv_bfloat16*>(d_xbf.data()) : nullptr,
-                             .row_index = c.gather ? d_rows.data() : nullptr,
-                             .norm_weight = c.norm ? d_norm.data() : nullptr,
-                             .eps = 1e-5f,
-                             .w = reinterpret_cast<const __nv_bfloat16*>(d_w.data()),
-                             .bias = c.bias ? d_bias.data() : nullptr,
-                             .y = d_y.data(),
-                             .m = c.m,
-                             .n = c.n,
-                             .k = c.k,
-                             .epilogue = c.epilogue};
+  DeviceDecodeLinearInputs device(inputs);
+  const auto d_w = Upload(w);
+  DecodeLinearParams p = device.Params(c);
+  p.w = reinterpret_cast<const __nv_bfloat16*>(d_w.data());
   ASSERT_EQ(cuda::LaunchClusterDecodeLinear(p, nullptr), cudaSuccess);
-  const auto got = Download(d_y);
+  const auto got = Download(device.y);
   const double tol = 2e-5 * std::sqrt(static_cast<double>(c.k)) * 4.0;
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], expect[i], tol * (1.0 + std::abs(expect[i]))) << "output " << i;
   if (c.epilogue == DecodeEpilogue::kAddResidual) return;  // a second run would add twice
   ASSERT_EQ(cuda::LaunchClusterDecodeLinear(p, nullptr), cudaSuccess);
-  EXPECT_EQ(Download(d_y), got) << "a second run differs";
+  EXPECT_EQ(Download(device.y), got) << "a second run differs";
 }
 
 TEST(ClusterDecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/util/half.h"
+#include "tests/engine/cuda/device_copies.h"
 
 namespace ernie::testing {
 
@@ -37,8 +38,12 @@ void ExpectEpilogue(cuda::DecodeEpilogue epilogue, int32_t r, std::span<const do
   for (int32_t o = 0; o < width; ++o) {
     const size_t at = static_cast<size_t>(r) * width + o;
     switch (epilogue) {
-      case cuda::DecodeEpilogue::kStore: expect[at] = dot[static_cast<size_t>(o)]; break;
-      case cuda::DecodeEpilogue::kAddResidual: expect[at] = inputs.y0[at] + dot[static_cast<size_t>(o)]; break;
+      case cuda::DecodeEpilogue::kStore:
+        expect[at] = dot[static_cast<size_t>(o)];
+        break;
+      case cuda::DecodeEpilogue::kAddResidual:
+        expect[at] = inputs.y0[at] + dot[static_cast<size_t>(o)];
+        break;
       case cuda::DecodeEpilogue::kSiluMul: {
         const double g = dot[static_cast<size_t>(o)], u = dot[static_cast<size_t>(o + width)];
         expect[at] = g / (1.0 + std::exp(-g)) * u;
@@ -50,5 +55,13 @@ void ExpectEpilogue(cuda::DecodeEpilogue epilogue, int32_t r, std::span<const do
     }
   }
 }
+
+DeviceDecodeLinearInputs::DeviceDecodeLinearInputs(const DecodeLinearInputs& in)
+    : x(Upload(in.x)),
+      norm_weight(Upload(in.norm_weight)),
+      bias(Upload(in.bias)),
+      y(Upload(in.y0)),
+      x_bf16(Upload(in.x_bf16)),
+      rows(Upload(in.rows)) {}
 
 }  // namespace ernie::testing

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 
 namespace ernie::testing {
@@ -27,6 +28,32 @@ struct DecodeLinearInputs {
 
 DecodeLinearInputs MakeDecodeLinearInputs(int32_t m, int32_t n, int32_t k, cuda::DecodeEpilogue epilogue,
                                           bool bf16_input, bool gather, std::mt19937& rng);
+
+// The inputs on the device, and the DecodeLinearParams of a case that reads
+// them: every field but the weights (each kernel takes its own; set p.w).
+// Case: any struct with m, n, k, epilogue, bf16_input, norm, gather, bias.
+struct DeviceDecodeLinearInputs {
+  explicit DeviceDecodeLinearInputs(const DecodeLinearInputs& in);
+
+  template <typename Case>
+  cuda::DecodeLinearParams Params(const Case& c) {
+    return {.x_f32 = c.bf16_input ? nullptr : x.data(),
+            .x_bf16 = c.bf16_input ? reinterpret_cast<const __nv_bfloat16*>(x_bf16.data()) : nullptr,
+            .row_index = c.gather ? rows.data() : nullptr,
+            .norm_weight = c.norm ? norm_weight.data() : nullptr,
+            .eps = 1e-5f,
+            .bias = c.bias ? bias.data() : nullptr,
+            .y = y.data(),
+            .m = c.m,
+            .n = c.n,
+            .k = c.k,
+            .epilogue = c.epilogue};
+  }
+
+  cuda::DeviceBuffer<float> x, norm_weight, bias, y;  // y starts as the inputs' y0
+  cuda::DeviceBuffer<uint16_t> x_bf16;
+  cuda::DeviceBuffer<int32_t> rows;
+};
 
 // Output row r's expected values into expect ([m, out_width]) from the row's
 // n dot products `dot` (bias included): kStore, kAddResidual (onto y0) or

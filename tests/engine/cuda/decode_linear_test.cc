@@ -87,37 +87,19 @@ void RunCase(const Case& c) {
     ExpectEpilogue(c.epilogue, r, dot, inputs, expect);
   }
 
-  float* d_x = c.bf16_input ? nullptr : Upload(x);
-  uint16_t* d_xbf = c.bf16_input ? Upload(x_bf) : nullptr;
+  DeviceDecodeLinearInputs device(inputs);
   uint16_t* d_w = Upload(w);
-  float* d_norm = Upload(norm_w);
-  float* d_bias = Upload(bias);
-  int32_t* d_rows = Upload(rows);
-  float* d_y = Upload(y0);
-  const DecodeLinearParams p{.x_f32 = d_x,
-                             .x_bf16 = reinterpret_cast<const __nv_bfloat16*>(d_xbf),
-                             .row_index = c.gather ? d_rows : nullptr,
-                             .norm_weight = c.norm ? d_norm : nullptr,
-                             .eps = 1e-5f,
-                             .w = reinterpret_cast<const __nv_bfloat16*>(d_w),
-                             .bias = c.bias ? d_bias : nullptr,
-                             .y = d_y,
-                             .m = c.m,
-                             .n = c.n,
-                             .k = c.k,
-                             .epilogue = c.epilogue};
+  DecodeLinearParams p = device.Params(c);
+  p.w = reinterpret_cast<const __nv_bfloat16*>(d_w);
   ASSERT_EQ(LaunchDecodeLinear(p, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto got = Download(d_y, y0.size());
+  const auto got = Download(device.y.data(), y0.size());
   // float32 sums of k products of size ~0.3 (k <= 3,072): a few ulps of the
   // sum's magnitude, far above reordering noise; scaled by sqrt(k).
   const double tol = 2e-5 * std::sqrt(static_cast<double>(c.k)) * 4.0;
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], expect[i], tol * (1.0 + std::abs(expect[i]))) << "output " << i;
-  for (void* ptr : {static_cast<void*>(d_x), static_cast<void*>(d_xbf), static_cast<void*>(d_w),
-                    static_cast<void*>(d_norm), static_cast<void*>(d_bias), static_cast<void*>(d_rows),
-                    static_cast<void*>(d_y)})
-    cudaFree(ptr);
+  cudaFree(d_w);
 }
 
 TEST(DecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
