@@ -227,16 +227,22 @@ TEST(AwqGemvTest, MatchesTheReferenceOnOddSizes) {
           const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * k, gen);
           const auto x = Upload(x_bf16);
           const Reference ref = ReferenceLinear(ToFloat(x_bf16), c.w, m, n, k);
-          for (auto out : {cuda::LinearOutput::kF32, cuda::LinearOutput::kBf16}) {
-            if (out == cuda::LinearOutput::kBf16 && m != 7) continue;
-            auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
-            ASSERT_TRUE(y.ok());
-            const cuda::AwqGemvParams p{
-                .x = reinterpret_cast<const __nv_bfloat16*>(x.data()), .w = w.view, .y = y->data(), .m = m, .out = out};
-            ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
-            EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, k, out), 1.0)
-                << (out == cuda::LinearOutput::kF32 ? "float32" : "bf16") << " output";
-          }
+          for (auto out : {cuda::LinearOutput::kF32, cuda::LinearOutput::kBf16})
+            for (auto loop : {cuda::AwqGemvLoop::kRegisters, cuda::AwqGemvLoop::kBulkCopy}) {
+              if (out == cuda::LinearOutput::kBf16 && m != 7) continue;
+              auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
+              ASSERT_TRUE(y.ok());
+              const cuda::AwqGemvParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                                          .w = w.view,
+                                          .y = y->data(),
+                                          .m = m,
+                                          .out = out,
+                                          .loop = loop};
+              ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
+              EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, k, out), 1.0)
+                  << (out == cuda::LinearOutput::kF32 ? "float32" : "bf16") << " output, "
+                  << (loop == cuda::AwqGemvLoop::kBulkCopy ? "bulk-copy" : "register") << " loop";
+            }
         }
       }
 }
@@ -244,7 +250,8 @@ TEST(AwqGemvTest, MatchesTheReferenceOnOddSizes) {
 // The k loop steps in 256-k chunks of four 64-k blocks and applies a scale
 // once per 128 k when groups are that long: a last partial chunk (k = 1344,
 // 21 blocks), groups longer than a chunk (256) and every k-slice count, with
-// x staged in shared memory and read from global memory.
+// x staged in shared memory and read from global memory, through both k
+// loops (the bulk-copy one for m <= 8).
 TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(8765);
@@ -260,16 +267,18 @@ TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
       const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * shape.k, gen);
       const auto x = Upload(x_bf16);
       const Reference ref = ReferenceLinear(ToFloat(x_bf16), c.w, m, n, shape.k);
-      for (int k_slices : {1, 2, 4, 8}) {
+      for (int k_slices : {1, 2, 4, 8})
+        for (auto loop : {cuda::AwqGemvLoop::kRegisters, cuda::AwqGemvLoop::kBulkCopy}) {
         SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << shape.k << " group=" << shape.group
-                                          << " k_slices=" << k_slices);
+                                          << " k_slices=" << k_slices << " bulk=" << (loop == cuda::AwqGemvLoop::kBulkCopy));
         auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
         ASSERT_TRUE(y.ok());
         const cuda::AwqGemvParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
                                     .w = w.view,
                                     .y = y->data(),
                                     .m = m,
-                                    .k_slices = k_slices};
+                                    .k_slices = k_slices,
+                                    .loop = loop};
         ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
         EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, cuda::LinearOutput::kF32, ref.y.size()), ref, shape.k,
                                   cuda::LinearOutput::kF32),

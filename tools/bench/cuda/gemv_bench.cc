@@ -5,6 +5,7 @@
 //   ernie-bench-gemv [--log FILE] [--reps N] [--shape NAME] [--ms 1,8] [--k-slices 1|2|4|8]
 //
 // Kernels: cublas_bf16 (every m), gemv_bf16 and awq_gemv (m <= 32),
+// awq_gemv_bulk (m <= 8: the int4 GEMV's bulk-copy loop, AwqGemvLoop),
 // awq_dequant_cublas (the prefill path: dequantise into the workspace, then
 // cuBLAS; every m) and awq_dequant alone (m = 0). Shapes are k x n (in x out):
 // the ERNIE-0.3B linears, its lm_head, 8192 x 8192 and 4096 x 14336 (AWQ
@@ -161,8 +162,8 @@ void PrintSummary(const std::vector<Result>& results) {
       if (r.kernel == kernel && r.shape == shape && r.m == m) return &r;
     return nullptr;
   };
-  std::cerr << absl::StrFormat("%-16s %4s | %-14s | %-20s | %-20s | %-16s\n", "shape", "m", "cublas_bf16 us",
-                               "gemv_bf16 us (hbm)", "awq_gemv us (hbm)", "awq_dq+cublas us");
+  std::cerr << absl::StrFormat("%-16s %4s | %-14s | %-20s | %-20s | %-20s | %-16s\n", "shape", "m", "cublas_bf16 us",
+                               "gemv_bf16 us (hbm)", "awq_gemv us (hbm)", "awq_gemv_bulk (hbm)", "awq_dq+cublas us");
   for (const Result& c : results) {
     if (c.kernel != "cublas_bf16") continue;
     auto cell = [&](const char* kernel) {
@@ -170,8 +171,8 @@ void PrintSummary(const std::vector<Result>& results) {
       return r == nullptr ? std::string("-") : absl::StrFormat("%8.2f (%.2f)", r->us, r->hbm_fraction);
     };
     const Result* dq = find("awq_dequant_cublas", c.shape, c.m);
-    std::cerr << absl::StrFormat("%-16s %4d | %8.2f (%.2f) | %-20s | %-20s | %s\n", c.shape, c.m, c.us, c.hbm_fraction,
-                                 cell("gemv_bf16"), cell("awq_gemv"),
+    std::cerr << absl::StrFormat("%-16s %4d | %8.2f (%.2f) | %-20s | %-20s | %-20s | %s\n", c.shape, c.m, c.us,
+                                 c.hbm_fraction, cell("gemv_bf16"), cell("awq_gemv"), cell("awq_gemv_bulk"),
                                  dq == nullptr ? std::string("-") : absl::StrFormat("%8.2f", dq->us));
   }
 }
@@ -277,6 +278,23 @@ absl::Status Run(const Args& args, std::ostream* log) {
       ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
       ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, awq));
       emit("awq_gemv", m, us, awq_weight_bytes, cublas_us, err);
+      if (m > 8) continue;
+      // The same kernel with its weights streamed through shared memory by bulk copies.
+      auto awq_bulk = [&](int i) {
+        return Check(ernie::cuda::LaunchAwqGemv({.x = xb,
+                                                 .w = w.Awq(i, s),
+                                                 .y = y.data(),
+                                                 .m = m,
+                                                 .k_slices = args.k_slices,
+                                                 .loop = ernie::cuda::AwqGemvLoop::kBulkCopy},
+                                                stream),
+                     "awq_gemv_bulk");
+      };
+      ERNIE_RETURN_IF_ERROR(awq_bulk(0));
+      ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "awq bulk check"));
+      ERNIE_ASSIGN_OR_RETURN(double bulk_err, RelErr(y.data(), y_ref.data(), out_count));
+      ERNIE_ASSIGN_OR_RETURN(double bulk_us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, awq_bulk));
+      emit("awq_gemv_bulk", m, bulk_us, awq_weight_bytes, cublas_us, bulk_err);
     }
   }
   cudaStreamDestroy(stream);

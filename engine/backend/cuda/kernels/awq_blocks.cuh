@@ -102,8 +102,9 @@ __device__ __forceinline__ void StoreAwqUnitSum(float s, bool valid, int row, in
 // Zero sums for rows rows .. 7 (those a tile's lanes read without data).
 template <int kScaleHalves>
 __device__ __forceinline__ void ZeroAwqUnitSums(int rows, int k, float* x_sums) {
-  const int units = k / (32 * kScaleHalves), empty = 8 - rows;
-  for (int i = threadIdx.x; i < empty * units; i += blockDim.x) x_sums[i / empty * 8 + rows + i % empty] = 0.0f;
+  const int slots = k / (32 * kScaleHalves) * 8;  // [unit][8]
+  for (int i = threadIdx.x; i < slots; i += blockDim.x)
+    if (i % 8 >= rows) x_sums[i] = 0.0f;
 }
 
 // Copies `rows` (<= 8) rows of k bf16 into xs (stride k + kAwqStagedRowPad)
@@ -114,11 +115,16 @@ template <int kScaleHalves, typename RowOf>
 __device__ __forceinline__ void StageAwqXRowsWithSums(int rows, int k, __nv_bfloat16* xs, float* x_sums,
                                                       const RowOf& row_of) {
   const int pieces = k / 8, stride = (k + kAwqStagedRowPad) / 8, total = rows * pieces;
+  // i / pieces as a multiply-high: exact while 8 pieces^2 < 2^32 (k < 185k),
+  // and one division a thread instead of one a pass (ncu, v14: the divisions
+  // were a fifth of the staging's instructions).
+  const uint32_t reciprocal = 0xffffffffu / static_cast<uint32_t>(pieces) + 1;
   auto* dst = reinterpret_cast<uint4*>(xs);
   for (int base = 0; base < total; base += blockDim.x) {
     const int i = base + threadIdx.x;
     const bool valid = i < total;
-    const int r = valid ? i / pieces : 0, c = i % pieces;
+    const int r = valid ? static_cast<int>(__umulhi(static_cast<uint32_t>(i), reciprocal)) : 0;
+    const int c = i - r * pieces;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (valid) {
       const __nv_bfloat16* src = row_of(r);
@@ -142,11 +148,21 @@ __device__ __forceinline__ uint32_t AwqWordOf(const uint4& v, int w) {
   return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
+// (a & b) | c in one LOP3. Written as C, ptxas emits two (ncu's SASS of the
+// int4 GEMV, v14: an and with 0x000F000F, then an or with 0x43004300), as a
+// LOP3 has one immediate slot; given the three operands in registers it
+// keeps the constants in registers outside the loop and issues one.
+__device__ __forceinline__ uint32_t AndOr(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));  // 0xEA = (0xF0 & 0xCC) | 0xAA
+  return d;
+}
+
 // The pair (128 + q) of the nibbles at bits 4p and 16 + 4p of `word`, as
 // bf16: or-ing a nibble into the mantissa of bf16 128.0 (0x4300; its ulp is
-// 1) gives 128 + q exactly.
+// 1) gives 128 + q exactly. One shift (none for p = 0) and one LOP3.
 __device__ __forceinline__ uint32_t AwqBiasedPair(uint32_t word, int p) {
-  return ((word >> (4 * p)) & 0x000F000Fu) | 0x43004300u;
+  return AndOr(word >> (4 * p), 0x000F000Fu, 0x43004300u);
 }
 
 // The exact bf16 pair (q - z) of the nibbles at bits 4p and 16 + 4p of
@@ -176,6 +192,95 @@ struct AwqChunk {
   uint4 w[kAwqChunkBlocks];
   uint2 rec[kUnits];
 };
+
+// One chunk (chunk index ch) of AwqAccumulateSlice's k loop, from the
+// lane's registers `v`: dequantise, multiply with x on the tensor cores, and
+// apply each unit's scale (and, with kXSums, its zero point) into acc.
+// Shared by the register loop below and the bulk-copy loop
+// (awq_bulk_loop.cuh).
+template <int kTiles, int kScaleHalves, bool kXSums>
+__device__ __forceinline__ void AwqComputeChunk(const AwqChunk<kScaleHalves>& v, int ch, int blocks,
+                                                const uint4* const (&x_lane)[kTiles], const float* x_sums,
+                                                int live_tiles, float (*acc)[4]) {
+  using Chunk = AwqChunk<kScaleHalves>;
+  const int c = threadIdx.x % 4;
+  const int b0 = ch * kAwqChunkBlocks;
+#pragma unroll
+  for (int j = 0; j < Chunk::kUnits; ++j) {
+    if (b0 + j * kScaleHalves / 2 >= blocks) break;  // a unit past k (the partial chunk only)
+    // Steps e = 0 and 1 of each half into separate sums: two short chains of dependent mmas.
+    float even[kTiles][4] = {}, odd[kTiles][4] = {};
+    const uint32_t za = __byte_perm(v.rec[j].x, 0, 0x3232), zb = __byte_perm(v.rec[j].y, 0, 0x3232);  // 128 + z
+#pragma unroll
+    for (int hh = 0; hh < kScaleHalves; ++hh) {
+      const int half = j * kScaleHalves + hh, u = half / 2, h = half % 2;
+      if (b0 + u >= blocks) break;  // the same for the whole warp (the chunk past k only)
+      const uint32_t wa = AwqWordOf(v.w[u], 2 * h), wb = AwqWordOf(v.w[u], 2 * h + 1);  // rows g, g + 8
+      uint32_t ra[4], rb[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        ra[q] = kXSums ? AwqBiasedPair(wa, q) : AwqDequantPair(wa, q, za);
+        rb[q] = kXSums ? AwqBiasedPair(wb, q) : AwqDequantPair(wb, q, zb);
+      }
+      const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
+      const int x_piece = (ch * kAwqChunkK + 32 * half) / 8;
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        if (kTiles > 1 && t >= live_tiles) break;  // same for the whole warp
+        // A generic load: x is global memory or, in awq_decode_linear.cu, shared.
+        const uint4 xv = x_lane[t][x_piece];
+        MmaBf16(even[t], a0, xv.x, xv.y);
+        MmaBf16(odd[t], a1, xv.z, xv.w);
+      }
+    }
+    const float sa = AwqRecordScale(v.rec[j].x), sb = AwqRecordScale(v.rec[j].y);
+    if constexpr (kXSums) {
+      // The mmas summed (128 + q) x over the unit: take (128 + z) times the
+      // unit's x sum (columns 2c, 2c + 1) back out. In float32 the products
+      // are exact and the sums lose ~2^-24 of 143 |x| a term, far below bf16.
+      const float2 xs = *reinterpret_cast<const float2*>(x_sums + (ch * Chunk::kUnits + j) * 8 + 2 * c);
+      const float zfa = __uint_as_float(v.rec[j].x & 0xffff0000u), zfb = __uint_as_float(v.rec[j].y & 0xffff0000u);
+      acc[0][0] = fmaf(sa, fmaf(-zfa, xs.x, even[0][0] + odd[0][0]), acc[0][0]);
+      acc[0][1] = fmaf(sa, fmaf(-zfa, xs.y, even[0][1] + odd[0][1]), acc[0][1]);
+      acc[0][2] = fmaf(sb, fmaf(-zfb, xs.x, even[0][2] + odd[0][2]), acc[0][2]);
+      acc[0][3] = fmaf(sb, fmaf(-zfb, xs.y, even[0][3] + odd[0][3]), acc[0][3]);
+    } else {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        acc[t][0] = fmaf(sa, even[t][0] + odd[t][0], acc[t][0]);
+        acc[t][1] = fmaf(sa, even[t][1] + odd[t][1], acc[t][1]);
+        acc[t][2] = fmaf(sb, even[t][2] + odd[t][2], acc[t][2]);
+        acc[t][3] = fmaf(sb, even[t][3] + odd[t][3], acc[t][3]);
+      }
+    }
+  }
+}
+
+// Where this lane reads its x pieces: row 8t + g of x_row[t], or any_row
+// for rows without data; `no_x` gets, per tile, the warp's ballot of those
+// rows (bit 4j: x row 8t + j has no data).
+template <int kTiles>
+__device__ __forceinline__ void AwqLaneXRows(const __nv_bfloat16* const (&x_row)[kTiles],
+                                             const __nv_bfloat16* any_row, const uint4* (&x_lane)[kTiles],
+                                             unsigned (&no_x)[kTiles]) {
+  const int c = threadIdx.x % 4;
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    no_x[t] = __ballot_sync(0xffffffffu, x_row[t] == nullptr);
+    x_lane[t] = reinterpret_cast<const uint4*>((x_row[t] != nullptr ? x_row[t] : any_row) + 8 * c);
+  }
+}
+
+// Zeroes the accumulator columns of x rows without data (they read any_row).
+template <int kTiles>
+__device__ __forceinline__ void AwqZeroColumnsWithoutX(const unsigned (&no_x)[kTiles], float (*acc)[4]) {
+  const int c = threadIdx.x % 4;
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    if ((no_x[t] >> (8 * c)) & 1u) acc[t][0] = acc[t][2] = 0.0f;      // column 2c
+    if ((no_x[t] >> (8 * c + 4)) & 1u) acc[t][1] = acc[t][3] = 0.0f;  // column 2c + 1
+  }
+}
 
 // The warp's whole k slice (chunks slice, slice + k_slices, ...) of one
 // 16-row tile into acc[t] (the D layout of linear_mma.cuh, rows of the tile
@@ -216,19 +321,15 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
                                                    const AfterWait& after_wait = {}) {
   static_assert(!kXSums || kTiles == 1, "unit sums are staged for one tile of x rows");
   using Chunk = AwqChunk<kScaleHalves>;
-  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int lane = threadIdx.x % 32, g = lane / 4;
   const int blocks = k / kAwqBlockK, chunks = AwqChunks(k), groups2 = AwqRecordGroups2(k, group_shift);
   const uint4* packed = reinterpret_cast<const uint4*>(tile_packed) + lane;
   // This lane's g: (rows g, g + 8) of group j at records[j].
   const uint2* records = reinterpret_cast<const uint2*>(tile_records) + g * groups2;
   const int my_chunks = slice < chunks ? (chunks - 1 - slice) / k_slices + 1 : 0;
   const uint4* x_lane[kTiles];
-  unsigned no_x[kTiles];  // bit 4j: x row 8t + j has no data
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
-    no_x[t] = __ballot_sync(0xffffffffu, x_row[t] == nullptr);
-    x_lane[t] = reinterpret_cast<const uint4*>((x_row[t] != nullptr ? x_row[t] : any_row) + 8 * c);
-  }
+  unsigned no_x[kTiles];
+  AwqLaneXRows<kTiles>(x_row, any_row, x_lane, no_x);
 
   // Every address is clamped into the tile, even for chunks the loop never
   // loads: LoadStreaming16 is an asm statement without side effects, which
@@ -242,59 +343,6 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
     for (int j = 0; j < Chunk::kUnits; ++j)
       v.rec[j] = __ldg(records + (min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift));
   };
-  auto compute = [&](const Chunk& v, int ch) {
-    const int b0 = ch * kAwqChunkBlocks;
-#pragma unroll
-    for (int j = 0; j < Chunk::kUnits; ++j) {
-      if (b0 + j * kScaleHalves / 2 >= blocks) break;  // a unit past k (the partial chunk only)
-      // Steps e = 0 and 1 of each half into separate sums: two short chains of dependent mmas.
-      float even[kTiles][4] = {}, odd[kTiles][4] = {};
-      const uint32_t za = __byte_perm(v.rec[j].x, 0, 0x3232), zb = __byte_perm(v.rec[j].y, 0, 0x3232);  // 128 + z
-#pragma unroll
-      for (int hh = 0; hh < kScaleHalves; ++hh) {
-        const int half = j * kScaleHalves + hh, u = half / 2, h = half % 2;
-        if (b0 + u >= blocks) break;  // the same for the whole warp (the chunk past k only)
-        const uint32_t wa = AwqWordOf(v.w[u], 2 * h), wb = AwqWordOf(v.w[u], 2 * h + 1);  // rows g, g + 8
-        uint32_t ra[4], rb[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          ra[q] = kXSums ? AwqBiasedPair(wa, q) : AwqDequantPair(wa, q, za);
-          rb[q] = kXSums ? AwqBiasedPair(wb, q) : AwqDequantPair(wb, q, zb);
-        }
-        const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
-        const int x_piece = (ch * kAwqChunkK + 32 * half) / 8;
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) {
-          if (kTiles > 1 && t >= live_tiles) break;  // same for the whole warp
-          // A generic load: x is global memory or, in awq_decode_linear.cu, shared.
-          const uint4 xv = x_lane[t][x_piece];
-          MmaBf16(even[t], a0, xv.x, xv.y);
-          MmaBf16(odd[t], a1, xv.z, xv.w);
-        }
-      }
-      const float sa = AwqRecordScale(v.rec[j].x), sb = AwqRecordScale(v.rec[j].y);
-      if constexpr (kXSums) {
-        // The mmas summed (128 + q) x over the unit: take (128 + z) times the
-        // unit's x sum (columns 2c, 2c + 1) back out. In float32 the products
-        // are exact and the sums lose ~2^-24 of 143 |x| a term, far below bf16.
-        const float2 xs = *reinterpret_cast<const float2*>(x_sums + (ch * Chunk::kUnits + j) * 8 + 2 * c);
-        const float zfa = __uint_as_float(v.rec[j].x & 0xffff0000u), zfb = __uint_as_float(v.rec[j].y & 0xffff0000u);
-        acc[0][0] = fmaf(sa, fmaf(-zfa, xs.x, even[0][0] + odd[0][0]), acc[0][0]);
-        acc[0][1] = fmaf(sa, fmaf(-zfa, xs.y, even[0][1] + odd[0][1]), acc[0][1]);
-        acc[0][2] = fmaf(sb, fmaf(-zfb, xs.x, even[0][2] + odd[0][2]), acc[0][2]);
-        acc[0][3] = fmaf(sb, fmaf(-zfb, xs.y, even[0][3] + odd[0][3]), acc[0][3]);
-      } else {
-#pragma unroll
-        for (int t = 0; t < kTiles; ++t) {
-          acc[t][0] = fmaf(sa, even[t][0] + odd[t][0], acc[t][0]);
-          acc[t][1] = fmaf(sa, even[t][1] + odd[t][1], acc[t][1]);
-          acc[t][2] = fmaf(sb, even[t][2] + odd[t][2], acc[t][2]);
-          acc[t][3] = fmaf(sb, even[t][3] + odd[t][3], acc[t][3]);
-        }
-      }
-    }
-  };
-
   // kInFlight chunks stay in flight while one is computed.
   constexpr int kBuffers = kAwqChunksInFlight<kTiles> + 1;
   Chunk buf[kBuffers];
@@ -307,15 +355,12 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
 #pragma unroll
     for (int d = 0; d < kBuffers; ++d) {
       if (i + d >= my_chunks) break;
-      compute(buf[d], slice + (i + d) * k_slices);
+      AwqComputeChunk<kTiles, kScaleHalves, kXSums>(buf[d], slice + (i + d) * k_slices, blocks, x_lane, x_sums,
+                                                    live_tiles, acc);
       if (i + d + kBuffers < my_chunks) load(i + d + kBuffers, buf[d]);
     }
   }
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
-    if ((no_x[t] >> (8 * c)) & 1u) acc[t][0] = acc[t][2] = 0.0f;      // column 2c
-    if ((no_x[t] >> (8 * c + 4)) & 1u) acc[t][1] = acc[t][3] = 0.0f;  // column 2c + 1
-  }
+  AwqZeroColumnsWithoutX<kTiles>(no_x, acc);
 }
 
 }  // namespace ernie::cuda::kernels

@@ -7,7 +7,10 @@
 // slice, 8 warps a CTA, slices summed in shared memory.
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "engine/backend/cuda/kernels/awq_blocks.cuh"
+#include "engine/backend/cuda/kernels/awq_bulk_loop.cuh"
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
@@ -64,6 +67,41 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   kernels::ReduceAndStore<kTiles>(acc, red, k_slices, cta_row0, p.w.n, p.m, p.y, p.out == LinearOutput::kBf16);
 }
 
+// The m <= 8 kernel with the weights streamed through shared memory by bulk
+// copies (awq_bulk_loop.cuh) and x staged with its unit sums. Dynamic shared
+// memory: each warp's ring, then the staged rows and sums.
+template <int kScaleHalves>
+__global__ void __launch_bounds__(32 * kLinearWarps, 2) AwqGemvBulkKernel(AwqGemvParams p, int k_slices, int group_shift) {
+  kernels::AllowDependentLaunch();  // launched as a dependent: see LaunchDependent
+  __shared__ float red[kLinearWarps * 16 * 8];  // the cross-warp sum
+  __shared__ uint64_t bars[kLinearWarps][kernels::kAwqBulkStages];
+  extern __shared__ uint4 dynamic_shared[];
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+  const int tiles_per_cta = kLinearWarps / k_slices;
+  const int slice = warp % k_slices;
+  const int64_t tiles = (int64_t{p.w.n} + 15) / 16;
+  // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
+  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, tiles - 1);
+  const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
+  const int ring_bytes = kernels::AwqBulkRingBytes(group_shift);
+  auto* rings = reinterpret_cast<unsigned char*>(dynamic_shared);
+  auto* xs = reinterpret_cast<__nv_bfloat16*>(rings + kLinearWarps * ring_bytes);
+  float* x_sums = kernels::AwqStagedXSums(xs, p.m, k);
+  const __nv_bfloat16* x_row[1] = {g < p.m ? xs + int64_t{g} * (k + kernels::kAwqStagedRowPad) : nullptr};
+  auto stage_x = [&] {
+    kernels::StageAwqXRowsWithSums<kScaleHalves>(p.m, k, xs, x_sums, [&](int r) { return p.x + int64_t{r} * k; });
+    __syncthreads();
+  };
+  float acc[1][4] = {};
+  // Waits for the kernel before (WaitForPrerequisiteGrids) once its first weight copies are issued.
+  kernels::AwqAccumulateSliceBulk<kScaleHalves, true>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4,
+                                                      p.w.records + tile * 8 * groups2 * 2, x_row, xs, x_sums, k,
+                                                      group_shift, slice, k_slices, acc, rings + warp * ring_bytes,
+                                                      bars[warp], stage_x);
+  const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
+  kernels::ReduceAndStore<1>(acc, red, k_slices, cta_row0, p.w.n, p.m, p.y, p.out == LinearOutput::kBf16);
+}
+
 // One thread per (tile, 64-k block, lane): the 16 bytes that lane would load
 // in the decode kernel, written out as bf16 (q - z) * s at their rows and k.
 __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int group_shift) {
@@ -115,8 +153,59 @@ cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_
                                   stream, p, k_slices, group_shift);
 }
 
+// Shared memory of the bulk kernel: the warps' rings and the staged rows.
+int64_t AwqBulkSharedBytes(int m, int k, int group_shift, int scale_halves) {
+  return int64_t{kLinearWarps} * kernels::AwqBulkRingBytes(group_shift) +
+         kernels::AwqStagedXBytes(m, k, scale_halves);
+}
+
+// The bulk kernel, or cudaErrorNotSupported when its shared memory does not
+// fit (the caller then takes the register loop).
+template <int kScaleHalves>
+cudaError_t LaunchGemvBulk(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  constexpr auto kKernel = AwqGemvBulkKernel<kScaleHalves>;
+  // Opt in once to the device's whole per-block shared memory less the
+  // kernel's static share; each launch asks what it needs.
+  static int max_bytes = 0;
+  static const cudaError_t opt_in = [] {
+    int device = 0, optin = 0;
+    cudaFuncAttributes attributes{};
+    cudaError_t error = cudaGetDevice(&device);
+    if (error == cudaSuccess) error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, kKernel);
+    if (error == cudaSuccess) {
+      max_bytes = optin - static_cast<int>(attributes.sharedSizeBytes);
+      error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
+    }
+    return error;
+  }();
+  if (opt_in != cudaSuccess) return opt_in;
+  const int64_t bytes = AwqBulkSharedBytes(p.m, p.w.k, group_shift, kScaleHalves);
+  if (bytes > max_bytes) return cudaErrorNotSupported;
+  // Resident CTAs for this launch's shared memory (a host query, cheap beside a launch; decode
+  // steps replay graphs, where it is not asked again).
+  int device = 0, sms = 0, per_sm = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error == cudaSuccess) error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (error == cudaSuccess)
+    error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * kLinearWarps, static_cast<size_t>(bytes));
+  if (error != cudaSuccess) return error;
+  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
+  const int k_slices = p.k_slices > 0 ? p.k_slices
+                                      : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k),
+                                                             int64_t{sms} * std::max(per_sm, 1));
+  const int64_t tiles_per_cta = kLinearWarps / k_slices;
+  const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
+  return kernels::LaunchDependent(kKernel, grid, dim3(32 * kLinearWarps), static_cast<size_t>(bytes), stream, p,
+                                  k_slices, group_shift);
+}
+
 template <int kScaleHalves>
 cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  if (p.m <= 8 && p.loop == AwqGemvLoop::kBulkCopy) {
+    const cudaError_t bulk = LaunchGemvBulk<kScaleHalves>(p, group_shift, stream);
+    if (bulk != cudaErrorNotSupported) return bulk;
+  }
   if (p.m <= 8 && kernels::AwqStagedXBytes(p.m, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
     return LaunchGemvTiles<1, kScaleHalves, true>(p, group_shift, stream);
   if (p.m <= 8) return LaunchGemvTiles<1, kScaleHalves>(p, group_shift, stream);

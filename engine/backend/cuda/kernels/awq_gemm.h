@@ -57,6 +57,13 @@ inline int64_t AwqRecordWords(int64_t n, int64_t k, int64_t group_size) {
 }
 inline size_t AwqDequantWorkspaceBytes(int64_t n, int64_t k) { return static_cast<size_t>(n * k) * 2; }
 
+// How the int4 GEMV's k loop brings its weights in for m <= 8:
+// kRegisters loads them into registers a few chunks ahead (awq_blocks.cuh),
+// kBulkCopy streams them through a shared-memory ring by bulk copies
+// (awq_bulk_loop.cuh; falls back to kRegisters when its shared memory does
+// not fit). kAuto is the measured faster one.
+enum class AwqGemvLoop { kAuto, kRegisters, kBulkCopy };
+
 struct AwqGemvParams {
   const __nv_bfloat16* x = nullptr;  // [m, k] row-major, 16-byte aligned
   AwqWeightsView w;
@@ -64,6 +71,7 @@ struct AwqGemvParams {
   int32_t m = 0;      // 1 .. kGemvMaxRows
   LinearOutput out = LinearOutput::kF32;
   int32_t k_slices = 0;  // as GemvBf16Params::k_slices
+  AwqGemvLoop loop = AwqGemvLoop::kAuto;
 };
 
 // log2(w.group_size) when w is a valid view for the int4 kernels (pointers
