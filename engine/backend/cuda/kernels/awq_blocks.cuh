@@ -296,7 +296,8 @@ __device__ __forceinline__ void AwqZeroColumnsWithoutX(const unsigned (&no_x)[kT
 //   live_tiles:   tiles t >= live_tiles are skipped (the same for the warp)
 // Calls WaitForPrerequisiteGrids after the first weight loads, then
 // after_wait() (every thread of the CTA: a kernel's prologue that writes x
-// may synchronise there), then reads x. acc must hold zeros on entry.
+// may synchronise there, and may set x_row), then reads x_row and x. acc
+// must hold zeros on entry.
 //
 // kXSums (one tile of staged rows): the mmas take 128 + q and the zero
 // point comes off once a unit through x_sums ([unit][8] float32 sums of
@@ -327,9 +328,6 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
   // This lane's g: (rows g, g + 8) of group j at records[j].
   const uint2* records = reinterpret_cast<const uint2*>(tile_records) + g * groups2;
   const int my_chunks = slice < chunks ? (chunks - 1 - slice) / k_slices + 1 : 0;
-  const uint4* x_lane[kTiles];
-  unsigned no_x[kTiles];
-  AwqLaneXRows<kTiles>(x_row, any_row, x_lane, no_x);
 
   // Every address is clamped into the tile, even for chunks the loop never
   // loads: LoadStreaming16 is an asm statement without side effects, which
@@ -351,6 +349,11 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
     if (d < my_chunks) load(d, buf[d]);
   WaitForPrerequisiteGrids();  // x may come from the kernel before
   after_wait();
+  // x_row is read only now: after_wait may set it (the grouped GEMV learns
+  // which slots hold a row from the routing's table).
+  const uint4* x_lane[kTiles];
+  unsigned no_x[kTiles];
+  AwqLaneXRows<kTiles>(x_row, any_row, x_lane, no_x);
   for (int i = 0; i < my_chunks; i += kBuffers) {
 #pragma unroll
     for (int d = 0; d < kBuffers; ++d) {

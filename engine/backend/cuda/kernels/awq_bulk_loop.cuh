@@ -13,12 +13,17 @@
 // Per warp: a ring of kAwqBulkStages stages, each a chunk's packed words (4
 // blocks of 512 bytes, contiguous in the tile's layout) and, per g, the
 // 16-byte group pairs of records the chunk's k touches (AwqBulkRecordBytes),
-// and one mbarrier a stage. Lane 0 arrives on the stage's barrier with the
-// bytes to expect and copies the weights; lanes 0 - 7 copy the records of
-// g = lane; every lane then waits on the barrier's phase, reads its own
-// 16-byte piece of each block (conflict-free: 32 lanes x 16 contiguous bytes)
-// and its g's records, and computes the chunk as the register loop does
-// (AwqComputeChunk). The stage is refilled once the whole warp has read it.
+// and one mbarrier a stage. One elected lane arrives on the stage's barrier
+// with the weight bytes to expect and issues their bulk copy; the records,
+// 8 x 16 - 64 bytes strided by the tile's record rows, go by one 16-byte
+// cp.async a lane (8 - 32 lanes), each lane's completion an arrival on the
+// barrier (cp.async.mbarrier.arrive.noinc). (v14's first version issued
+// one bulk copy per g: a bulk copy's operands are uniform registers, so the
+// compiler looped over the 8 lanes, ~70 instructions a chunk.) Every lane
+// then waits on the barrier's phase, reads its own 16-byte piece of each
+// block (conflict-free: 32 lanes x 16 contiguous bytes) and its g's records,
+// and computes the chunk as the register loop does (AwqComputeChunk). The
+// stage is refilled once the whole warp has read it.
 #pragma once
 
 #include <cuda/ptx>
@@ -45,6 +50,14 @@ __host__ __device__ constexpr int AwqBulkRingBytes(int group_shift) {
   return kAwqBulkStages * AwqBulkStageBytes(group_shift);
 }
 
+// Arrives on `bar` once this thread's earlier cp.async copies have landed,
+// without adding to the phase's expected arrivals (the barrier's count
+// includes them).
+__device__ __forceinline__ void CpAsyncArriveNoInc(uint64_t* bar) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(address) : "memory");
+}
+
 // AwqAccumulateSlice's contract for one tile of x rows (m <= 8), plus:
 //   ring:  this warp's AwqBulkRingBytes(group_shift) of shared memory,
 //          16-byte aligned
@@ -63,62 +76,73 @@ __device__ __forceinline__ void AwqAccumulateSliceBulk(const uint32_t* tile_pack
   const int blocks = k / kAwqBlockK, chunks = AwqChunks(k), groups2 = AwqRecordGroups2(k, group_shift);
   const int record_bytes = AwqBulkRecordBytes(group_shift), stage_bytes = AwqBulkStageBytes(group_shift);
   const int my_chunks = slice < chunks ? (chunks - 1 - slice) / k_slices + 1 : 0;
-  const uint4* x_lane[1];
-  unsigned no_x[1];
-  AwqLaneXRows<1>(x_row, any_row, x_lane, no_x);
+  // The record copies: lane l < 8 x pieces copies 16-byte piece l % pieces of row g = l / pieces.
+  const int pieces = record_bytes / 16, record_lanes = 8 * pieces;
+  const bool copies_records = lane < record_lanes;
+  const int copy_g = lane / pieces, copy_piece = lane % pieces;
+  const uint32_t* copy_records = tile_records + int64_t{copy_g} * groups2 * 2 + 4 * copy_piece;
 
   if (lane == 0) {
 #pragma unroll
-    for (int s = 0; s < kAwqBulkStages; ++s) ptx::mbarrier_init(bars + s, 1);
+    for (int s = 0; s < kAwqBulkStages; ++s) ptx::mbarrier_init(bars + s, record_lanes + 1);
     // The barriers' initialisation visible to the copy engine before its first complete_tx.
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
   }
   __syncwarp();
 
-  // The first record pair a chunk's copy starts at (records are 8 bytes, a pair 16).
-  auto first_pair_record = [&](int ch) { return ((ch * kAwqChunkK) >> group_shift) & ~1; };
-  // Chunk i (< my_chunks) of the slice into stage i % kAwqBulkStages. The
-  // barrier's tx count may go below zero when a record copy lands before
-  // lane 0 arrives; the phase cannot complete before that arrival.
-  auto issue = [&](int i) {
-    const int ch = slice + i * k_slices, s = i % kAwqBulkStages, b0 = ch * kAwqChunkBlocks;
-    const int weight_bytes = min(kAwqChunkBlocks, blocks - b0) * 512;
-    const int first = first_pair_record(ch), last = (min(ch * kAwqChunkK + kAwqChunkK, k) - 1) >> group_shift;
-    const int copy_record_bytes = ((last - first) / 2 + 1) * 16;
+  // The first record (a pair's first) a chunk's copy starts at.
+  auto first_record = [&](int ch) { return ((ch * kAwqChunkK) >> group_shift) & ~1; };
+  // Chunk i (< my_chunks) of the slice into stage s = i % kAwqBulkStages.
+  auto issue = [&](int i, int s) {
+    const int ch = slice + i * k_slices, b0 = ch * kAwqChunkBlocks;
     unsigned char* stage = ring + s * stage_bytes;
     if (lane == 0) {
+      const int weight_bytes = min(kAwqChunkBlocks, blocks - b0) * 512;
       ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bars + s,
-                                     static_cast<uint32_t>(weight_bytes + 8 * copy_record_bytes));
+                                     static_cast<uint32_t>(weight_bytes));
       ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, stage, tile_packed + int64_t{b0} * 128,
                          static_cast<uint32_t>(weight_bytes), bars + s);
     }
-    if (lane < 8)
-      ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, stage + kAwqChunkWeightBytes + lane * record_bytes,
-                         tile_records + (int64_t{lane} * groups2 + first) * 2, static_cast<uint32_t>(copy_record_bytes),
-                         bars + s);
+    if (copies_records) {
+      // Pieces past the chunk's last group pair (its k ends early) copy nothing but still arrive.
+      const int first = first_record(ch), last = (min(ch * kAwqChunkK + kAwqChunkK, k) - 1) >> group_shift;
+      const bool live = copy_piece <= (last - first) / 2;
+      CpAsync16OrZero(stage + kAwqChunkWeightBytes + copy_g * record_bytes + 16 * copy_piece,
+                      copy_records + int64_t{first} * 2, live);
+      CpAsyncArriveNoInc(bars + s);
+    }
   };
 
-  for (int i = 0; i < kAwqBulkStages && i < my_chunks; ++i) issue(i);  // the weights never wait for x
+  for (int i = 0; i < kAwqBulkStages && i < my_chunks; ++i) issue(i, i);  // the weights never wait for x
   WaitForPrerequisiteGrids();  // x may come from the kernel before
   after_wait();
-  for (int i = 0; i < my_chunks; ++i) {
-    const int ch = slice + i * k_slices, s = i % kAwqBulkStages;
-    while (!ptx::mbarrier_try_wait_parity(bars + s, static_cast<uint32_t>(i / kAwqBulkStages) & 1u)) {
-    }
-    const unsigned char* stage = ring + s * stage_bytes;
-    Chunk v;
+  const uint4* x_lane[1];  // after after_wait, which may set x_row (as AwqAccumulateSlice)
+  unsigned no_x[1];
+  AwqLaneXRows<1>(x_row, any_row, x_lane, no_x);
+  uint32_t parity = 0;
+  for (int i0 = 0; i0 < my_chunks; i0 += kAwqBulkStages, parity ^= 1u) {
 #pragma unroll
-    for (int u = 0; u < kAwqChunkBlocks; ++u)  // blocks past k (the partial chunk) hold stale bytes, never used
-      v.w[u] = reinterpret_cast<const uint4*>(stage)[u * 32 + lane];
-    const uint2* records = reinterpret_cast<const uint2*>(stage + kAwqChunkWeightBytes + g * record_bytes);
-    const int first = first_pair_record(ch);
+    for (int s = 0; s < kAwqBulkStages; ++s) {
+      const int i = i0 + s;
+      if (i >= my_chunks) break;
+      const int ch = slice + i * k_slices;
+      while (!ptx::mbarrier_try_wait_parity(bars + s, parity)) {
+      }
+      const unsigned char* stage = ring + s * stage_bytes;
+      Chunk v;
 #pragma unroll
-    for (int j = 0; j < Chunk::kUnits; ++j)
-      v.rec[j] = records[(min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift) - first];
-    AwqComputeChunk<1, kScaleHalves, kXSums>(v, ch, blocks, x_lane, x_sums, 1, acc);
-    if (i + kAwqBulkStages < my_chunks) {
-      __syncwarp();  // every lane has read the stage (its values went into the mmas above)
-      issue(i + kAwqBulkStages);
+      for (int u = 0; u < kAwqChunkBlocks; ++u)  // blocks past k (the partial chunk) hold stale bytes, never used
+        v.w[u] = reinterpret_cast<const uint4*>(stage)[u * 32 + lane];
+      const uint2* records = reinterpret_cast<const uint2*>(stage + kAwqChunkWeightBytes + g * record_bytes);
+      const int first = first_record(ch);
+#pragma unroll
+      for (int j = 0; j < Chunk::kUnits; ++j)
+        v.rec[j] = records[(min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift) - first];
+      AwqComputeChunk<1, kScaleHalves, kXSums>(v, ch, blocks, x_lane, x_sums, 1, acc);
+      if (i + kAwqBulkStages < my_chunks) {
+        __syncwarp();  // every lane has read the stage (its values went into the mmas above)
+        issue(i + kAwqBulkStages, s);
+      }
     }
   }
   AwqZeroColumnsWithoutX<1>(no_x, acc);

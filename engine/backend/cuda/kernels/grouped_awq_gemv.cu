@@ -51,15 +51,25 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   };
   auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
   float* x_sums = kStageX ? kernels::AwqStagedXSums(xs, 8 * kTiles, k) : nullptr;  // the zero points' x sums
-  const __nv_bfloat16* x_row[kTiles];
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t)
-    x_row[t] = kStageX ? xs + int64_t{8 * t + g} * (k + kernels::kAwqStagedRowPad) : slot_row(slot0 + 8 * t + g);
+  // Set once the routing's slot table may be read (stage_x, after the wait).
+  const __nv_bfloat16* x_row[kTiles] = {};
   auto stage_x = [&] {
     if constexpr (kStageX) {
-      kernels::StageAwqXRowsWithSums<kScaleHalves>(8 * kTiles, k, xs, x_sums,
+      // Only the slots up to the tile's last live one are staged: at batch 1
+      // one slot of the 8 holds a row, and staging all 8 (with their unit
+      // sums) was ~40% of a CTA's instructions at k = 2,560. The slots past
+      // it read as rows without data (AwqAccumulateSlice zeroes their columns).
+      int live_rows = 0;
+#pragma unroll
+      for (int r = 0; r < 8; ++r)
+        if (slot_row(slot0 + r) != nullptr) live_rows = r + 1;
+      kernels::StageAwqXRowsWithSums<kScaleHalves>(live_rows, k, xs, x_sums,
                                                    [&](int r) { return slot_row(slot0 + r); });
+      x_row[0] = g < live_rows ? xs + int64_t{g} * (k + kernels::kAwqStagedRowPad) : nullptr;
       __syncthreads();
+    } else {
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) x_row[t] = slot_row(slot0 + 8 * t + g);
     }
   };
   float acc[kTiles][4] = {};
