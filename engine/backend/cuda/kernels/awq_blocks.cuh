@@ -198,23 +198,28 @@ struct AwqChunk {
 // apply each unit's scale (and, with kXSums, its zero point) into acc.
 // Shared by the register loop below and the bulk-copy loop
 // (awq_bulk_loop.cuh).
-template <int kTiles, int kScaleHalves, bool kXSums>
-__device__ __forceinline__ void AwqComputeChunk(const AwqChunk<kScaleHalves>& v, int ch, int blocks,
-                                                const uint4* const (&x_lane)[kTiles], const float* x_sums,
-                                                int live_tiles, float (*acc)[4]) {
+//
+// kMayEndEarly: the chunk may be k's partial last one, so each unit and half
+// checks it lies before k. A full chunk is compiled without those checks
+// (AwqComputeChunk below picks; a branch and, after it, a warp
+// re-convergence for the mmas cost ~4 instructions a block).
+template <int kTiles, int kScaleHalves, bool kXSums, bool kMayEndEarly>
+__device__ __forceinline__ void AwqComputeChunkOf(const AwqChunk<kScaleHalves>& v, int ch, int blocks,
+                                                  const uint4* const (&x_lane)[kTiles], const float* x_sums,
+                                                  int live_tiles, float (*acc)[4]) {
   using Chunk = AwqChunk<kScaleHalves>;
   const int c = threadIdx.x % 4;
   const int b0 = ch * kAwqChunkBlocks;
 #pragma unroll
   for (int j = 0; j < Chunk::kUnits; ++j) {
-    if (b0 + j * kScaleHalves / 2 >= blocks) break;  // a unit past k (the partial chunk only)
+    if (kMayEndEarly && b0 + j * kScaleHalves / 2 >= blocks) break;  // a unit past k (the partial chunk only)
     // Steps e = 0 and 1 of each half into separate sums: two short chains of dependent mmas.
     float even[kTiles][4] = {}, odd[kTiles][4] = {};
     const uint32_t za = __byte_perm(v.rec[j].x, 0, 0x3232), zb = __byte_perm(v.rec[j].y, 0, 0x3232);  // 128 + z
 #pragma unroll
     for (int hh = 0; hh < kScaleHalves; ++hh) {
       const int half = j * kScaleHalves + hh, u = half / 2, h = half % 2;
-      if (b0 + u >= blocks) break;  // the same for the whole warp (the chunk past k only)
+      if (kMayEndEarly && b0 + u >= blocks) break;  // the same for the whole warp (the chunk past k only)
       const uint32_t wa = AwqWordOf(v.w[u], 2 * h), wb = AwqWordOf(v.w[u], 2 * h + 1);  // rows g, g + 8
       uint32_t ra[4], rb[4];
 #pragma unroll
@@ -253,6 +258,17 @@ __device__ __forceinline__ void AwqComputeChunk(const AwqChunk<kScaleHalves>& v,
         acc[t][3] = fmaf(sb, even[t][3] + odd[t][3], acc[t][3]);
       }
     }
+  }
+}
+
+template <int kTiles, int kScaleHalves, bool kXSums>
+__device__ __forceinline__ void AwqComputeChunk(const AwqChunk<kScaleHalves>& v, int ch, int blocks,
+                                                const uint4* const (&x_lane)[kTiles], const float* x_sums,
+                                                int live_tiles, float (*acc)[4]) {
+  if ((ch + 1) * kAwqChunkBlocks <= blocks) {
+    AwqComputeChunkOf<kTiles, kScaleHalves, kXSums, false>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
+  } else {
+    AwqComputeChunkOf<kTiles, kScaleHalves, kXSums, true>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
   }
 }
 
@@ -327,7 +343,7 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
   const uint4* packed = reinterpret_cast<const uint4*>(tile_packed) + lane;
   // This lane's g: (rows g, g + 8) of group j at records[j].
   const uint2* records = reinterpret_cast<const uint2*>(tile_records) + g * groups2;
-  const int my_chunks = slice < chunks ? (chunks - 1 - slice) / k_slices + 1 : 0;
+  const int my_chunks = slice < chunks ? DivBySlices(chunks - 1 - slice, k_slices) + 1 : 0;
 
   // Every address is clamped into the tile, even for chunks the loop never
   // loads: LoadStreaming16 is an asm statement without side effects, which

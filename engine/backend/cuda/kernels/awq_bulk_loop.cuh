@@ -75,7 +75,7 @@ __device__ __forceinline__ void AwqAccumulateSliceBulk(const uint32_t* tile_pack
   const int lane = threadIdx.x % 32, g = lane / 4;
   const int blocks = k / kAwqBlockK, chunks = AwqChunks(k), groups2 = AwqRecordGroups2(k, group_shift);
   const int record_bytes = AwqBulkRecordBytes(group_shift), stage_bytes = AwqBulkStageBytes(group_shift);
-  const int my_chunks = slice < chunks ? (chunks - 1 - slice) / k_slices + 1 : 0;
+  const int my_chunks = slice < chunks ? DivBySlices(chunks - 1 - slice, k_slices) + 1 : 0;
   // The record copies: lane l < 8 x pieces copies 16-byte piece l % pieces of row g = l / pieces.
   const int pieces = record_bytes / 16, record_lanes = 8 * pieces;
   const bool copies_records = lane < record_lanes;

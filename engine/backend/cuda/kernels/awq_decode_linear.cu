@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   __shared__ float red[kLinearWarps * 16 * 8];
   auto* xs = reinterpret_cast<__nv_bfloat16*>(xs_raw);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-  const int tiles_per_cta = kLinearWarps / k_slices, slice = warp % k_slices;
-  const int64_t tile = TileOf(p, warp / k_slices, tiles_per_cta);
+  const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices), slice = warp & (k_slices - 1);
+  const int64_t tile = TileOf(p, kernels::DivBySlices(warp, k_slices), tiles_per_cta);
   const int k = p.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   float* x_sums = reinterpret_cast<float*>(xs + int64_t{p.m} * k);  // 16-byte aligned: k % 64 == 0
   const __nv_bfloat16* x_row[1] = {g < p.m ? xs + int64_t{g} * k : nullptr};

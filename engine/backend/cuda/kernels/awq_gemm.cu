@@ -35,11 +35,11 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
   extern __shared__ uint4 staged_x[];                     // kStageX: [m][k + pad] bf16
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-  const int tiles_per_cta = kLinearWarps / k_slices;
-  const int slice = warp % k_slices;
+  const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices);
+  const int slice = warp & (k_slices - 1);
   const int64_t tiles = (int64_t{p.w.n} + 15) / 16;
   // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
-  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, tiles - 1);
+  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + kernels::DivBySlices(warp, k_slices), tiles - 1);
   const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
   float* x_sums = kStageX ? kernels::AwqStagedXSums(xs, p.m, k) : nullptr;  // the zero points' x sums
@@ -77,11 +77,11 @@ __global__ void __launch_bounds__(32 * kLinearWarps, 2) AwqGemvBulkKernel(AwqGem
   __shared__ uint64_t bars[kLinearWarps][kernels::kAwqBulkStages];
   extern __shared__ uint4 dynamic_shared[];
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-  const int tiles_per_cta = kLinearWarps / k_slices;
-  const int slice = warp % k_slices;
+  const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices);
+  const int slice = warp & (k_slices - 1);
   const int64_t tiles = (int64_t{p.w.n} + 15) / 16;
   // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
-  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, tiles - 1);
+  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + kernels::DivBySlices(warp, k_slices), tiles - 1);
   const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   const int ring_bytes = kernels::AwqBulkRingBytes(group_shift);
   auto* rings = reinterpret_cast<unsigned char*>(dynamic_shared);

@@ -37,10 +37,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   const int expert = p.tile_expert[tile_index];
   const int64_t slot0 = int64_t{tile_index} * 8 * kTiles;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-  const int tiles_per_cta = kLinearWarps / k_slices, slice = warp % k_slices;
+  const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices), slice = warp & (k_slices - 1);
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   // A row tile past the last (grid rounding) reads the last one again; the epilogue drops its rows.
-  const int64_t row_tile = min(int64_t{blockIdx.x} * tiles_per_cta + warp / k_slices, row_tiles - 1);
+  const int64_t row_tile = min(int64_t{blockIdx.x} * tiles_per_cta + kernels::DivBySlices(warp, k_slices), row_tiles - 1);
   const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   // Expert `expert`'s arrays (AwqExpertsView; AwqPackedWords and AwqRecordWords are host-side).
   const uint32_t* packed = p.w.packed + expert * row_tiles * 16 * (k / 8);

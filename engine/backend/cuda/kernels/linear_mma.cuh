@@ -31,6 +31,11 @@
 
 namespace ernie::cuda::kernels {
 
+// a / k_slices for the k-slice counts the linear kernels take (1, 2, 4 or 8,
+// PickKSlices): a shift, where a division by a runtime value is ~20
+// instructions (ncu SASS of the int4 GEMV, v14: three a warp in its prologue).
+__device__ __forceinline__ int DivBySlices(int a, int k_slices) { return a >> (__ffs(k_slices) - 1); }
+
 // D += A B on the tensor cores: bf16 operands, float32 accumulation.
 // a[0..3] = a0a1, a2a3, a4a5, a6a7; b[0..1] = b0b1, b2b3; d[0..3] as above.
 __device__ __forceinline__ void MmaBf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
