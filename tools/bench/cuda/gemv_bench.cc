@@ -268,33 +268,22 @@ absl::Status Run(const Args& args, std::ostream* log) {
       ERNIE_ASSIGN_OR_RETURN(double dq_us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, dequant_cublas));
       emit("awq_dequant_cublas", m, dq_us, awq_weight_bytes, cublas_us, -1);
       if (m > ernie::cuda::kGemvMaxRows) continue;
-      auto awq = [&](int i) {
-        return Check(ernie::cuda::LaunchAwqGemv(
-                         {.x = xb, .w = w.Awq(i, s), .y = y.data(), .m = m, .k_slices = args.k_slices}, stream),
-                     "awq_gemv");
-      };
-      ERNIE_RETURN_IF_ERROR(awq(0));
-      ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "awq check"));
-      ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
-      ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, awq));
-      emit("awq_gemv", m, us, awq_weight_bytes, cublas_us, err);
-      if (m > 8) continue;
-      // The same kernel with its weights streamed through shared memory by bulk copies.
-      auto awq_bulk = [&](int i) {
-        return Check(ernie::cuda::LaunchAwqGemv({.x = xb,
-                                                 .w = w.Awq(i, s),
-                                                 .y = y.data(),
-                                                 .m = m,
-                                                 .k_slices = args.k_slices,
-                                                 .loop = ernie::cuda::AwqGemvLoop::kBulkCopy},
-                                                stream),
-                     "awq_gemv_bulk");
-      };
-      ERNIE_RETURN_IF_ERROR(awq_bulk(0));
-      ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "awq bulk check"));
-      ERNIE_ASSIGN_OR_RETURN(double bulk_err, RelErr(y.data(), y_ref.data(), out_count));
-      ERNIE_ASSIGN_OR_RETURN(double bulk_us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, awq_bulk));
-      emit("awq_gemv_bulk", m, bulk_us, awq_weight_bytes, cublas_us, bulk_err);
+      // The int4 GEMV with each k loop (the bulk-copy one for m <= 8: AwqGemvLoop).
+      for (const auto loop : {ernie::cuda::AwqGemvLoop::kAuto, ernie::cuda::AwqGemvLoop::kBulkCopy}) {
+        if (loop == ernie::cuda::AwqGemvLoop::kBulkCopy && m > 8) continue;
+        const char* name = loop == ernie::cuda::AwqGemvLoop::kAuto ? "awq_gemv" : "awq_gemv_bulk";
+        auto awq = [&](int i) {
+          return Check(ernie::cuda::LaunchAwqGemv(
+                           {.x = xb, .w = w.Awq(i, s), .y = y.data(), .m = m, .k_slices = args.k_slices, .loop = loop},
+                           stream),
+                       name);
+        };
+        ERNIE_RETURN_IF_ERROR(awq(0));
+        ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), name));
+        ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
+        ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, awq));
+        emit(name, m, us, awq_weight_bytes, cublas_us, err);
+      }
     }
   }
   cudaStreamDestroy(stream);

@@ -22,6 +22,20 @@ namespace {
 using kernels::kAwqBlockK;
 using kernels::kLinearWarps;
 
+// Which 16-row tile and k slice a warp of a GEMV CTA owns: k_slices warps
+// share a tile along k, kLinearWarps / k_slices tiles a CTA.
+struct WarpWork {
+  int slice, tiles_per_cta;
+  int64_t tile;
+};
+__device__ __forceinline__ WarpWork WarpWorkOf(const AwqGemvParams& p, int k_slices, int warp) {
+  const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices);
+  const int64_t tiles = (int64_t{p.w.n} + 15) / 16;
+  // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
+  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + kernels::DivBySlices(warp, k_slices), tiles - 1);
+  return {warp & (k_slices - 1), tiles_per_cta, tile};
+}
+
 // Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
 // two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
 // kStageX: x's m rows are copied to shared memory once the kernel before
@@ -35,11 +49,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
   extern __shared__ uint4 staged_x[];                     // kStageX: [m][k + pad] bf16
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-  const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices);
-  const int slice = warp & (k_slices - 1);
-  const int64_t tiles = (int64_t{p.w.n} + 15) / 16;
-  // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
-  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + kernels::DivBySlices(warp, k_slices), tiles - 1);
+  const WarpWork work = WarpWorkOf(p, k_slices, warp);
+  const int slice = work.slice, tiles_per_cta = work.tiles_per_cta;
+  const int64_t tile = work.tile;
   const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
   float* x_sums = kStageX ? kernels::AwqStagedXSums(xs, p.m, k) : nullptr;  // the zero points' x sums
@@ -77,11 +89,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, 2) AwqGemvBulkKernel(AwqGem
   __shared__ uint64_t bars[kLinearWarps][kernels::kAwqBulkStages];
   extern __shared__ uint4 dynamic_shared[];
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-  const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices);
-  const int slice = warp & (k_slices - 1);
-  const int64_t tiles = (int64_t{p.w.n} + 15) / 16;
-  // A tile past the last (grid rounding) reads the last one again; ReduceAndStore drops its rows.
-  const int64_t tile = min(int64_t{blockIdx.x} * tiles_per_cta + kernels::DivBySlices(warp, k_slices), tiles - 1);
+  const WarpWork work = WarpWorkOf(p, k_slices, warp);
+  const int slice = work.slice, tiles_per_cta = work.tiles_per_cta;
+  const int64_t tile = work.tile;
   const int k = p.w.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   const int ring_bytes = kernels::AwqBulkRingBytes(group_shift);
   auto* rings = reinterpret_cast<unsigned char*>(dynamic_shared);
