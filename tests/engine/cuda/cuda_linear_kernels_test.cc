@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -214,6 +215,32 @@ TEST(AwqRepackTest, RejectsInconsistentTensors) {
   expect_error(raw, "scales");
 }
 
+// Runs the int4 GEMV on the m x k rows at x and returns its worst error
+// ratio against ref (WorstErrorRatio: <= 1 passes); a failed allocation or
+// launch is a test failure and returns infinity.
+template <typename XBuffer>
+double AwqGemvWorstErrorRatio(const XBuffer& x, const cuda::AwqWeightsView& w, const Reference& ref, int m,
+                              cuda::LinearOutput out, int k_slices, cuda::AwqGemvLoop loop) {
+  auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * w.n, "y");
+  if (!y.ok()) {
+    ADD_FAILURE() << y.status();
+    return std::numeric_limits<double>::infinity();
+  }
+  const cuda::AwqGemvParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                              .w = w,
+                              .y = y->data(),
+                              .m = m,
+                              .out = out,
+                              .k_slices = k_slices,
+                              .loop = loop};
+  const cudaError_t launched = cuda::LaunchAwqGemv(p, nullptr);
+  if (launched != cudaSuccess) {
+    ADD_FAILURE() << "LaunchAwqGemv: " << cudaGetErrorString(launched);
+    return std::numeric_limits<double>::infinity();
+  }
+  return WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, w.k, out);
+}
+
 TEST(AwqGemvTest, MatchesTheReferenceOnOddSizes) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 gen(4321);
@@ -230,16 +257,7 @@ TEST(AwqGemvTest, MatchesTheReferenceOnOddSizes) {
           for (auto out : {cuda::LinearOutput::kF32, cuda::LinearOutput::kBf16})
             for (auto loop : {cuda::AwqGemvLoop::kRegisters, cuda::AwqGemvLoop::kBulkCopy}) {
               if (out == cuda::LinearOutput::kBf16 && m != 7) continue;
-              auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
-              ASSERT_TRUE(y.ok());
-              const cuda::AwqGemvParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
-                                          .w = w.view,
-                                          .y = y->data(),
-                                          .m = m,
-                                          .out = out,
-                                          .loop = loop};
-              ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
-              EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, k, out), 1.0)
+              EXPECT_LE(AwqGemvWorstErrorRatio(x, w.view, ref, m, out, /*k_slices=*/0, loop), 1.0)
                   << (out == cuda::LinearOutput::kF32 ? "float32" : "bf16") << " output, "
                   << (loop == cuda::AwqGemvLoop::kBulkCopy ? "bulk-copy" : "register") << " loop";
             }
@@ -269,21 +287,11 @@ TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
       const Reference ref = ReferenceLinear(ToFloat(x_bf16), c.w, m, n, shape.k);
       for (int k_slices : {1, 2, 4, 8})
         for (auto loop : {cuda::AwqGemvLoop::kRegisters, cuda::AwqGemvLoop::kBulkCopy}) {
-        SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << shape.k << " group=" << shape.group
-                                          << " k_slices=" << k_slices << " bulk=" << (loop == cuda::AwqGemvLoop::kBulkCopy));
-        auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
-        ASSERT_TRUE(y.ok());
-        const cuda::AwqGemvParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
-                                    .w = w.view,
-                                    .y = y->data(),
-                                    .m = m,
-                                    .k_slices = k_slices,
-                                    .loop = loop};
-        ASSERT_EQ(cuda::LaunchAwqGemv(p, nullptr), cudaSuccess);
-        EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, cuda::LinearOutput::kF32, ref.y.size()), ref, shape.k,
-                                  cuda::LinearOutput::kF32),
-                  1.0);
-      }
+          SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << shape.k << " group=" << shape.group
+                                            << " k_slices=" << k_slices
+                                            << " bulk=" << (loop == cuda::AwqGemvLoop::kBulkCopy));
+          EXPECT_LE(AwqGemvWorstErrorRatio(x, w.view, ref, m, cuda::LinearOutput::kF32, k_slices, loop), 1.0);
+        }
     }
   }
 }

@@ -40,10 +40,10 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/cuda/int_list_flag.h"
 
 namespace {
 
@@ -89,12 +89,7 @@ bool Parse(int argc, char** argv, Args* a) {
     } else if (f == "--moe-max-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->moe_max_tile_rows)) return false;
     } else if (f == "--batch-sizes") {
-      a->batch_sizes.clear();
-      for (absl::string_view part : absl::StrSplit(v, ',')) {
-        int b = 0;
-        if (!absl::SimpleAtoi(part, &b) || b <= 0) return false;
-        a->batch_sizes.push_back(b);
-      }
+      if (!ernie::bench::ParsePositiveIntList(v, &a->batch_sizes)) return false;
     } else if (f == "--prompt-len") {
       if (!absl::SimpleAtoi(v, &a->prompt_len) || a->prompt_len <= 0) return false;
     } else if (f == "--decode-tokens") {

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/cuda/graph_timer.h"
+#include "tools/bench/cuda/int_list_flag.h"
 
 namespace {
 
@@ -74,12 +74,7 @@ bool Parse(int argc, char** argv, Args* a) {
     if (f == "--log") {
       a->log = v;
     } else if (f == "--ms") {
-      a->ms.clear();
-      for (auto part : absl::StrSplit(v, ',')) {
-        int64_t m = 0;
-        if (!absl::SimpleAtoi(part, &m) || m <= 0) return false;
-        a->ms.push_back(m);
-      }
+      if (!ernie::bench::ParsePositiveIntList(v, &a->ms)) return false;
     } else if (f == "--candidates") {
       if (!absl::SimpleAtoi(v, &a->candidates) || a->candidates <= 0) return false;
     } else if (f == "--reps") {

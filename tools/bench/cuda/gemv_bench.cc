@@ -36,7 +36,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/gemm.h"
@@ -47,6 +46,7 @@
 #include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/cuda/graph_timer.h"
+#include "tools/bench/cuda/int_list_flag.h"
 
 namespace {
 
@@ -304,12 +304,7 @@ bool Parse(int argc, char** argv, Args* a) {
     } else if (flag == "--reps") {
       if (!absl::SimpleAtoi(value, &a->reps) || a->reps <= 0) return false;
     } else if (flag == "--ms") {
-      a->ms.clear();
-      for (absl::string_view part : absl::StrSplit(value, ',')) {
-        int m = 0;
-        if (!absl::SimpleAtoi(part, &m) || m <= 0 || m > kMaxM) return false;
-        a->ms.push_back(m);
-      }
+      if (!ernie::bench::ParsePositiveIntList(value, &a->ms, kMaxM)) return false;
     } else {
       return false;
     }

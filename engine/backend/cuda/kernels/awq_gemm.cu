@@ -7,8 +7,6 @@
 // slice, 8 warps a CTA, slices summed in shared memory.
 #include <cuda_fp16.h>
 
-#include <algorithm>
-
 #include "engine/backend/cuda/kernels/awq_blocks.cuh"
 #include "engine/backend/cuda/kernels/awq_bulk_loop.cuh"
 #include "engine/backend/cuda/kernels/awq_gemm.h"
@@ -174,36 +172,18 @@ int64_t AwqBulkSharedBytes(int m, int k, int group_shift, int scale_halves) {
 template <int kScaleHalves>
 cudaError_t LaunchGemvBulk(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
   constexpr auto kKernel = AwqGemvBulkKernel<kScaleHalves>;
-  // Opt in once to the device's whole per-block shared memory less the
-  // kernel's static share; each launch asks what it needs.
-  static int max_bytes = 0;
-  static const cudaError_t opt_in = [] {
-    int device = 0, optin = 0;
-    cudaFuncAttributes attributes{};
-    cudaError_t error = cudaGetDevice(&device);
-    if (error == cudaSuccess) error = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (error == cudaSuccess) error = cudaFuncGetAttributes(&attributes, kKernel);
-    if (error == cudaSuccess) {
-      max_bytes = optin - static_cast<int>(attributes.sharedSizeBytes);
-      error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
-    }
-    return error;
-  }();
-  if (opt_in != cudaSuccess) return opt_in;
+  cudaError_t error = cudaSuccess;
+  const int max_bytes = kernels::OptInToMaxDynamicShared<kKernel>(&error);
+  if (error != cudaSuccess) return error;
   const int64_t bytes = AwqBulkSharedBytes(p.m, p.w.k, group_shift, kScaleHalves);
   if (bytes > max_bytes) return cudaErrorNotSupported;
-  // Resident CTAs for this launch's shared memory (a host query, cheap beside a launch; decode
-  // steps replay graphs, where it is not asked again).
-  int device = 0, sms = 0, per_sm = 0;
-  cudaError_t error = cudaGetDevice(&device);
-  if (error == cudaSuccess) error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (error == cudaSuccess)
-    error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * kLinearWarps, static_cast<size_t>(bytes));
+  // Resident CTAs for this launch's shared memory (an occupancy query a launch: the kernel is
+  // opt-in, and decode steps replay graphs, where the launcher does not run).
+  const int64_t resident = kernels::ResidentCtasWithShared<kKernel>(static_cast<size_t>(bytes), &error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const int k_slices = p.k_slices > 0 ? p.k_slices
-                                      : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k),
-                                                             int64_t{sms} * std::max(per_sm, 1));
+                                      : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), resident);
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
   return kernels::LaunchDependent(kKernel, grid, dim3(32 * kLinearWarps), static_cast<size_t>(bytes), stream, p,

@@ -174,19 +174,11 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
 template <int kTileRows, int kScaleHalves>
 cudaError_t LaunchTileRows(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   constexpr auto kKernel = GroupedAwqGemmKernel<kTileRows, kScaleHalves>;
-  // Opt in once to the device's whole per-block shared memory (the records'
-  // share grows with k / group_size); each launch asks only what it needs.
-  static int max_bytes = 0;
-  static const cudaError_t opt_in = [] {
-    int device = 0;
-    cudaError_t error = cudaGetDevice(&device);
-    if (error == cudaSuccess)
-      error = cudaDeviceGetAttribute(&max_bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    if (error == cudaSuccess)
-      error = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
-    return error;
-  }();
-  if (opt_in != cudaSuccess) return opt_in;
+  // The device's whole per-block shared memory (the records' share grows
+  // with k / group_size); each launch asks only what it needs.
+  cudaError_t error = cudaSuccess;
+  const int max_bytes = kernels::OptInToMaxDynamicShared<kKernel>(&error);
+  if (error != cudaSuccess) return error;
   const size_t bytes =
       SharedBytes<kernels::kGroupedGemmSlotTiles<kTileRows>>(kernels::AwqRecordGroups2(p.w.k, group_shift));
   if (bytes > static_cast<size_t>(max_bytes)) return cudaErrorInvalidValue;

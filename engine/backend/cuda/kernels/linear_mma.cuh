@@ -202,23 +202,65 @@ inline int PickKSlices(int64_t row_tiles, int64_t k_blocks, int64_t resident_cta
   return slices;
 }
 
-// SMs x CTAs of `kKernel` (256 threads, static shared memory only) resident
-// per SM on the current device; computed once per kernel and process (the
-// backend drives one kind of device), 0 with `*error` set on failure.
+// The current device's SM count, asked once per process (the backend drives
+// one kind of device); 0 with `*error` set on failure.
+inline int MultiprocessorCount(cudaError_t* error) {
+  static std::atomic<int> cached{0};
+  int sms = cached.load(std::memory_order_relaxed);
+  if (sms > 0) return sms;
+  int device = 0;
+  *error = cudaGetDevice(&device);
+  if (*error == cudaSuccess) *error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (*error != cudaSuccess) return 0;
+  cached.store(sms, std::memory_order_relaxed);
+  return sms;
+}
+
+// SMs x CTAs of `kKernel` (256 threads) resident per SM with `shared_bytes`
+// of dynamic shared memory a CTA, 0 with `*error` set on failure. Not cached:
+// for kernels whose shared memory varies by launch.
+template <auto kKernel>
+inline int64_t ResidentCtasWithShared(size_t shared_bytes, cudaError_t* error) {
+  const int sms = MultiprocessorCount(error);
+  int per_sm = 0;
+  if (sms > 0) *error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * kLinearWarps, shared_bytes);
+  if (sms == 0 || *error != cudaSuccess) return 0;
+  return int64_t{sms} * (per_sm > 0 ? per_sm : 1);
+}
+
+// The same with static shared memory only, computed once per kernel and
+// process.
 template <auto kKernel>
 inline int64_t ResidentCtas(cudaError_t* error) {
   static std::atomic<int64_t> cached{0};
   int64_t value = cached.load(std::memory_order_relaxed);
   if (value > 0) return value;
-  int device = 0, sms = 0, per_sm = 0;
-  *error = cudaGetDevice(&device);
-  if (*error == cudaSuccess) *error = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (*error == cudaSuccess)
-    *error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * kLinearWarps, 0);
-  if (*error != cudaSuccess) return 0;
-  value = int64_t{sms} * (per_sm > 0 ? per_sm : 1);
-  cached.store(value, std::memory_order_relaxed);
+  value = ResidentCtasWithShared<kKernel>(0, error);
+  if (value > 0) cached.store(value, std::memory_order_relaxed);
   return value;
+}
+
+// Opts `kKernel` in, once per process, to the device's whole per-block
+// shared memory less the kernel's static share; returns the dynamic bytes a
+// launch may now ask for, or 0 with `*error` set on failure. (Asking for
+// the whole opt-in size with static shared memory declared fails.)
+template <auto kKernel>
+inline int OptInToMaxDynamicShared(cudaError_t* error) {
+  static int max_bytes = 0;
+  static const cudaError_t opt_in = [] {
+    int device = 0, optin = 0;
+    cudaFuncAttributes attributes{};
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, kKernel);
+    if (e == cudaSuccess) {
+      max_bytes = optin - static_cast<int>(attributes.sharedSizeBytes);
+      e = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_bytes);
+    }
+    return e;
+  }();
+  *error = opt_in;
+  return opt_in == cudaSuccess ? max_bytes : 0;
 }
 
 }  // namespace ernie::cuda::kernels
