@@ -95,6 +95,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
       o.moe_awq_gemv_k_slices != 4 && o.moe_awq_gemv_k_slices != 8)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_awq_gemv_k_slices must be 0, 1, 2, 4 or 8, got ", o.moe_awq_gemv_k_slices));
+  if (o.moe_awq_gemv_cta_warps < 0 || o.moe_awq_gemv_cta_warps > 8 ||
+      (o.moe_awq_gemv_cta_warps > 0 && o.moe_awq_gemv_k_slices > 0 && o.moe_awq_gemv_cta_warps % o.moe_awq_gemv_k_slices != 0))
+    return absl::InvalidArgumentError(absl::StrCat("moe_awq_gemv_cta_warps must be 0 - 8 and a multiple of moe_awq_gemv_k_slices, got ",
+                                                   o.moe_awq_gemv_cta_warps));
   if (o.moe_shared_gemm_min_tokens < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_shared_gemm_min_tokens must be positive, got ", o.moe_shared_gemm_min_tokens));
@@ -225,6 +229,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_gemm_min_tokens_ = options.moe_gemm_min_tokens;
     b->moe_grouped_gemm_min_rows_ = options.moe_grouped_gemm_min_rows;
     b->moe_awq_gemv_k_slices_ = options.moe_awq_gemv_k_slices;
+    b->moe_awq_gemv_cta_warps_ = options.moe_awq_gemv_cta_warps;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));

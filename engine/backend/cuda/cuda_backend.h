@@ -92,6 +92,10 @@ struct CudaBackendOptions {
   // (1, 2, 4 or 8; kernels/grouped_awq_gemv.h), or 0: sized by the tiles the
   // step expects (1 at batch 1). To measure the split; the GEMM ignores it.
   int moe_awq_gemv_k_slices = 0;
+  // The same GEMV's warps a CTA (1 - 8, a multiple of its k slices), or 0:
+  // sized so that a small step's CTAs spread evenly over the SMs
+  // (kernels/grouped_awq_gemv.h). To measure it; the GEMM ignores it.
+  int moe_awq_gemv_cta_warps = 0;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

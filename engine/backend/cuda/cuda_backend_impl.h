@@ -174,6 +174,7 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t moe_gemm_min_tokens_ = 0;    // CudaBackendOptions::moe_gemm_min_tokens (MoE models; 0 for dense)
   int32_t moe_grouped_gemm_min_rows_ = 0;  // CudaBackendOptions::moe_grouped_gemm_min_rows
   int32_t moe_awq_gemv_k_slices_ = 0;      // CudaBackendOptions::moe_awq_gemv_k_slices
+  int32_t moe_awq_gemv_cta_warps_ = 0;     // CudaBackendOptions::moe_awq_gemv_cta_warps
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   bool step_graphed_ = false;          // the step being enqueued is captured into a CUDA graph (no host waits)
   CudaMemoryBreakdown memory_;

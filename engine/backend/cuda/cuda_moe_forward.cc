@@ -160,7 +160,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   const bool tiled = min_rows > 0 && tile_rows >= min_rows;
   if (!w.awq.empty()) {
     const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
-    const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split only
+    const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split and CTA size only
+    const int32_t cta_warps = tiled ? 0 : moe_awq_gemv_cta_warps_;
     ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
                                                      .x_row = ws_.moe_slot_token.data(),
                                                      .w = w.awq.gate_up(),
@@ -172,7 +173,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .epilogue = GroupedEpilogue::kSiluMulBf16,
                                                      .expected_tiles = expected_tiles,
                                                      .wait_first = !tiled,
-                                                     .k_slices = k_slices},
+                                                     .k_slices = k_slices,
+                                                     .cta_warps = cta_warps},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,
@@ -185,7 +187,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .epilogue = GroupedEpilogue::kStoreF32,
                                             .expected_tiles = expected_tiles,
                                             .dependent = true,
-                                            .k_slices = k_slices},
+                                            .k_slices = k_slices,
+                                            .cta_warps = cta_warps},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }

@@ -176,6 +176,11 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   EXPECT_EQ(odd_k_slices.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(odd_k_slices.status().message()).find("moe_awq_gemv_k_slices"), std::string::npos)
       << odd_k_slices.status();
+  auto odd_cta = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 2,
+                                         .moe_awq_gemv_cta_warps = 3});
+  EXPECT_EQ(odd_cta.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(odd_cta.status().message()).find("moe_awq_gemv_cta_warps"), std::string::npos)
+      << odd_cta.status();
   auto b = CreateCudaBackend(**m, {.device = 64, .block_size = 16, .num_blocks = 4});
   ASSERT_FALSE(b.ok());
   if (CudaDeviceCount() == 0) {

@@ -53,6 +53,7 @@ struct GroupedCase {
   int k_slices = 0;   // the GEMV's k split (0: its own choice)
   bool dependent = false;  // launched as a programmatic dependent (the MoE's down launch)
   bool wait_first = false;  // the same, waiting before the tile table (the GEMV's gate/up launch)
+  int cta_warps = 0;        // the GEMV's warps a CTA (0: its own choice)
 };
 
 void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
@@ -60,7 +61,8 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
   SCOPED_TRACE(::testing::Message() << (gc.gemm ? "GEMM" : "GEMV") << ", tiles of " << gc.tile_rows << ", n " << gc.n
                                     << ", k " << gc.k << ", group " << gc.group << (silu ? ", SiLU-mul" : ", float32")
                                     << (gc.by_x_row ? ", x_row" : "") << ", k slices " << gc.k_slices
-                                    << (gc.dependent ? ", dependent" : "") << (gc.wait_first ? ", wait first" : ""));
+                                    << (gc.dependent ? ", dependent" : "") << (gc.wait_first ? ", wait first" : "")
+                                    << ", CTA warps " << gc.cta_warps);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int tokens = 29, top_k = 2;
   std::vector<AwqCase> cases;
@@ -107,7 +109,8 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
       .epilogue = gc.epilogue,
       .dependent = gc.dependent,
       .wait_first = gc.wait_first,
-      .k_slices = gc.k_slices};
+      .k_slices = gc.k_slices,
+      .cta_warps = gc.cta_warps};
   ASSERT_EQ((gc.gemm ? cuda::LaunchGroupedAwqGemm : cuda::LaunchGroupedAwqGemv)(p, nullptr), cudaSuccess);
   const auto y32 = Download(d_y32);
   const auto y16 = Download(d_y16);
@@ -176,6 +179,33 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
   }
   RunGroupedCase({3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true}, gen);
   RunGroupedCase({3, 32, 2560, 128, 32, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true}, gen);
+  // CTAs of fewer warps (CudaBackendOptions::moe_awq_gemv_cta_warps): more CTAs a tile, the last
+  // one's row tiles past n (n 32 is two); the staged gate/up launch (x copied before the weights)
+  // and the dependent down launch; with two k slices a CTA.
+  for (const int cta_warps : {1, 3, 5, 6}) {
+    RunGroupedCase(
+        {3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true, cta_warps}, gen);
+    RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, cta_warps},
+                   gen);
+  }
+  RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 2, false, false, 6}, gen);
+  RunGroupedCase({4, 64, 1536, 128, 32, cuda::GroupedEpilogue::kStoreF32, false, false, 2, false, false, 4}, gen);
+}
+
+TEST(CudaGroupedAwqGemvTest, SmallStepsTakeCtasThatSpreadEvenly) {
+  // Host side only. The 21B-A3B at batch 1 on an H200 (132 SMs, 16 warps an
+  // SM at the kernel's registers): 8 tiles (6 routed experts, 2 shared).
+  const int sms = 132, tiles = 8;
+  auto resident_of = [&](int warps) -> int64_t { return int64_t{sms} * (16 / warps); };
+  auto pick = [&](int64_t row_tiles, int k_slices) {
+    return cuda::PickGroupedCtaWarps(
+        8, k_slices, sms, [&](int w) { return tiles * ((row_tiles + w / k_slices - 1) / (w / k_slices)); },
+        resident_of);
+  };
+  EXPECT_EQ(pick(192, 1), 6);  // gate/up (n 3,072): 256 CTAs, at most 12 warps an SM (8 warps: 16)
+  EXPECT_EQ(pick(160, 1), 5);  // down (n 2,560): 256 CTAs, at most 10 (8 warps: 16)
+  EXPECT_EQ(pick(192, 2), 8);  // two slices a tile: 384 CTAs of 8 do not fit once, 768 of 4 neither
+  EXPECT_EQ(pick(4096, 1), 8);  // a large step: many waves whatever the size
 }
 
 TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
@@ -201,6 +231,17 @@ TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
   EXPECT_EQ(bad([](auto& p) { p.tile_rows = 24; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.max_tiles = 0; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.num_tiles = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.cta_warps = 9; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.cta_warps = -1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) {
+              p.k_slices = 2;
+              p.cta_warps = 3;
+            }),
+            cudaErrorInvalidValue);  // a slice's warps in two CTAs
+  cuda::GroupedAwqGemvParams gemm_warps = ok;
+  gemm_warps.tile_rows = 16;
+  gemm_warps.cta_warps = 4;
+  EXPECT_EQ(cuda::LaunchGroupedAwqGemm(gemm_warps, nullptr), cudaErrorInvalidValue);  // its CTAs are its own
   EXPECT_EQ(bad([](auto& p) {
               p.w.n = 24;
               p.epilogue = cuda::GroupedEpilogue::kSiluMulBf16;

@@ -8,7 +8,7 @@
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--profile-prefill P]
 //                    [--max-attention-splits 32] [--fused-decode 1] [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 32] [--moe-gemm-min-tokens 256]
-//                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0]
+//                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
 //                    [--cluster-decode-max-rows 0]
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
@@ -67,6 +67,7 @@ struct Args {
   // -1: routed experts through the grouped GEMVs at every tile size (the before); 0: the backend's choice
   int moe_grouped_gemm_min_rows = ernie::CudaBackendOptions{}.moe_grouped_gemm_min_rows;
   int moe_awq_gemv_k_slices = ernie::CudaBackendOptions{}.moe_awq_gemv_k_slices;
+  int moe_awq_gemv_cta_warps = ernie::CudaBackendOptions{}.moe_awq_gemv_cta_warps;
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -86,6 +87,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->moe_grouped_gemm_min_rows)) return false;
     } else if (f == "--moe-awq-gemv-k-slices") {
       if (!absl::SimpleAtoi(v, &a->moe_awq_gemv_k_slices)) return false;  // the backend says which values
+    } else if (f == "--moe-awq-gemv-cta-warps") {
+      if (!absl::SimpleAtoi(v, &a->moe_awq_gemv_cta_warps)) return false;  // likewise
     } else if (f == "--moe-max-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->moe_max_tile_rows)) return false;
     } else if (f == "--batch-sizes") {
@@ -286,7 +289,7 @@ int main(int argc, char** argv) {
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] [--moe-gemm-min-tokens N] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
-                 "[--moe-awq-gemv-k-slices 0|1|2|4|8]\n";
+                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -315,7 +318,8 @@ int main(int argc, char** argv) {
                 .moe_gemm_min_tokens = args.moe_gemm_min_tokens,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
                 .moe_grouped_gemm_min_rows = args.moe_grouped_gemm_min_rows,
-                .moe_awq_gemv_k_slices = args.moe_awq_gemv_k_slices});
+                .moe_awq_gemv_k_slices = args.moe_awq_gemv_k_slices,
+                .moe_awq_gemv_cta_warps = args.moe_awq_gemv_cta_warps});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
     return 1;
@@ -334,6 +338,7 @@ int main(int argc, char** argv) {
                         {"moe_shared_gemm_min_tokens", args.moe_shared_gemm_min_tokens},
                         {"moe_grouped_gemm_min_rows", args.moe_grouped_gemm_min_rows},
                         {"moe_awq_gemv_k_slices", args.moe_awq_gemv_k_slices},
+                        {"moe_awq_gemv_cta_warps", args.moe_awq_gemv_cta_warps},
                         {"architecture", (*model)->config.architecture_name},
                         {"parameters", (*model)->config.ParameterCount()},
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.

@@ -111,7 +111,9 @@ __device__ __forceinline__ void ZeroAwqUnitSums(int rows, int k, float* x_sums) 
 // and their unit sums to x_sums; row r comes from row_of(r), nullptr for a
 // row of zeros. All threads of the CTA take part (whole warps each pass, for
 // the sums' shuffles); the caller synchronises before reading xs.
-template <int kScaleHalves, typename RowOf>
+// kInPlace: the rows are in xs already (CopyAwqXRowsAsync); only the sums
+// are taken, row_of unused.
+template <int kScaleHalves, bool kInPlace = false, typename RowOf>
 __device__ __forceinline__ void StageAwqXRowsWithSums(int rows, int k, __nv_bfloat16* xs, float* x_sums,
                                                       const RowOf& row_of) {
   const int pieces = k / 8, stride = (k + kAwqStagedRowPad) / 8, total = rows * pieces;
@@ -127,13 +129,47 @@ __device__ __forceinline__ void StageAwqXRowsWithSums(int rows, int k, __nv_bflo
     const int c = i - r * pieces;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (valid) {
-      const __nv_bfloat16* src = row_of(r);
-      if (src != nullptr) v = reinterpret_cast<const uint4*>(src)[c];
-      dst[r * stride + c] = v;
+      if constexpr (kInPlace) {
+        v = dst[r * stride + c];
+      } else {
+        const __nv_bfloat16* src = row_of(r);
+        if (src != nullptr) v = reinterpret_cast<const uint4*>(src)[c];
+        dst[r * stride + c] = v;
+      }
     }
     StoreAwqUnitSum<4 * kScaleHalves>(AwqSumOf8(v), valid, r, c, x_sums);
   }
   ZeroAwqUnitSums<kScaleHalves>(rows, k, x_sums);
+}
+
+// The first half of staging for kernels whose x is ready when they start
+// (the grouped GEMV after the routing): `rows` rows into xs as above, by
+// cp.async in one commit group, issued before the weights' loads. The L1
+// returns a warp's loads in order, so x loaded after the weights (the other
+// kernels' order) waits for the weight chunks in flight first (ncu, v15: 13%
+// of the grouped GEMV's stall samples on that wait at batch 1). Once the copies
+// have landed (CpAsyncWait<0>, then a barrier), SumAwqStagedXRows takes the
+// unit sums.
+template <typename RowOf>
+__device__ __forceinline__ void CopyAwqXRowsAsync(int rows, int k, __nv_bfloat16* xs, const RowOf& row_of) {
+  const int pieces = k / 8, stride = (k + kAwqStagedRowPad) / 8, total = rows * pieces;
+  const uint32_t reciprocal = 0xffffffffu / static_cast<uint32_t>(pieces) + 1;  // as above
+  auto* dst = reinterpret_cast<uint4*>(xs);
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    const int r = static_cast<int>(__umulhi(static_cast<uint32_t>(i), reciprocal)), c = i - r * pieces;
+    const __nv_bfloat16* src = row_of(r);
+    if (src != nullptr) {
+      CpAsync16(dst + r * stride + c, reinterpret_cast<const uint4*>(src) + c);
+    } else {
+      dst[r * stride + c] = make_uint4(0, 0, 0, 0);
+    }
+  }
+  CpAsyncCommit();
+}
+
+template <int kScaleHalves>
+__device__ __forceinline__ void SumAwqStagedXRows(int rows, int k, __nv_bfloat16* xs, float* x_sums) {
+  StageAwqXRowsWithSums<kScaleHalves, true>(rows, k, xs, x_sums, [](int) { return nullptr; });
 }
 
 // Chunks along k (the last may be partial: k is a multiple of 64 only).

@@ -210,7 +210,7 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
 cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p);
   // The GEMM keeps a tile's whole k in one CTA: a k split is the GEMV's alone, as is wait_first.
-  if (group_shift < 0 || p.k_slices != 0 || p.wait_first) return cudaErrorInvalidValue;
+  if (group_shift < 0 || p.k_slices != 0 || p.cta_warps != 0 || p.wait_first) return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
 }

@@ -21,6 +21,8 @@ using kernels::kLinearWarps;
 // kStageX: the tile's 8 slot rows are copied to shared memory first
 // with their unit sums (awq_blocks.cuh's StageAwqXRowsWithSums), for 8-slot
 // tiles when they fit.
+// A CTA has blockDim.x / 32 <= kLinearWarps warps (the launcher sizes it so
+// that a small step's CTAs spread evenly over the SMs: PickGroupedCtaWarps).
 template <int kTiles, int kScaleHalves, bool kStageX>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices, int group_shift) {
@@ -36,8 +38,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
   const int expert = p.tile_expert[tile_index];
   const int64_t slot0 = int64_t{tile_index} * 8 * kTiles;
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
-  const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices), slice = warp & (k_slices - 1);
+  const int cta_warps = blockDim.x / 32, warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+  const int tiles_per_cta = kernels::DivBySlices(cta_warps, k_slices), slice = warp & (k_slices - 1);
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   // A row tile past the last (grid rounding) reads the last one again; the epilogue drops its rows.
   const int64_t row_tile = min(int64_t{blockIdx.x} * tiles_per_cta + kernels::DivBySlices(warp, k_slices), row_tiles - 1);
@@ -51,20 +53,42 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   };
   auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
   float* x_sums = kStageX ? kernels::AwqStagedXSums(xs, 8 * kTiles, k) : nullptr;  // the zero points' x sums
+  // Only the slots up to the tile's last live one are staged: at batch 1
+  // one slot of the 8 holds a row, and staging all 8 (with their unit
+  // sums) was ~40% of a CTA's instructions at k = 2,560. The slots past
+  // it read as rows without data (AwqAccumulateSlice zeroes their columns).
+  auto live_rows_of_tile = [&] {
+    int live_rows = 0;
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+      if (slot_row(slot0 + r) != nullptr) live_rows = r + 1;
+    return live_rows;
+  };
+  // With wait_first, x (the routing's input) is ready now: its copy goes
+  // out before the weights' loads (CopyAwqXRowsAsync says why) and only
+  // the sums wait for it. Otherwise x is the kernel before's output, read
+  // after the wait.
+  int live_rows = 0;
+  if (kStageX && p.wait_first) {
+    live_rows = live_rows_of_tile();
+    kernels::CopyAwqXRowsAsync(live_rows, k, xs, [&](int r) { return slot_row(slot0 + r); });
+    // The weights' loads (side-effect-free asm) could be scheduled above
+    // the copies; through this empty volatile asm their addresses come after.
+    asm volatile("" : "+l"(packed) : : "memory");
+  }
   // Set once the routing's slot table may be read (stage_x, after the wait).
   const __nv_bfloat16* x_row[kTiles] = {};
   auto stage_x = [&] {
     if constexpr (kStageX) {
-      // Only the slots up to the tile's last live one are staged: at batch 1
-      // one slot of the 8 holds a row, and staging all 8 (with their unit
-      // sums) was ~40% of a CTA's instructions at k = 2,560. The slots past
-      // it read as rows without data (AwqAccumulateSlice zeroes their columns).
-      int live_rows = 0;
-#pragma unroll
-      for (int r = 0; r < 8; ++r)
-        if (slot_row(slot0 + r) != nullptr) live_rows = r + 1;
-      kernels::StageAwqXRowsWithSums<kScaleHalves>(live_rows, k, xs, x_sums,
-                                                   [&](int r) { return slot_row(slot0 + r); });
+      if (p.wait_first) {
+        kernels::CpAsyncWait<0>();
+        __syncthreads();
+        kernels::SumAwqStagedXRows<kScaleHalves>(live_rows, k, xs, x_sums);
+      } else {
+        live_rows = live_rows_of_tile();
+        kernels::StageAwqXRowsWithSums<kScaleHalves>(live_rows, k, xs, x_sums,
+                                                     [&](int r) { return slot_row(slot0 + r); });
+      }
       x_row[0] = g < live_rows ? xs + int64_t{g} * (k + kernels::kAwqStagedRowPad) : nullptr;
       __syncthreads();
     } else {
@@ -78,31 +102,45 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
                                                              kStageX ? xs : p.x, x_sums, kTiles, k,
                                                     group_shift, slice, k_slices, acc, stage_x);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
-  kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
+  kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_warps, cta_row0, p.w.n, slot0, p.epilogue, p.y);
 }
 
 template <int kTiles, int kScaleHalves, bool kStageX = false>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  constexpr auto kKernel = GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>;
   cudaError_t error = cudaSuccess;
   // (Occupancy as without staging: at most 44 KB of x and 4 KB of sums fit two CTAs an SM.)
-  const int64_t resident = kernels::ResidentCtas<GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>>(&error);
+  const int64_t resident = kernels::ResidentCtas<kKernel>(&error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
   const int64_t tiles = p.expected_tiles > 0 ? p.expected_tiles : p.max_tiles;
   // As grouped_expert_gemv.cu: the k split is sized for the tiles the host
   // expects to run, each with its share of the resident CTAs.
-  const int k_slices = p.k_slices > 0 ? p.k_slices
-                                      : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k),
-                                                             std::max<int64_t>(1, resident / tiles));
-  const int64_t tiles_per_cta = kLinearWarps / k_slices;
+  int k_slices = p.k_slices > 0 ? p.k_slices
+                                : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k),
+                                                       std::max<int64_t>(1, resident / tiles));
+  // A CTA size asked for takes the k slices its warps divide into.
+  while (p.cta_warps > 0 && p.cta_warps % k_slices != 0) k_slices /= 2;
+  const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(8 * kTiles, p.w.k, kScaleHalves)) : 0;
+  auto ctas_of = [&](int warps) { return tiles * ((row_tiles + warps / k_slices - 1) / (warps / k_slices)); };
+  int cta_warps = p.cta_warps > 0 ? p.cta_warps : kLinearWarps;
+  // Only a step whose CTAs of kLinearWarps fit one wave is worth balancing
+  // (and asking the occupancy of other CTA sizes, a host call each).
+  if (p.cta_warps == 0 && ctas_of(kLinearWarps) <= resident) {
+    const int sms = kernels::MultiprocessorCount(&error);
+    if (error != cudaSuccess) return error;
+    cta_warps = PickGroupedCtaWarps(kLinearWarps, k_slices, sms, ctas_of, [&](int warps) -> int64_t {
+      int per_sm = 0;
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * warps, staged) != cudaSuccess) return 0;
+      return int64_t{sms} * per_sm;
+    });
+  }
+  const int64_t tiles_per_cta = cta_warps / k_slices;
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.max_tiles));
-  const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(8 * kTiles, p.w.k, kScaleHalves)) : 0;
   if (p.dependent || p.wait_first)
-    return kernels::LaunchDependent(GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>, grid,
-                                    dim3(32 * kLinearWarps), staged, stream, p, k_slices, group_shift);
-  GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>
-      <<<grid, 32 * kLinearWarps, staged, stream>>>(p, k_slices, group_shift);
+    return kernels::LaunchDependent(kKernel, grid, dim3(32 * cta_warps), staged, stream, p, k_slices, group_shift);
+  kKernel<<<grid, 32 * cta_warps, staged, stream>>>(p, k_slices, group_shift);
   return cudaGetLastError();
 }
 
@@ -146,6 +184,8 @@ cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t str
   if (group_shift < 0) return cudaErrorInvalidValue;
   if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
     return cudaErrorInvalidValue;
+  if (p.cta_warps < 0 || p.cta_warps > kLinearWarps) return cudaErrorInvalidValue;
+  if (p.cta_warps > 0 && p.k_slices > 0 && p.cta_warps % p.k_slices != 0) return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
 }

@@ -56,7 +56,34 @@ struct GroupedAwqGemvParams {
   // a warp), or 0: as many as fill the resident CTAs once for the
   // expected tiles. (Batch 1 gets 1: each warp streams a whole row tile.)
   int32_t k_slices = 0;
+  // The GEMV only: warps a CTA (1 - 8, a multiple of the k slices), or 0:
+  // 8, fewer when a step's CTAs fit one wave and smaller ones spread more
+  // evenly over the SMs (batch 1: 6 at gate/up, 5 at down on an H200).
+  int32_t cta_warps = 0;
 };
+
+// Warps a CTA of the grouped GEMV (a multiple of k_slices, <= max_warps)
+// for `ctas_of(w)` CTAs of w warps, `resident_of(w)` of which the SMs hold
+// at once: a step of a few tiles (batch 1: 6 routed experts and the shared
+// ones) runs in one wave, and the SM holding the most warps sets its time.
+// 192 CTAs of 8 warps on 132 SMs put 16 warps on 60 SMs and 8 on the rest
+// (ncu, v15: 12 warps an SM on average, 0.36 issued a scheduler cycle);
+// 256 CTAs of 6 put at most 12 on any. Among the sizes whose grid fits the
+// resident CTAs once, the one with the fewest warps on the fullest SM
+// (ceil(ctas / SMs) x w), the larger CTA on a tie; max_warps when none fits
+// (a large step: many waves either way). Host side.
+template <typename CtasOf, typename ResidentOf>
+int PickGroupedCtaWarps(int max_warps, int k_slices, int sms, const CtasOf& ctas_of, const ResidentOf& resident_of) {
+  int best = max_warps;
+  int64_t best_load = -1;
+  for (int w = max_warps; w >= k_slices; w -= k_slices) {
+    const int64_t ctas = ctas_of(w), resident = resident_of(w);
+    if (resident <= 0 || ctas > resident) continue;
+    const int64_t load = (ctas + sms - 1) / sms * w;
+    if (best_load < 0 || load < best_load) best = w, best_load = load;
+  }
+  return best;
+}
 
 // log2(w.group_size) when w is a valid view for the grouped int4 kernels
 // (pointers set and 16-byte aligned, n % 8 == 0, k a multiple of 64 and of
@@ -68,9 +95,10 @@ int CheckedGroupShift(const AwqExpertsView& w);
 int CheckedGroupShift(const GroupedAwqGemvParams& p);
 
 // cudaErrorInvalidValue for a null or misaligned pointer, a size out of
-// range or a k_slices other than 0, 1, 2, 4
-// or 8; otherwise the launch's error. LaunchGroupedAwqGemm refuses a
-// nonzero k_slices (it does not split k) and wait_first.
+// range, a k_slices other than 0, 1, 2, 4 or 8, or a cta_warps out of
+// 0 - 8 or not a multiple of the k slices; otherwise the launch's error.
+// LaunchGroupedAwqGemm refuses a nonzero k_slices or cta_warps (it does not
+// split k, its CTAs are its own) and wait_first.
 // Allocates nothing; no host wait.
 cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream);
 
