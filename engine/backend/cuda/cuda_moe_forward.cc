@@ -178,6 +178,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,
+                                            .slot_token = ws_.moe_slot_token.data(),
                                             .w = w.awq.down(),
                                             .tile_expert = ws_.moe_tile_expert.data(),
                                             .num_tiles = ws_.moe_num_tiles.data(),

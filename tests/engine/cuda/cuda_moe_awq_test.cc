@@ -54,6 +54,7 @@ struct GroupedCase {
   bool dependent = false;  // launched as a programmatic dependent (the MoE's down launch)
   bool wait_first = false;  // the same, waiting before the tile table (the GEMV's gate/up launch)
   int cta_warps = 0;        // the GEMV's warps a CTA (0: its own choice)
+  bool skip_padding = false;  // row = slot, padding slots (slot_token -1) read as zero rows (the down launch)
 };
 
 void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
@@ -62,7 +63,7 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
                                     << ", k " << gc.k << ", group " << gc.group << (silu ? ", SiLU-mul" : ", float32")
                                     << (gc.by_x_row ? ", x_row" : "") << ", k slices " << gc.k_slices
                                     << (gc.dependent ? ", dependent" : "") << (gc.wait_first ? ", wait first" : "")
-                                    << ", CTA warps " << gc.cta_warps);
+                                    << ", CTA warps " << gc.cta_warps << (gc.skip_padding ? ", padding skipped" : ""));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int tokens = 29, top_k = 2;
   std::vector<AwqCase> cases;
@@ -99,6 +100,7 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
   const cuda::GroupedAwqGemvParams p{
       .x = reinterpret_cast<const __nv_bfloat16*>(d_x.data()),
       .x_row = gc.by_x_row ? aligned.slot_token.data() : nullptr,
+      .slot_token = gc.skip_padding ? aligned.slot_token.data() : nullptr,
       .w = {.packed = d_packed.data(), .records = d_records.data(), .experts = gc.experts, .n = gc.n, .k = gc.k,
             .group_size = gc.group},
       .tile_expert = aligned.tile_expert.data(),
@@ -114,6 +116,16 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
   ASSERT_EQ((gc.gemm ? cuda::LaunchGroupedAwqGemm : cuda::LaunchGroupedAwqGemv)(p, nullptr), cudaSuccess);
   const auto y32 = Download(d_y32);
   const auto y16 = Download(d_y16);
+  if (gc.skip_padding && !silu) {
+    // Padding slots hold garbage rows of x; read as zeros, their outputs are exact zeros.
+    int padding = 0;
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      if (slot_token[slot] >= 0) continue;
+      ++padding;
+      for (int r = 0; r < gc.n; ++r) ASSERT_EQ(y32[static_cast<size_t>(slot) * gc.n + r], 0.0f) << "slot " << slot;
+    }
+    ASSERT_GT(padding, 0);
+  }
   for (int i = 0; i < tokens * top_k; ++i) {
     const int slot = slot_of[i], e = ids[i];
     const int row = gc.by_x_row ? i / top_k : slot;
@@ -190,6 +202,9 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
   }
   RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 2, false, false, 6}, gen);
   RunGroupedCase({4, 64, 1536, 128, 32, cuda::GroupedEpilogue::kStoreF32, false, false, 2, false, false, 4}, gen);
+  // The down launch's padding slots read as zero rows (the alignment's slot_token), staged and not.
+  RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, 0, true}, gen);
+  RunGroupedCase({4, 64, 1536, 128, 16, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, 0, true}, gen);
 }
 
 TEST(CudaGroupedAwqGemvTest, SmallStepsTakeCtasThatSpreadEvenly) {

@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   const uint32_t* packed = p.w.packed + expert * row_tiles * 16 * (k / 8);
   const uint32_t* records = p.w.records + expert * row_tiles * 16 * groups2;
   auto slot_row = [&](int64_t slot) -> const __nv_bfloat16* {
-    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
+    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : p.slot_token != nullptr && p.slot_token[slot] < 0 ? -1 : slot;
     return row >= 0 ? p.x + row * k : nullptr;
   };
   auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);

@@ -39,6 +39,12 @@ struct AwqExpertsView {
 struct GroupedAwqGemvParams {
   const __nv_bfloat16* x = nullptr;      // [*, k] activations, 16-byte aligned
   const int32_t* x_row = nullptr;        // [slots] row of x for each slot, -1 for a zero row; nullptr: slot s reads row s
+  // The GEMV only, with x_row nullptr: [slots] the alignment's slot_token;
+  // slots it marks as padding (-1) read as zero rows (their outputs are
+  // zeros) instead of row s. At batch 1 seven of a tile's 8 slots are
+  // padding, which the down launch staged all the same (ncu, v15: a quarter
+  // of its stall samples on that staging). nullptr: every slot is read.
+  const int32_t* slot_token = nullptr;
   AwqExpertsView w;
   const int32_t* tile_expert = nullptr;  // [max_tiles] expert of each tile (< w.experts)
   const int32_t* num_tiles = nullptr;    // [1] tiles in use (device side)
