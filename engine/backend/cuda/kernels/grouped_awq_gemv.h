@@ -53,7 +53,10 @@ struct GroupedAwqGemvParams {
   int32_t tile_rows = 8;                 // slots per tile: 8, 16, 32 or 64
   GroupedEpilogue epilogue = GroupedEpilogue::kStoreF32;
   int32_t expected_tiles = 0;            // host's estimate of *num_tiles, to size the k split (0: max_tiles)
-  bool dependent = false;                // as GroupedExpertGemvParams::dependent (the GEMV too)
+  // As GroupedExpertGemvParams::dependent (the GEMV too): only x may come
+  // from the kernel before; the tile table, x_row and slot_token must be
+  // older (the GEMV reads them before its wait).
+  bool dependent = false;
   // The GEMV only: launched as a programmatic dependent of the kernel that
   // writes the tile table (the routing), waiting for it before reading
   // anything; saves the launch gap. A `dependent` launch after it is safe.
