@@ -95,10 +95,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
       o.moe_awq_gemv_k_slices != 4 && o.moe_awq_gemv_k_slices != 8)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_awq_gemv_k_slices must be 0, 1, 2, 4 or 8, got ", o.moe_awq_gemv_k_slices));
-  if (o.moe_awq_gemv_cta_warps < 0 || o.moe_awq_gemv_cta_warps > 8 ||
-      (o.moe_awq_gemv_cta_warps > 0 && o.moe_awq_gemv_k_slices > 0 && o.moe_awq_gemv_cta_warps % o.moe_awq_gemv_k_slices != 0))
-    return absl::InvalidArgumentError(absl::StrCat("moe_awq_gemv_cta_warps must be 0 - 8 and a multiple of moe_awq_gemv_k_slices, got ",
-                                                   o.moe_awq_gemv_cta_warps));
+  const int cta_warps = o.moe_awq_gemv_cta_warps, k_slices = o.moe_awq_gemv_k_slices;
+  if (cta_warps < 0 || cta_warps > 8 || (cta_warps > 0 && k_slices > 0 && cta_warps % k_slices != 0))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "moe_awq_gemv_cta_warps must be 0 - 8 and a multiple of moe_awq_gemv_k_slices, got ", cta_warps));
   if (o.moe_shared_gemm_min_tokens < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_shared_gemm_min_tokens must be positive, got ", o.moe_shared_gemm_min_tokens));

@@ -177,8 +177,7 @@ cudaError_t LaunchGemvBulk(const AwqGemvParams& p, int group_shift, cudaStream_t
   if (error != cudaSuccess) return error;
   const int64_t bytes = AwqBulkSharedBytes(p.m, p.w.k, group_shift, kScaleHalves);
   if (bytes > max_bytes) return cudaErrorNotSupported;
-  // Resident CTAs for this launch's shared memory (an occupancy query a launch: the kernel is
-  // opt-in, and decode steps replay graphs, where the launcher does not run).
+  // Resident CTAs for this launch's shared memory (it varies with m and k).
   const int64_t resident = kernels::ResidentCtasWithShared<kKernel>(static_cast<size_t>(bytes), &error);
   if (error != cudaSuccess) return error;
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;

@@ -48,7 +48,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   const uint32_t* packed = p.w.packed + expert * row_tiles * 16 * (k / 8);
   const uint32_t* records = p.w.records + expert * row_tiles * 16 * groups2;
   auto slot_row = [&](int64_t slot) -> const __nv_bfloat16* {
-    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : p.slot_token != nullptr && p.slot_token[slot] < 0 ? -1 : slot;
+    const bool padding = p.x_row == nullptr && p.slot_token != nullptr && p.slot_token[slot] < 0;
+    const int64_t row = p.x_row != nullptr ? p.x_row[slot] : padding ? -1 : slot;
     return row >= 0 ? p.x + row * k : nullptr;
   };
   auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
@@ -106,7 +107,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
                                                              kStageX ? xs : p.x, x_sums, kTiles, k,
                                                     group_shift, slice, k_slices, acc, stage_x);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
-  kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_warps, cta_row0, p.w.n, slot0, p.epilogue, p.y);
+  kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
 }
 
 template <int kTiles, int kScaleHalves, bool kStageX = false>
@@ -128,16 +129,14 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
   const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(8 * kTiles, p.w.k, kScaleHalves)) : 0;
   auto ctas_of = [&](int warps) { return tiles * ((row_tiles + warps / k_slices - 1) / (warps / k_slices)); };
   int cta_warps = p.cta_warps > 0 ? p.cta_warps : kLinearWarps;
-  // Only a step whose CTAs of kLinearWarps fit one wave is worth balancing
-  // (and asking the occupancy of other CTA sizes, a host call each).
+  // Only a step whose CTAs of kLinearWarps fit one wave is worth balancing.
   if (p.cta_warps == 0 && ctas_of(kLinearWarps) <= resident) {
     const int sms = kernels::MultiprocessorCount(&error);
     if (error != cudaSuccess) return error;
-    cta_warps = PickGroupedCtaWarps(kLinearWarps, k_slices, sms, ctas_of, [&](int warps) -> int64_t {
-      int per_sm = 0;
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * warps, staged) != cudaSuccess) return 0;
-      return int64_t{sms} * per_sm;
+    cta_warps = PickGroupedCtaWarps(kLinearWarps, k_slices, sms, ctas_of, [&](int warps) {
+      return kernels::ResidentCtasWithShared<kKernel>(staged, &error, warps);
     });
+    if (error != cudaSuccess) return error;
   }
   const int64_t tiles_per_cta = cta_warps / k_slices;
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),

@@ -13,19 +13,18 @@
 namespace ernie::cuda::kernels {
 
 // acc: each warp's partial sums (StageAccumulators' layout) for weight rows
-// [cta_row0, cta_row0 + 16 cta_warps / k_slices) and the tile's slots
+// [cta_row0, cta_row0 + 16 warps / k_slices) (the CTA's warps) and the tile's slots
 // [slot0, slot0 + 8 kTiles); red: shared memory of kLinearWarps * 16 * 8 *
 // kTiles floats. Rows >= n are dropped. y per `epilogue`:
 //   kStoreF32:    float [slots, n]
 //   kSiluMulBf16: bf16 [slots, n / 2], rows 16i + j (j < 8) the gate of
 //                 feature 8i + j and rows 16i + j + 8 its up.
 template <int kTiles>
-__device__ __forceinline__ void StoreGroupedTile(float (*acc)[4], float* red, int k_slices, int cta_warps,
-                                                 int64_t cta_row0,
+__device__ __forceinline__ void StoreGroupedTile(float (*acc)[4], float* red, int k_slices, int64_t cta_row0,
                                                  int64_t n, int64_t slot0, GroupedEpilogue epilogue, void* y) {
   constexpr int kRows = 8 * kTiles;
   StageAccumulators<kTiles>(acc, red);
-  const int rows_of_cta = 16 * (cta_warps / k_slices);
+  const int rows_of_cta = 16 * (static_cast<int>(blockDim.x) / 32 / k_slices);
   if (epilogue == GroupedEpilogue::kStoreF32) {
     auto* out = static_cast<float*>(y);
     for (int i = threadIdx.x; i < rows_of_cta * kRows; i += blockDim.x) {

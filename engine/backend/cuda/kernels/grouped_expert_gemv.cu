@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps) GroupedExpertGemvKernel(Gro
   float acc[kTiles][4] = {};
   kernels::AccumulateSlice<kTiles>(wa, wb, x_row, kTiles, p.k, slice, k_slices, acc);
 
-  kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, kLinearWarps, cta_row0, p.n, slot0, p.epilogue, p.y);
+  kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.n, slot0, p.epilogue, p.y);
 }
 
 template <int kTiles>

@@ -26,6 +26,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <tuple>
+#include <vector>
 
 #include "engine/backend/cuda/kernels/common.cuh"
 
@@ -216,28 +219,33 @@ inline int MultiprocessorCount(cudaError_t* error) {
   return sms;
 }
 
-// SMs x CTAs of `kKernel` (256 threads) resident per SM with `shared_bytes`
-// of dynamic shared memory a CTA, 0 with `*error` set on failure. Not cached:
-// for kernels whose shared memory varies by launch.
+// SMs x CTAs of `kKernel` (`warps` warps, 256 threads by default) resident
+// per SM with `shared_bytes` of dynamic shared memory a CTA, 0 with `*error`
+// set on failure. Asked of the runtime once per (warps, shared bytes) and
+// process: launchers whose CTA shape varies by launch ask on every launch.
 template <auto kKernel>
-inline int64_t ResidentCtasWithShared(size_t shared_bytes, cudaError_t* error) {
+inline int64_t ResidentCtasWithShared(size_t shared_bytes, cudaError_t* error, int warps = kLinearWarps) {
+  static std::mutex mu;
+  static std::vector<std::tuple<int, size_t, int64_t>> known;  // (warps, shared bytes, resident CTAs)
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [w, bytes, resident] : known)
+      if (w == warps && bytes == shared_bytes) return resident;
+  }
   const int sms = MultiprocessorCount(error);
   int per_sm = 0;
-  if (sms > 0) *error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * kLinearWarps, shared_bytes);
+  if (sms > 0) *error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, 32 * warps, shared_bytes);
   if (sms == 0 || *error != cudaSuccess) return 0;
-  return int64_t{sms} * (per_sm > 0 ? per_sm : 1);
+  const int64_t resident = int64_t{sms} * (per_sm > 0 ? per_sm : 1);
+  std::lock_guard<std::mutex> lock(mu);
+  known.emplace_back(warps, shared_bytes, resident);
+  return resident;
 }
 
-// The same with static shared memory only, computed once per kernel and
-// process.
+// The same for 256-thread CTAs with static shared memory only.
 template <auto kKernel>
 inline int64_t ResidentCtas(cudaError_t* error) {
-  static std::atomic<int64_t> cached{0};
-  int64_t value = cached.load(std::memory_order_relaxed);
-  if (value > 0) return value;
-  value = ResidentCtasWithShared<kKernel>(0, error);
-  if (value > 0) cached.store(value, std::memory_order_relaxed);
-  return value;
+  return ResidentCtasWithShared<kKernel>(0, error);
 }
 
 // Opts `kKernel` in, once per process, to the device's whole per-block
