@@ -276,9 +276,19 @@ TEST_F(StackObservabilityTest, ARealPrometheusScrapesAllThreeProcesses) {
 }
 
 // Finds the pid of one of the stack's servers (children of this test's ernie-serve).
+// pgrep -f also matches the shell that runs it (its command line holds the
+// pattern); once pids wrap (pid_max 32768 on the CI machines, passed during
+// a build) that shell can list first, and a SIGTERM sent to it reached no
+// server (seen once in CI). So the match must be the binary itself.
 int ServerPid(const std::string& binary, const fs::path& demo) {
-  const std::string out = Shell("pgrep -f '" + binary + " --model " + demo.string() + "'");
-  return std::atoi(out.c_str());
+  std::istringstream pids(Shell("pgrep -f '" + binary + " --model " + demo.string() + "'"));
+  for (std::string line; std::getline(pids, line);) {
+    const int pid = std::atoi(line.c_str());
+    std::string comm = pid > 0 ? ReadFile(fs::path("/proc") / std::to_string(pid) / "comm") : "";
+    while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    if (comm == binary) return pid;
+  }
+  return 0;
 }
 
 TEST_F(StackObservabilityTest, WorkerAndGatewayDrainOnSigterm) {
