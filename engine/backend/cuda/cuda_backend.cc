@@ -102,8 +102,6 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.moe_shared_gemm_min_tokens < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_shared_gemm_min_tokens must be positive, got ", o.moe_shared_gemm_min_tokens));
-  if (o.moe_gemm_min_tokens < 1)
-    return absl::InvalidArgumentError(absl::StrCat("moe_gemm_min_tokens must be positive, got ", o.moe_gemm_min_tokens));
   if (o.graph_max_tokens < 0 || o.max_graphs < 0)
     return absl::InvalidArgumentError("graph_max_tokens and max_graphs must not be negative");
   return absl::OkStatus();
@@ -206,27 +204,23 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
   // MoE models: one MoeBlock pass takes `chunk` tokens of K = top_k + shared
   // choices each, over E + shared stacked experts; its slots are sized for
-  // the largest tile (grouped kernels), ExpertsByGemm's for tiles of 8.
+  // the largest tile the grouped kernels take.
   const bool moe = c.architecture == Architecture::kErnie45Moe;
   const MoeConfig& m = c.moe;
   const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
   const int64_t choices = m.top_k + m.num_shared_experts, stacked = m.num_experts + m.num_shared_experts;
-  // ws.gate_up and ws.act also hold ExpertsByGemm's gate|up output and the
-  // shared experts' dense MLP (SharedExpertsByGemm: S x I wide), both
-  // float32. A dense model's gate|up is bf16 (MlpBlock): [t, 2I] bf16 is
+  // ws.gate_up and ws.act also hold the shared experts' dense MLP
+  // (SharedExpertsByGemm: S x I wide, float32 gate|up). A dense model's gate|up is bf16 (MlpBlock): [t, 2I] bf16 is
   // t x I floats, which also holds the decode pass's float32 SiLU output
   // (at most t rows of I).
   const int64_t mlp_width = std::max(c.intermediate_size, moe ? m.num_shared_experts * m.intermediate_size : 0);
-  const int64_t gate_up_floats =
-      moe ? std::max(t * 2 * mlp_width, MoeSlotCapacity(chunk * choices, stacked, 8) * 2 * m.intermediate_size)
-          : t * mlp_width;
+  const int64_t gate_up_floats = moe ? t * 2 * mlp_width : t * mlp_width;
   ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(gate_up_floats, "gate/up activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.act, Alloc<uint16_t>(t * mlp_width, "MLP activations"));
   if (moe) {
     const int64_t slots = MoeSlotCapacity(chunk * choices, stacked, kMoeMaxTileRows);
     b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
     b->moe_max_tile_rows_ = options.moe_max_tile_rows;
-    b->moe_gemm_min_tokens_ = options.moe_gemm_min_tokens;
     b->moe_grouped_gemm_min_rows_ = options.moe_grouped_gemm_min_rows;
     b->moe_awq_gemv_k_slices_ = options.moe_awq_gemv_k_slices;
     b->moe_awq_gemv_cta_warps_ = options.moe_awq_gemv_cta_warps;
@@ -243,7 +237,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
                                      "zeroing the MoE routing arrival count"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_act, Alloc<uint16_t>(slots * m.intermediate_size, "MoE expert activations"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_expert_out, Alloc<float>(slots * c.hidden_size, "MoE expert outputs"));
-    ERNIE_ASSIGN_OR_RETURN(ws.moe_tiles_host, PinnedBuffer<int32_t>::Allocate(1 + slots / 8, "MoE tile table"));
   }
   const int64_t partial_rows = PagedAttentionPartialCtas(b->num_sms_) * b->AttentionRowsPerItem();
   ERNIE_ASSIGN_OR_RETURN(ws.attn_partial_out, Alloc<float>(partial_rows * c.head_dim, "split-KV partial outputs"));

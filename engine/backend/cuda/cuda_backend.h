@@ -68,12 +68,6 @@ struct CudaBackendOptions {
   // tiles ran the 21B-A3B shape 27% slower at batch 256 (more shared-memory
   // and L1 traffic per weight byte than the bytes they save).
   int moe_max_tile_rows = 32;
-  // MoE models: steps of at least this many tokens run the experts as one
-  // cuBLAS GEMM per active expert (waiting for the routing once a layer)
-  // instead of the grouped kernels, and are not captured as CUDA graphs.
-  // 512 by measurement on the 21B-A3B shape: prefill chunks of 1,024 tokens
-  // run 2x faster so, decode at 64 and 256 tokens 2.1x and 1.2x slower.
-  int64_t moe_gemm_min_tokens = 512;
   // MoE models with bf16 shared experts: chunks of at least this many tokens
   // run the shared experts as a dense MLP on cuBLAS (their weights read once)
   // instead of as pseudo-experts in the grouped launches (read once per tile

@@ -64,7 +64,6 @@ struct Workspace {
   DeviceBuffer<uint32_t> moe_route_arrivals;  // [1] the fused routing kernel's CTA count (zeroed at start)
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
-  PinnedBuffer<int32_t> moe_tiles_host;    // [1 + S / 8] tile count and table, read back for ExpertsByGemm
   DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
   PinnedBuffer<int32_t> copies_staging;  // host side of `copies`
 
@@ -135,7 +134,6 @@ class CudaBackendImpl final : public CudaBackend {
                         bool accumulate);
   // The experts of one routed chunk (tiles of 8 slots) as one cuBLAS GEMM per
   // expert; waits for the routing (large, ungraphed steps only).
-  absl::Status ExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t max_slots);
   // out += the shared experts (bf16) of `tokens` rows of h as one dense MLP
   // on cuBLAS: the gate|up GEMM over all S pseudo-experts at once, SiLU, and
   // one accumulating down GEMM per pseudo-expert.
@@ -171,12 +169,10 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
   int32_t moe_max_tile_rows_ = 32;     // CudaBackendOptions::moe_max_tile_rows
-  int64_t moe_gemm_min_tokens_ = 0;    // CudaBackendOptions::moe_gemm_min_tokens (MoE models; 0 for dense)
   int32_t moe_grouped_gemm_min_rows_ = 0;  // CudaBackendOptions::moe_grouped_gemm_min_rows
   int32_t moe_awq_gemv_k_slices_ = 0;      // CudaBackendOptions::moe_awq_gemv_k_slices
   int32_t moe_awq_gemv_cta_warps_ = 0;     // CudaBackendOptions::moe_awq_gemv_cta_warps
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
-  bool step_graphed_ = false;          // the step being enqueued is captured into a CUDA graph (no host waits)
   CudaMemoryBreakdown memory_;
 
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order

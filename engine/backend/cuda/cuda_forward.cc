@@ -210,10 +210,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   auto logit_pass = [&](int32_t first, int32_t n) {
     return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);
   };
-  // MoE steps that take the per-expert GEMMs wait for their routing: no graph.
-  const bool moe_by_gemm = moe_gemm_min_tokens_ > 0 && tokens >= moe_gemm_min_tokens_;
-  step_graphed_ = tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_ && !moe_by_gemm;
-  if (step_graphed_) {
+  if (tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_) {
     ERNIE_RETURN_IF_ERROR(graphs_.Run(GraphCache::Key(tokens, inputs_.num_items(), rows), stream_.get(), [&] {
       ERNIE_RETURN_IF_ERROR(layers());
       return rows > 0 ? logit_pass(0, rows) : absl::OkStatus();

@@ -9,23 +9,20 @@
 //   out[t] (+)= sum_j w[t, j] y[slot(t, j)]                  combine kernel
 // Steps larger than moe_chunk_tokens_ go in chunks, which bounds the slot
 // workspace. Nothing here waits for the device, so decode steps of MoE
-// models replay as CUDA graphs like dense ones. Chunks of at least
-// moe_gemm_min_tokens_ tokens (steps that large are not graphed) instead
-// read the routing's tile table back and run each expert as one cuBLAS
-// GEMM on its contiguous slots (ExpertsByGemm): at a hundred tokens an
-// expert and more (prefill), tensor-core GEMM tiles beat the grouped
-// GEMV's, which re-reads each expert's weights for every 32 tokens; below,
-// the host wait and 130 launches a layer cost more (NOTES.md v5).
-// AWQ int4 experts take the same two paths: the grouped launches read the
-// packed experts (kernels/grouped_awq_gemv.h, dequantising in registers),
-// and ExpertsByGemm dequantises each active expert's linear to bf16 in the
-// AWQ workspace just before its GEMM (the dense AWQ layers' prefill path),
-// stream-ordered, so one expert-sized workspace serves every expert.
+// models replay as CUDA graphs like dense ones. Every step, prefill
+// included, takes the two grouped launches: the per-expert cuBLAS GEMMs that
+// steps of 512 tokens and more once took (one launch per active expert and
+// matrix, after a host wait for the routing's tile table) measured slower
+// than the grouped tensor-core GEMMs at every size a chunk can have (v16:
+// 21B-A3B prefill 16,344 -> 28,078 tok/s bf16, 10,666 -> 26,877 AWQ at
+// 2,048-token steps), so that path was removed.
+// AWQ int4 experts take the same launches on the packed experts
+// (kernels/grouped_awq_gemv.h and grouped_awq_gemm.h, dequantising in
+// registers).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
-#include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
 #include "engine/backend/cuda/kernels/grouped_awq_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
@@ -50,78 +47,6 @@ int32_t TileRowsFor(int64_t assignments, int64_t experts, int32_t max_tile_rows)
 
 }  // namespace
 
-absl::Status CudaBackendImpl::ExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t max_slots) {
-  const ModelConfig& c = config_;
-  const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
-  cudaStream_t s = stream_.get();
-  const int64_t hidden = c.hidden_size, width = c.moe.intermediate_size;
-  constexpr int32_t kTileRows = 8;
-  const int32_t max_tiles = max_slots / kTileRows;
-  int32_t* host = ws_.moe_tiles_host.data();
-  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, ws_.moe_num_tiles.data(), sizeof(int32_t), cudaMemcpyDeviceToHost, s),
-                             "cudaMemcpyAsync of the MoE tile count");
-  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host + 1, ws_.moe_tile_expert.data(), sizeof(int32_t) * max_tiles,
-                                             cudaMemcpyDeviceToHost, s),
-                             "cudaMemcpyAsync of the MoE tile table");
-  // The gathered inputs live in the expert-output buffer (bf16 rows take half
-  // its bytes), which the down GEMMs only write after the gate/up ones read them.
-  auto* gathered = reinterpret_cast<__nv_bfloat16*>(ws_.moe_expert_out.data());
-  ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeGather({.x = h,
-                                              .slot_token = ws_.moe_slot_token.data(),
-                                              .num_tiles = ws_.moe_num_tiles.data(),
-                                              .out = gathered,
-                                              .max_slots = max_slots,
-                                              .tile_rows = kTileRows,
-                                              .hidden = static_cast<int32_t>(hidden)},
-                                             s),
-                             absl::StrCat("MoE gather kernel, layer ", layer));
-  ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s), "MoE tile table");
-  const int32_t tiles = std::min(host[0], max_tiles);
-  const auto* tile_expert = host + 1;
-  // Expert e's bf16 [n, k] weights: a slice of the bf16 stack, or (AWQ) its
-  // int4 linear dequantised into the workspace (free again once the GEMM
-  // that reads it has run: same stream).
-  auto expert_weights = [&](const DeviceBuffer<uint16_t>& stack, const AwqExpertsView& awq, int32_t e, int64_t n,
-                            int64_t k) -> absl::StatusOr<const uint16_t*> {
-    if (w.awq.empty()) return stack.data() + int64_t{e} * n * k;
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqDequantize({.w = awq.Expert(e),
-                                                    .out = reinterpret_cast<__nv_bfloat16*>(ws_.awq_weights.data()),
-                                                    .out_bytes = ws_.awq_weights.bytes()},
-                                                   s),
-                               absl::StrCat("AWQ expert dequantise kernel, layer ", layer, " expert ", e));
-    return ws_.awq_weights.data();
-  };
-  // Each expert's tiles are consecutive: one GEMM per run.
-  auto for_each_run = [&](auto&& gemm) -> absl::Status {
-    for (int32_t first = 0; first < tiles;) {
-      int32_t last = first + 1;
-      while (last < tiles && tile_expert[last] == tile_expert[first]) ++last;
-      ERNIE_RETURN_IF_ERROR(gemm(tile_expert[first], int64_t{first} * kTileRows, int64_t{last - first} * kTileRows));
-      first = last;
-    }
-    return absl::OkStatus();
-  };
-  ERNIE_RETURN_IF_ERROR(for_each_run([&](int32_t e, int64_t slot0, int64_t rows) -> absl::Status {
-    ERNIE_ASSIGN_OR_RETURN(const uint16_t* weights,
-                           expert_weights(w.experts_gate_up, w.awq.gate_up(), e, 2 * width, hidden));
-    return gemm_.Run(reinterpret_cast<const uint16_t*>(gathered) + slot0 * hidden, rows, hidden, weights, 2 * width,
-                     ws_.gate_up.data() + slot0 * 2 * width, GemmOutput::kF32);
-  }));
-  ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeSiluMul({.gate_up = ws_.gate_up.data(),
-                                               .num_tiles = ws_.moe_num_tiles.data(),
-                                               .act = reinterpret_cast<__nv_bfloat16*>(ws_.moe_act.data()),
-                                               .max_slots = max_slots,
-                                               .tile_rows = kTileRows,
-                                               .width = static_cast<int32_t>(width)},
-                                              s),
-                             absl::StrCat("MoE SiLU-and-mul kernel, layer ", layer));
-  return for_each_run([&](int32_t e, int64_t slot0, int64_t rows) -> absl::Status {
-    ERNIE_ASSIGN_OR_RETURN(const uint16_t* weights, expert_weights(w.experts_down, w.awq.down(), e, hidden, width));
-    return gemm_.Run(ws_.moe_act.data() + slot0 * width, rows, width, weights, hidden,
-                     ws_.moe_expert_out.data() + slot0 * hidden, GemmOutput::kF32);
-  });
-}
-
 absl::Status CudaBackendImpl::SharedExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t tokens, float* out) {
   const ModelConfig& c = config_;
   const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
@@ -136,7 +61,7 @@ absl::Status CudaBackendImpl::SharedExpertsByGemm(int64_t layer, const __nv_bflo
   auto* act = reinterpret_cast<__nv_bfloat16*>(ws_.act.data());  // [tokens, S I]
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeSiluMul({.gate_up = ws_.gate_up.data(),
                                                .act = act,
-                                               .max_slots = tokens,
+                                               .rows = tokens,
                                                .width = static_cast<int32_t>(shared * width)},
                                               stream_.get()),
                              absl::StrCat("MoE shared experts' SiLU-and-mul kernel, layer ", layer));
@@ -245,8 +170,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
     const auto* hc_bf16 = reinterpret_cast<const __nv_bfloat16*>(hc);
     float* oc = out + int64_t{begin} * hidden;
     const int32_t assignments = n * choices;
-    const bool by_gemm = !step_graphed_ && n >= moe_gemm_min_tokens_;
-    const int32_t tile_rows = by_gemm ? 8 : TileRowsFor(assignments, stacked, moe_max_tile_rows_);
+    const int32_t tile_rows = TileRowsFor(assignments, stacked, moe_max_tile_rows_);
     ERNIE_CUDA_RETURN_IF_ERROR(
         LaunchMoeRouteAndAlign({.x = ws_.x.data() + int64_t{begin} * hidden,
                                 .norm_weight = lw.post_attn_norm.data(),
@@ -285,11 +209,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
     // Every expert chosen at least once is a tile; more when one has over tile_rows tokens.
     const int32_t expected_tiles =
         std::min(max_tiles, std::max(std::min(stacked, assignments), (assignments + tile_rows - 1) / tile_rows));
-    if (by_gemm) {
-      ERNIE_RETURN_IF_ERROR(ExpertsByGemm(layer, hc_bf16, max_tiles * tile_rows));
-    } else {
-      ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles));
-    }
+    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles));
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),
                                                  .topk_weights = ws_.moe_topk_weights.data(),

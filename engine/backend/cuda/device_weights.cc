@@ -123,8 +123,7 @@ void AppendColumns(std::span<const uint16_t> m, int64_t rows, int64_t cols, int6
     out.insert(out.end(), m.begin() + r * cols + first, m.begin() + r * cols + first + width);
 }
 
-absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector<uint16_t>& staging,
-                                           int64_t& max_awq_elements) {
+absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector<uint16_t>& staging) {
   DeviceMoeWeights d;
   auto no_bias = [](const MlpWeights& e) {
     return e.gate_proj.bias == nullptr && e.up_proj.bias == nullptr && e.down_proj.bias == nullptr;
@@ -141,8 +140,6 @@ absl::StatusOr<DeviceMoeWeights> UploadMoe(const MoeLayerWeights& m, std::vector
     ERNIE_ASSIGN_OR_RETURN(d.router, UploadVectors({m.router}));
     ERNIE_ASSIGN_OR_RETURN(d.correction_bias, UploadVectors({m.correction_bias}));
     ERNIE_ASSIGN_OR_RETURN(d.awq, UploadAwqExperts(m, width));
-    // Large steps dequantise one expert's gate|up or down at a time (cuda_moe_forward.cc).
-    max_awq_elements = std::max(max_awq_elements, 2 * width * d.awq.hidden);
     return d;
   }
   const int64_t width = m.experts[0].gate_proj.weight->shape[0], hidden = m.experts[0].gate_proj.weight->shape[1];
@@ -228,7 +225,7 @@ absl::StatusOr<DeviceWeights> UploadWeights(const Ernie45Weights& w) {
     ERNIE_ASSIGN_OR_RETURN(dl.o_bias, UploadVectors({l.o_proj.bias}));
     if (l.is_moe) {
       dl.is_moe = true;
-      ERNIE_ASSIGN_OR_RETURN(dl.moe, UploadMoe(l.moe, staging, d.max_awq_elements));
+      ERNIE_ASSIGN_OR_RETURN(dl.moe, UploadMoe(l.moe, staging));
     } else {
       ERNIE_ASSIGN_OR_RETURN(dl.gate_up_bias, UploadVectors({l.gate_proj.bias, l.up_proj.bias}));
       ERNIE_ASSIGN_OR_RETURN(dl.down_bias, UploadVectors({l.down_proj.bias}));

@@ -63,7 +63,7 @@ struct DeviceWeights {
   DeviceBuffer<uint16_t> lm_head_own;   // bf16 [V, H] when untied; empty when tied
   const uint16_t* lm_head = nullptr;    // bf16 [V, H]: lm_head_own, or embed_tokens when tied
   int64_t awq_group_size = 0;           // 0: bf16 linears; else the layers' *_awq fields hold them
-  int64_t max_awq_elements = 0;         // largest n x k of an AWQ linear or expert (the dequantise workspace)
+  int64_t max_awq_elements = 0;         // largest n x k of a dense AWQ linear (the prefill dequantise workspace)
 
   int64_t bytes() const;                // device bytes held, for the start-up report
 };

@@ -135,7 +135,6 @@ absl::StatusOr<DeviceWeights> MakeDummyWeights(const ModelConfig& c, uint64_t se
               "--load-format dummy: ", layer, "shared experts: moe_intermediate_size ", m.intermediate_size,
               " is not a multiple of group_size ", group, " (their down_proj splits on whole groups)"));
         ERNIE_ASSIGN_OR_RETURN(l.moe.awq, fill.AwqExperts(stacked, h, m.intermediate_size, group, layer));
-        d.max_awq_elements = std::max(d.max_awq_elements, 2 * m.intermediate_size * h);
       } else {
         ERNIE_ASSIGN_OR_RETURN(l.moe.experts_gate_up,
                                fill.Matrix(stacked * 2 * m.intermediate_size, h, layer + "experts' gate|up"));

@@ -82,20 +82,18 @@ class CudaParityTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(b.ok()) << b.status();
     return b.ok() ? std::move(*b) : nullptr;
   }
-  // moe_chunk_tokens below a step's tokens makes MoE layers go in chunks;
-  // steps of moe_gemm_min_tokens or more run the experts as per-expert GEMMs.
+  // moe_chunk_tokens below a step's tokens makes MoE layers go in chunks.
   // Chunks of moe_shared_gemm_min_tokens or more run the shared experts as
   // a dense cuBLAS MLP.
   // Routed tiles of moe_grouped_gemm_min_rows slots or more take the grouped
   // GEMM (0: the backend's choice; -1: the grouped GEMV at every tile size).
   std::unique_ptr<CudaBackend> Gpu(int64_t block_size, int64_t moe_chunk_tokens = 1024,
-                                   int64_t moe_gemm_min_tokens = 512, int64_t moe_shared_gemm_min_tokens = 128,
+                                   int64_t moe_shared_gemm_min_tokens = 128,
                                    int32_t moe_grouped_gemm_min_rows = 0) {
     auto b = CreateCudaBackend(*model_, {.block_size = block_size,
                                          .num_blocks = 512,
                                          .max_tokens_per_step = 512,
                                          .moe_chunk_tokens = moe_chunk_tokens,
-                                         .moe_gemm_min_tokens = moe_gemm_min_tokens,
                                          .moe_shared_gemm_min_tokens = moe_shared_gemm_min_tokens,
                                          .moe_grouped_gemm_min_rows = moe_grouped_gemm_min_rows});
     EXPECT_TRUE(b.ok()) << b.status();
@@ -157,29 +155,27 @@ TEST_P(CudaParityTest, TeacherForcedLogitsMatchTheCpuReference) {
     int64_t block_size;
     int32_t chunk;
     int64_t moe_chunk_tokens = 1024;
-    int64_t moe_gemm_min_tokens = 512;
     int64_t moe_shared_gemm_min_tokens = 128;
     int32_t moe_grouped_gemm_min_rows = 0;
   };
   double worst = 0;
   // Chunks of at most 8 tokens run the fused decode kernels; 1 also splits
   // attention over many CTAs. A MoE chunk of 5 tokens splits the expert
-  // kernels of a step in passes; a GEMM threshold of 16 sends MoE steps of
-  // 16+ tokens through the per-expert cuBLAS GEMMs. Shared experts take the
+  // kernels of a step in passes; MoE steps of 512 tokens take the grouped
+  // kernels with their largest tiles. Shared experts take the
   // dense cuBLAS MLP in chunks of 128+ tokens by default, in every chunk
   // (decode steps included) with a threshold of 1, in none with 100000.
   // Routed tiles take the grouped GEMM (bf16: from 8 slots); the last two
   // layouts run it from 16 slots, and never (the grouped GEMV).
   for (const Layout layout :
-       {Layout{16, 512}, Layout{3, 7}, Layout{1, 64}, Layout{16, 1}, Layout{16, 64, 5}, Layout{16, 64, 1024, 16},
-        Layout{16, 7, 1024, 512, 1}, Layout{16, 512, 1024, 512, 100000}, Layout{16, 7, 1024, 512, 128, 16},
-        Layout{16, 512, 1024, 512, 128, -1}}) {
+       {Layout{16, 512}, Layout{3, 7}, Layout{1, 64}, Layout{16, 1}, Layout{16, 64, 5}, Layout{16, 7, 1024, 1},
+        Layout{16, 512, 1024, 100000}, Layout{16, 7, 1024, 128, 16}, Layout{16, 512, 1024, 128, -1}}) {
     SCOPED_TRACE(absl::StrCat(GetParam(), " block=", layout.block_size, " chunk=", layout.chunk,
-                              " moe_chunk=", layout.moe_chunk_tokens, " moe_gemm_min=", layout.moe_gemm_min_tokens,
+                              " moe_chunk=", layout.moe_chunk_tokens,
                               " moe_shared_gemm_min=", layout.moe_shared_gemm_min_tokens,
                               " moe_grouped_gemm_min_rows=", layout.moe_grouped_gemm_min_rows));
-    auto gpu = Gpu(layout.block_size, layout.moe_chunk_tokens, layout.moe_gemm_min_tokens,
-                   layout.moe_shared_gemm_min_tokens, layout.moe_grouped_gemm_min_rows);
+    auto gpu = Gpu(layout.block_size, layout.moe_chunk_tokens, layout.moe_shared_gemm_min_tokens,
+                   layout.moe_grouped_gemm_min_rows);
     ASSERT_NE(gpu, nullptr);
     std::vector<double> errors;
     for (const Prompt& p : prompts_) {

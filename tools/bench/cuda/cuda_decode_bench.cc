@@ -7,7 +7,7 @@
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--profile-prefill P]
 //                    [--max-attention-splits 32] [--fused-decode 1] [--log FILE]
-//                    [--load-format auto|dummy] [--moe-max-tile-rows 32] [--moe-gemm-min-tokens 256]
+//                    [--load-format auto|dummy] [--moe-max-tile-rows 32]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
 //                    [--cluster-decode-max-rows 0]
 //
@@ -62,7 +62,6 @@ struct Args {
   int tensor_core_attention = 1;  // 0: the CUDA-core attention kernel (the before)
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
-  int moe_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_gemm_min_tokens);
   int moe_shared_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_shared_gemm_min_tokens);
   // -1: routed experts through the grouped GEMVs at every tile size (the before); 0: the backend's choice
   int moe_grouped_gemm_min_rows = ernie::CudaBackendOptions{}.moe_grouped_gemm_min_rows;
@@ -79,8 +78,6 @@ bool Parse(int argc, char** argv, Args* a) {
       a->log = v;
     } else if (f == "--load-format") {
       a->load_format = v;
-    } else if (f == "--moe-gemm-min-tokens") {
-      if (!absl::SimpleAtoi(v, &a->moe_gemm_min_tokens) || a->moe_gemm_min_tokens < 1) return false;
     } else if (f == "--moe-shared-gemm-min-tokens") {
       if (!absl::SimpleAtoi(v, &a->moe_shared_gemm_min_tokens) || a->moe_shared_gemm_min_tokens < 1) return false;
     } else if (f == "--moe-grouped-gemm-min-rows") {
@@ -287,7 +284,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
                  "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--cluster-decode-max-rows N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
-                 "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] [--moe-gemm-min-tokens N] "
+                 "[--load-format auto|dummy] [--moe-max-tile-rows 8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
                  "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8]\n";
     return 2;
@@ -315,7 +312,6 @@ int main(int argc, char** argv) {
                 .fused_decode = args.fused_decode == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
-                .moe_gemm_min_tokens = args.moe_gemm_min_tokens,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
                 .moe_grouped_gemm_min_rows = args.moe_grouped_gemm_min_rows,
                 .moe_awq_gemv_k_slices = args.moe_awq_gemv_k_slices,
@@ -334,7 +330,6 @@ int main(int argc, char** argv) {
                         {"prompt_len", args.prompt_len},
                         {"load_format", args.load_format},
                         {"moe_max_tile_rows", args.moe_max_tile_rows},
-                        {"moe_gemm_min_tokens", args.moe_gemm_min_tokens},
                         {"moe_shared_gemm_min_tokens", args.moe_shared_gemm_min_tokens},
                         {"moe_grouped_gemm_min_rows", args.moe_grouped_gemm_min_rows},
                         {"moe_awq_gemv_k_slices", args.moe_awq_gemv_k_slices},

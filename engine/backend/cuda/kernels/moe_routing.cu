@@ -406,19 +406,9 @@ __global__ void __launch_bounds__(kCombineThreads) MoeCombineKernel(MoeCombinePa
   *out = sum;
 }
 
-// One CTA a slot; slots past the used ones return.
-__global__ void MoeGatherKernel(MoeGatherParams p) {
-  const int64_t s = blockIdx.x;
-  if (s >= int64_t{*p.num_tiles} * p.tile_rows) return;
-  const int32_t token = p.slot_token[s];
-  const auto* src = reinterpret_cast<const uint4*>(p.x + int64_t{token} * p.hidden);
-  auto* dst = reinterpret_cast<uint4*>(p.out + s * p.hidden);
-  for (int i = threadIdx.x; i < p.hidden / 8; i += blockDim.x) dst[i] = token >= 0 ? src[i] : make_uint4(0, 0, 0, 0);
-}
-
+// One CTA a row.
 __global__ void MoeSiluMulKernel(MoeSiluMulParams p) {
   const int64_t s = blockIdx.x;
-  if (p.num_tiles != nullptr && s >= int64_t{*p.num_tiles} * p.tile_rows) return;
   const float* row = p.gate_up + s * 2 * p.width;
   for (int f = threadIdx.x; f < p.width; f += blockDim.x) {
     const float g = row[(f / 8) * 16 + f % 8], u = row[(f / 8) * 16 + f % 8 + 8];
@@ -502,19 +492,10 @@ cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream) {
   return kernels::LaunchDependent(MoeCombineKernel, grid, dim3(kCombineThreads), 0, stream, p);
 }
 
-cudaError_t LaunchMoeGather(const MoeGatherParams& p, cudaStream_t stream) {
-  if (p.x == nullptr || p.slot_token == nullptr || p.num_tiles == nullptr || p.out == nullptr || p.max_slots < 1 ||
-      p.hidden < 8 || p.hidden % 8 != 0 || p.tile_rows < 1)
-    return cudaErrorInvalidValue;
-  MoeGatherKernel<<<p.max_slots, 128, 0, stream>>>(p);
-  return cudaGetLastError();
-}
-
 cudaError_t LaunchMoeSiluMul(const MoeSiluMulParams& p, cudaStream_t stream) {
-  if (p.gate_up == nullptr || p.act == nullptr || p.max_slots < 1 || p.width < 8 ||
-      p.width % 8 != 0 || p.tile_rows < 1)
+  if (p.gate_up == nullptr || p.act == nullptr || p.rows < 1 || p.width < 8 || p.width % 8 != 0)
     return cudaErrorInvalidValue;
-  MoeSiluMulKernel<<<p.max_slots, 256, 0, stream>>>(p);
+  MoeSiluMulKernel<<<p.rows, 256, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

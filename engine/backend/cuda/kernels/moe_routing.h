@@ -101,33 +101,15 @@ struct MoeCombineParams {
 };
 cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream);
 
-// Large steps (prefill) run the experts through cuBLAS instead
-// (cuda_moe_forward.cc), on slots laid out contiguously: these two kernels
-// move rows between the layouts.
-//
-// out[s] = x[slot_token[s]] (a zero row for -1), s < *num_tiles x tile_rows:
-// the slots' inputs, gathered into consecutive bf16 rows.
-struct MoeGatherParams {
-  const __nv_bfloat16* x = nullptr;    // [*, hidden]
-  const int32_t* slot_token = nullptr;  // [slots]
-  const int32_t* num_tiles = nullptr;   // [1]
-  __nv_bfloat16* out = nullptr;         // [slots, hidden]
-  int32_t max_slots = 0;                // grid bound (slots allocated)
-  int32_t tile_rows = 8;
-  int32_t hidden = 0;
-};
-cudaError_t LaunchMoeGather(const MoeGatherParams& p, cudaStream_t stream);
-
-// act[s, f] = silu(g) * u for the interleaved gate|up rows of
-// device_weights.h (g = gate_up[s, 16 (f / 8) + f % 8], u = 8 columns on),
-// s < used slots (*num_tiles x tile_rows).
+// The shared experts of large chunks run as one dense MLP on cuBLAS
+// (cuda_moe_forward.cc SharedExpertsByGemm): act[r, f] = silu(g) * u for the
+// interleaved gate|up rows of device_weights.h (g = gate_up[r, 16 (f / 8) +
+// f % 8], u = 8 columns on), r < rows.
 struct MoeSiluMulParams {
-  const float* gate_up = nullptr;     // [slots, 2 width]
-  const int32_t* num_tiles = nullptr;  // [1] tiles in use (device side), or nullptr: all max_slots rows
-  __nv_bfloat16* act = nullptr;       // [slots, width]
-  int32_t max_slots = 0;
-  int32_t tile_rows = 8;
-  int32_t width = 0;                  // a multiple of 8
+  const float* gate_up = nullptr;  // [rows, 2 width]
+  __nv_bfloat16* act = nullptr;    // [rows, width]
+  int32_t rows = 0;
+  int32_t width = 0;               // a multiple of 8
 };
 cudaError_t LaunchMoeSiluMul(const MoeSiluMulParams& p, cudaStream_t stream);
 
