@@ -85,8 +85,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
   if (o.moe_chunk_tokens < 1 || o.moe_chunk_tokens > (1 << 16))
     return absl::InvalidArgumentError(absl::StrCat("moe_chunk_tokens must be in [1, 65536], got ", o.moe_chunk_tokens));
-  if (o.moe_max_tile_rows != 8 && o.moe_max_tile_rows != 16 && o.moe_max_tile_rows != 32 && o.moe_max_tile_rows != 64)
-    return absl::InvalidArgumentError(absl::StrCat("moe_max_tile_rows must be 8, 16, 32 or 64, got ", o.moe_max_tile_rows));
+  if (o.moe_max_tile_rows != 0 && o.moe_max_tile_rows != 8 && o.moe_max_tile_rows != 16 && o.moe_max_tile_rows != 32 &&
+      o.moe_max_tile_rows != 64)
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe_max_tile_rows must be 0, 8, 16, 32 or 64, got ", o.moe_max_tile_rows));
   if (o.moe_grouped_gemm_min_rows != -1 && o.moe_grouped_gemm_min_rows != 0 && o.moe_grouped_gemm_min_rows != 8 &&
       o.moe_grouped_gemm_min_rows != 16 && o.moe_grouped_gemm_min_rows != 32 && o.moe_grouped_gemm_min_rows != 64)
     return absl::InvalidArgumentError(absl::StrCat("moe_grouped_gemm_min_rows must be -1, 0, 8, 16, 32 or 64, got ",
@@ -220,7 +222,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   if (moe) {
     const int64_t slots = MoeSlotCapacity(chunk * choices, stacked, kMoeMaxTileRows);
     b->moe_chunk_tokens_ = static_cast<int32_t>(chunk);
-    b->moe_max_tile_rows_ = options.moe_max_tile_rows;
+    const bool awq_experts = std::any_of(b->weights_.layers.begin(), b->weights_.layers.end(),
+                                         [](const DeviceLayerWeights& l) { return l.is_moe && !l.moe.awq.empty(); });
+    b->moe_max_tile_rows_ = options.moe_max_tile_rows != 0 ? options.moe_max_tile_rows : awq_experts ? 32 : 64;
     b->moe_grouped_gemm_min_rows_ = options.moe_grouped_gemm_min_rows;
     b->moe_awq_gemv_k_slices_ = options.moe_awq_gemv_k_slices;
     b->moe_awq_gemv_cta_warps_ = options.moe_awq_gemv_cta_warps;

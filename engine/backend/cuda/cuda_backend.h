@@ -64,10 +64,14 @@ struct CudaBackendOptions {
   int64_t moe_chunk_tokens = 1024;
   // MoE models: the largest tile (rows sharing one read of an expert's
   // weights) the grouped expert kernels may use: 8, 16, 32 or 64. Steps pick
-  // from the mean tokens per expert up to this. 32 by measurement: 64-row
-  // tiles ran the 21B-A3B shape 27% slower at batch 256 (more shared-memory
-  // and L1 traffic per weight byte than the bytes they save).
-  int moe_max_tile_rows = 32;
+  // from the mean tokens per expert up to this. 0: by the experts' format,
+  // as measured on the 21B-A3B shape (NOTES.md v16, same run): bf16 64
+  // (prefill in 2,048-token steps 26,112 / 29,979 / 29,240 -> 30,476 /
+  // 36,220 / 35,303 tok/s for 16 / 64 / 256 prompts, decode unchanged), AWQ
+  // int4 32 (64-row tiles: prefill no faster, batch 256 decode 18,190 ->
+  // 13,766 tok/s: the int4 GEMM's dequantisation per weight byte is the
+  // same, its tiles fewer and larger).
+  int moe_max_tile_rows = 0;
   // MoE models with bf16 shared experts: chunks of at least this many tokens
   // run the shared experts as a dense MLP on cuBLAS (their weights read once)
   // instead of as pseudo-experts in the grouped launches (read once per tile
