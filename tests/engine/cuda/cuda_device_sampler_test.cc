@@ -59,7 +59,9 @@ struct Compared {
   double max_logprob_error = 0;
 };
 
-Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed) {
+// rows_per_launch sets how many CTAs sample a row (LaunchSampleRows: a
+// cluster of 8 for up to 32 rows a launch, 4 up to 64, 2 up to 128, else 1).
+Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed, int rows_per_launch) {
   Compared c;
   const auto logits = MakeLogits(logit_rows, vocab, seed);
   auto device_logits = cuda::DeviceBuffer<float>::Allocate(logits.size(), "test logits");
@@ -81,7 +83,7 @@ Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed) 
                         .sample_index = static_cast<uint32_t>(p % 3), .position = position,
                         .banned_ids = position < static_cast<uint64_t>(params[p].min_tokens) ? &bans[p] : nullptr});
       }
-  auto sampler = cuda::DeviceSampler::Create(vocab, 64);  // several launches
+  auto sampler = cuda::DeviceSampler::Create(vocab, rows_per_launch);
   EXPECT_TRUE(sampler.ok()) << sampler.status();
   std::vector<SampledToken> got(rows.size());
   cudaStream_t stream = nullptr;
@@ -122,13 +124,15 @@ Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed) 
 
 TEST(CudaDeviceSamplerTest, MatchesTheHostSamplerOnTheSameLogits) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  for (const auto& [vocab, rows, repeats] : {std::tuple{1002, 8, 6}, std::tuple{97, 4, 8}, std::tuple{103424, 4, 2}}) {
-    const Compared c = CompareOnLogits(vocab, rows, repeats, static_cast<uint32_t>(vocab));
-    EXPECT_EQ(c.token_mismatches, 0) << "vocab " << vocab;
-    EXPECT_LE(c.max_logprob_error, 1e-3) << "vocab " << vocab;
-    std::cout << "device sampler vs host, vocab " << vocab << ": " << c.rows << " rows, " << c.token_mismatches
-              << " token mismatches, max logprob error " << c.max_logprob_error << "\n";
-  }
+  for (const auto& [vocab, rows, repeats] : {std::tuple{1002, 8, 6}, std::tuple{97, 4, 8}, std::tuple{103424, 4, 2}})
+    for (const int rows_per_launch : {16, 64, 100, 1024}) {  // clusters of 8, 4, 2 and 1 CTAs a row
+      const Compared c = CompareOnLogits(vocab, rows, repeats, static_cast<uint32_t>(vocab), rows_per_launch);
+      EXPECT_EQ(c.token_mismatches, 0) << "vocab " << vocab << ", " << rows_per_launch << " rows a launch";
+      EXPECT_LE(c.max_logprob_error, 1e-3) << "vocab " << vocab << ", " << rows_per_launch << " rows a launch";
+      std::cout << "device sampler vs host, vocab " << vocab << ", " << rows_per_launch << " rows a launch: " << c.rows
+                << " rows, " << c.token_mismatches << " token mismatches, max logprob error " << c.max_logprob_error
+                << "\n";
+    }
 }
 
 TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {

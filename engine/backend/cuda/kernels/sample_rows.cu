@@ -1,7 +1,18 @@
-// One CTA per sample row (see sample_rows.h). Every pass recomputes a
-// token's weight from its logit rather than storing the weights: the row is
-// read from L2 several times, but no [rows, vocab] workspace is needed and a
-// pass is a few flops per byte.
+// One cluster of CTAs per sample row (see sample_rows.h): each CTA takes a
+// contiguous slice of the row through every pass, and what a pass decides
+// (a best logit, a sum, a histogram, a boundary) is combined over the
+// cluster through distributed shared memory, in rank order, so every CTA
+// reaches the same decision. Every pass recomputes a token's weight from its
+// logit rather than storing the weights: the row is read from L2 several
+// times, but no [rows, vocab] workspace is needed and a pass is a few flops
+// per byte.
+//
+// Why a cluster: one CTA walked a 103,424-token row about seven times (max,
+// mass, three radix levels, ties, draw), ~200 iterations a thread each, on
+// one SM: a top-p row took ~0.45 ms, about as long as the 0.3b's whole
+// greedy decode step at batch 1 (v16).
+#include <cooperative_groups.h>
+
 #include <cfloat>
 #include <climits>
 
@@ -146,14 +157,26 @@ struct RowWeights {
   }
 };
 
+// CTAs a row: up to kMaxRanks (the portable cluster size), fewer when the
+// rows alone fill the SMs.
+constexpr int kMaxRanks = 8;
+
 struct SharedState {
-  uint32_t hist_count[kBuckets];
+  uint32_t hist_count[kBuckets];  // this CTA's histogram of a radix level
   double hist_mass[kBuckets];
+  uint32_t merged_count[kBuckets];  // the cluster's, summed in rank order
+  double merged_mass[kBuckets];
   double lane_weight[kWarps][32];  // SelectPrefix: each warp's current weights, for its bucket leaders
   Ranked ranked[kWarps];
   double sums[kWarps];
   long long counts[kWarps];
   int ints[kWarps];
+  // Exchange slots: [rank] of the cluster's CTAs, written by each CTA into every CTA's copy.
+  Ranked x_ranked[kMaxRanks];
+  double x_sum[kMaxRanks];
+  long long x_count[kMaxRanks];
+  int x_int[kMaxRanks];
+  double x_warp_mass[kMaxRanks * kWarps];  // the draw: every warp's kept mass, in (rank, warp) order
   KeptSet kept;
   long long above_count;  // totals of the tokens strictly above the boundary being refined
   double above_mass;
@@ -162,10 +185,48 @@ struct SharedState {
   int32_t found;
 };
 
+namespace cg = cooperative_groups;
+
+// The cluster-wide combination of each CTA's `mine` (the same in all of a
+// CTA's threads): every CTA writes it into slot [rank] of every CTA's
+// `slots`, then each folds the slots in rank order, so all CTAs get the same
+// bits. The slots stay readable until the next exchange through them.
+template <typename T, typename Fold>
+__device__ T ClusterFold(const cg::cluster_group& cluster, T mine, T* slots, Fold fold) {
+  const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  cluster.sync();  // every CTA has read its slots of the previous exchange
+  if (static_cast<int>(threadIdx.x) < ranks) cluster.map_shared_rank(slots, static_cast<int>(threadIdx.x))[rank] = mine;
+  cluster.sync();
+  T acc = slots[0];
+  for (int q = 1; q < ranks; ++q) acc = fold(acc, slots[q]);
+  return acc;
+}
+
+__device__ Ranked ClusterFirst(const cg::cluster_group& cluster, Ranked mine, SharedState& s) {
+  return ClusterFold(cluster, BlockFirst(mine, s.ranked), s.x_ranked,
+                     [](Ranked a, Ranked b) { return Before(b, a) ? b : a; });
+}
+__device__ double ClusterSumDouble(const cg::cluster_group& cluster, double v, SharedState& s) {
+  return ClusterFold(cluster, BlockSumDouble(v, s.sums), s.x_sum, [](double a, double b) { return a + b; });
+}
+__device__ long long ClusterSumCount(const cg::cluster_group& cluster, long long v, SharedState& s) {
+  return ClusterFold(cluster, BlockSumCount(v, s.counts), s.x_count, [](long long a, long long b) { return a + b; });
+}
+__device__ int ClusterMaxInt(const cg::cluster_group& cluster, int v, SharedState& s) {
+  return ClusterFold(cluster, BlockMaxInt(v, s.ints), s.x_int, [](int a, int b) { return max(a, b); });
+}
+
+// This CTA's part of the row: [begin, end), a multiple of 32 tokens long
+// (the draw's warps read whole 32-token pieces).
+struct Slice {
+  int32_t begin, end;
+};
+
 // TruncatedDistribution::SelectPrefix: the shortest prefix of the order
 // (weight desc, id asc) whose count (by_count) or mass reaches `target`.
-__device__ KeptSet SelectPrefix(const RowWeights& weight, int32_t vocab, bool by_count, double target,
-                                SharedState& s) {
+__device__ KeptSet SelectPrefix(const cg::cluster_group& cluster, const RowWeights& weight, Slice slice, bool by_count,
+                                double target, SharedState& s) {
+  const int ranks = static_cast<int>(cluster.num_blocks());
   if (threadIdx.x == 0) {
     s.above_count = 0;
     s.above_mass = 0.0;
@@ -186,15 +247,14 @@ __device__ KeptSet SelectPrefix(const RowWeights& weight, int32_t vocab, bool by
     // per-warp copy in shared memory: as many steps as the largest peer
     // group (a few, unless a warp's 32 weights share one bucket), where 32
     // double shuffles per chunk of the row made this loop most of a top-p
-    // row's time (0.3b at batch 1: a 1.30 ms top-p step against 0.57 ms
-    // greedy, v14). The loop is warp-uniform for the collectives; chunks in
-    // which no lane has a bucket (levels 1 and 2 keep only the boundary's
-    // tokens) are skipped.
+    // row's time (v16). The loop is warp-uniform for the collectives; chunks
+    // in which no lane has a bucket (levels 1 and 2 keep only the
+    // boundary's tokens) are skipped.
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     constexpr uint32_t kNoBucket = 0xffffffffu;
-    for (int32_t base = 0; base < vocab; base += kThreads) {
+    for (int32_t base = slice.begin; base < slice.end; base += kThreads) {
       const int32_t i = base + static_cast<int32_t>(threadIdx.x);
-      const float w = i < vocab ? weight(i) : 0.0f;
+      const float w = i < slice.end ? weight(i) : 0.0f;
       const uint32_t key = __float_as_uint(w);
       uint32_t bucket = kNoBucket;
       if (w > 0.0f && (level == 0 || (key >> (shift + kBucketBits)) == (prefix >> (shift + kBucketBits))))
@@ -211,15 +271,27 @@ __device__ KeptSet SelectPrefix(const RowWeights& weight, int32_t vocab, bool by
       }
       __syncwarp();  // the leaders have read this chunk's weights before the next overwrites them
     }
-    __syncthreads();
+    // The cluster's histogram: each bucket summed over the CTAs in rank order.
+    cluster.sync();  // every CTA's histogram is complete
+    for (int b = threadIdx.x; b < kBuckets; b += kThreads) {
+      uint32_t count = 0;
+      double mass = 0.0;
+      for (int q = 0; q < ranks; ++q) {
+        count += cluster.map_shared_rank(s.hist_count, q)[b];
+        mass += cluster.map_shared_rank(s.hist_mass, q)[b];
+      }
+      s.merged_count[b] = count;
+      s.merged_mass[b] = mass;
+    }
+    cluster.sync();  // nobody clears its histogram for the next level while another still reads it
     if (threadIdx.x == 0) {
       // FindBoundaryBucket: from the highest bucket down, the first at which
       // the goal is reached; the lowest non-empty one when it never is.
       int lowest = -1, boundary = -1;
       for (int b = kBuckets - 1; b >= 0; --b) {
-        const uint32_t c = s.hist_count[b];
+        const uint32_t c = s.merged_count[b];
         if (c == 0) continue;
-        const double m = s.hist_mass[b];
+        const double m = s.merged_mass[b];
         const bool reached = by_count ? static_cast<double>(s.above_count + c) >= target : s.above_mass + m >= target;
         if (reached) {
           boundary = b;
@@ -231,11 +303,11 @@ __device__ KeptSet SelectPrefix(const RowWeights& weight, int32_t vocab, bool by
       }
       if (boundary < 0) {
         boundary = lowest;
-        s.above_count -= s.hist_count[lowest];
-        s.above_mass += -s.hist_mass[lowest];
+        s.above_count -= s.merged_count[lowest];
+        s.above_mass += -s.merged_mass[lowest];
       }
       s.prefix |= static_cast<uint32_t>(boundary) << shift;
-      s.boundary_count = s.hist_count[boundary];
+      s.boundary_count = s.merged_count[boundary];
     }
     __syncthreads();
   }
@@ -262,32 +334,46 @@ __device__ KeptSet SelectPrefix(const RowWeights& weight, int32_t vocab, bool by
   int32_t last_id = -1;
   if (wanted == ties) {
     int mine = -1;
-    for (int32_t i = threadIdx.x; i < vocab; i += kThreads)
+    for (int32_t i = slice.begin + static_cast<int32_t>(threadIdx.x); i < slice.end; i += kThreads)
       if (__float_as_uint(weight(i)) == prefix) mine = max(mine, i);
-    last_id = BlockMaxInt(mine, s.ints);
+    last_id = ClusterMaxInt(cluster, mine, s);
   } else {
-    // The wanted-th tie in id order: ranks by ballots over chunks of the row.
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    uint32_t running = 0;
-    if (threadIdx.x == 0) s.found = -1;
-    for (int32_t base = 0; base < vocab; base += kThreads) {
-      const int32_t i = base + static_cast<int32_t>(threadIdx.x);
-      const bool tie = i < vocab && __float_as_uint(weight(i)) == prefix;
-      const uint32_t ballot = __ballot_sync(kFullMask, tie);
-      __syncthreads();
-      if (lane == 0) s.ints[warp] = __popc(ballot);
-      __syncthreads();
-      uint32_t before = running;
-      for (int w = 0; w < warp; ++w) before += static_cast<uint32_t>(s.ints[w]);
-      const uint32_t rank = before + __popc(ballot & ((1u << lane) - 1u)) + 1u;
-      if (tie && rank == wanted) s.found = i;
-      for (int w = 0; w < kWarps; ++w) running += static_cast<uint32_t>(s.ints[w]);
-      __syncthreads();
-      if (s.found >= 0 || running >= wanted) break;
+    // The wanted-th tie in id order: this CTA's ties counted, the CTAs
+    // before it (rank order is id order) summed, and the CTA that holds it
+    // ranks its own by ballots over chunks of its slice.
+    long long mine = 0;
+    for (int32_t i = slice.begin + static_cast<int32_t>(threadIdx.x); i < slice.end; i += kThreads)
+      mine += __float_as_uint(weight(i)) == prefix;
+    const long long own = BlockSumCount(mine, s.counts);
+    // Every CTA's count stays in s.x_count.
+    ClusterFold(cluster, own, s.x_count, [](long long a, long long b) { return a + b; });
+    long long before = 0;
+    for (int q = 0; q < static_cast<int>(cluster.block_rank()); ++q) before += s.x_count[q];
+    int32_t found = -1;
+    if (static_cast<long long>(wanted) > before && static_cast<long long>(wanted) <= before + own) {
+      const auto local = static_cast<uint32_t>(static_cast<long long>(wanted) - before);
+      const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+      uint32_t running = 0;
+      if (threadIdx.x == 0) s.found = -1;
+      for (int32_t base = slice.begin; base < slice.end; base += kThreads) {
+        const int32_t i = base + static_cast<int32_t>(threadIdx.x);
+        const bool tie = i < slice.end && __float_as_uint(weight(i)) == prefix;
+        const uint32_t ballot = __ballot_sync(kFullMask, tie);
+        __syncthreads();
+        if (lane == 0) s.ints[warp] = __popc(ballot);
+        __syncthreads();
+        uint32_t rank_before = running;
+        for (int w = 0; w < warp; ++w) rank_before += static_cast<uint32_t>(s.ints[w]);
+        const uint32_t rank = rank_before + __popc(ballot & ((1u << lane) - 1u)) + 1u;
+        if (tie && rank == local) s.found = i;
+        for (int w = 0; w < kWarps; ++w) running += static_cast<uint32_t>(s.ints[w]);
+        __syncthreads();
+        if (s.found >= 0 || running >= local) break;
+      }
+      found = s.found;
     }
-    last_id = s.found;
+    last_id = ClusterMaxInt(cluster, found, s);
   }
-  __syncthreads();
   KeptSet k = s.kept;
   k.last_tied_id = last_id;
   return k;
@@ -295,19 +381,28 @@ __device__ KeptSet SelectPrefix(const RowWeights& weight, int32_t vocab, bool by
 
 __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p) {
   __shared__ SharedState s;
-  const SampleRowParams row = p.rows[blockIdx.x];
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int row_index = static_cast<int>(blockIdx.x) / ranks;
+  const SampleRowParams row = p.rows[row_index];
   const float* logits = p.logits + static_cast<size_t>(row.logit_row) * static_cast<size_t>(p.vocab);
   const int32_t vocab = p.vocab;
-  SampleRowResult* out = p.results + blockIdx.x;
+  const int32_t per_rank = (vocab + 32 * ranks - 1) / (32 * ranks) * 32;
+  const Slice slice{min(vocab, rank * per_rank), min(vocab, (rank + 1) * per_rank)};
+  SampleRowResult* out = p.results + row_index;
+  const bool writer = rank == 0 && threadIdx.x == 0;
+  const auto first = static_cast<int32_t>(slice.begin + threadIdx.x);
 
+  // Every decision below is the cluster's (ClusterFold), so all its CTAs
+  // take the same branches and meet at the same exchanges.
   Ranked mine{-INFINITY, INT_MAX};
-  for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
+  for (int32_t i = first; i < slice.end; i += kThreads) {
     const Ranked r{Clean(logits[i]), i};
     if (Before(r, mine)) mine = r;
   }
-  const Ranked best = BlockFirst(mine, s.ranked);
+  const Ranked best = ClusterFirst(cluster, mine, s);
   if (!isfinite(best.value)) {
-    if (threadIdx.x == 0) out->token = -1;
+    if (writer) out->token = -1;
     return;
   }
 
@@ -315,20 +410,19 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
   float log_normalizer = 0.0f;
   if (row.logprobs || row.top_logprobs > 0) {
     double sum = 0.0;
-    for (int32_t i = threadIdx.x; i < vocab; i += kThreads)
-      sum += FastExpNonPositive(__fsub_rn(logits[i], best.value));
-    log_normalizer = __fadd_rn(best.value, static_cast<float>(log(BlockSumDouble(sum, s.sums))));
+    for (int32_t i = first; i < slice.end; i += kThreads) sum += FastExpNonPositive(__fsub_rn(logits[i], best.value));
+    log_normalizer = __fadd_rn(best.value, static_cast<float>(log(ClusterSumDouble(cluster, sum, s))));
     Ranked previous = best;
     for (int k = 0; k < row.top_logprobs; ++k) {
       if (k > 0) {
         Ranked next{-INFINITY, INT_MAX};
-        for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
+        for (int32_t i = first; i < slice.end; i += kThreads) {
           const Ranked r{Clean(logits[i]), i};
           if (Before(previous, r) && Before(r, next)) next = r;
         }
-        previous = BlockFirst(next, s.ranked);
+        previous = ClusterFirst(cluster, next, s);
       }
-      if (threadIdx.x == 0) {
+      if (writer) {
         out->top_ids[k] = previous.id;
         out->top_logprobs[k] = __fsub_rn(previous.value, log_normalizer);
       }
@@ -340,13 +434,13 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
   Ranked chosen = best;
   if (row.num_banned > 0 && IsBanned(row, best.id)) {
     Ranked kept{-INFINITY, INT_MAX};
-    for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
+    for (int32_t i = first; i < slice.end; i += kThreads) {
       const Ranked r{IsBanned(row, i) ? -INFINITY : Clean(logits[i]), i};
       if (Before(r, kept)) kept = r;
     }
-    chosen = BlockFirst(kept, s.ranked);
+    chosen = ClusterFirst(cluster, kept, s);
     if (!isfinite(chosen.value)) {
-      if (threadIdx.x == 0) out->token = -1;
+      if (writer) out->token = -1;
       return;
     }
   }
@@ -355,27 +449,30 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
     const RowWeights weight{logits, chosen.value, row.inverse_temperature, row.min_p, &row};
     double mass = 0.0;
     long long count = 0;
-    for (int32_t i = threadIdx.x; i < vocab; i += kThreads) {
+    for (int32_t i = first; i < slice.end; i += kThreads) {
       const float w = weight(i);
       mass += w;
       count += w > 0.0f;
     }
-    KeptSet kept{0, -1, BlockSumDouble(mass, s.sums), BlockSumCount(count, s.counts)};
-    if (row.top_k > 0 && row.top_k < vocab) kept = SelectPrefix(weight, vocab, true, row.top_k, s);
+    const double total_mass = ClusterSumDouble(cluster, mass, s);
+    KeptSet kept{0, -1, total_mass, ClusterSumCount(cluster, count, s)};
+    if (row.top_k > 0 && row.top_k < vocab) kept = SelectPrefix(cluster, weight, slice, true, row.top_k, s);
     if (row.top_p < 1.0f)
-      kept = SelectPrefix(weight, vocab, false, static_cast<double>(row.top_p) * kept.mass, s);
+      kept = SelectPrefix(cluster, weight, slice, false, static_cast<double>(row.top_p) * kept.mass, s);
 
     // The draw: the first kept token (id order) whose cumulative weight
-    // exceeds uniform * kept mass. Each warp owns a contiguous stretch of the
-    // row, which its lanes read 32 consecutive tokens at a time (a stretch
-    // per thread made every warp load touch 32 cache lines); the warps' sums
-    // are scanned in order, and the warp whose stretch holds the target walks
-    // it again with a scan per 32 tokens.
+    // exceeds uniform * kept mass. Each warp owns a contiguous stretch of its
+    // CTA's slice, which its lanes read 32 consecutive tokens at a time (a
+    // stretch per thread made every warp load touch 32 cache lines); every
+    // warp's sum goes to every CTA, each thread adds those before its own in
+    // (rank, warp) order, so one warp's end is exactly the next one's start,
+    // and the warp whose stretch holds the target walks it again with a scan
+    // per 32 tokens.
     const double target = row.uniform * kept.mass;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int32_t stretch = (vocab + kThreads - 1) / kThreads * 32;  // a multiple of 32
-    const int32_t begin = min(vocab, warp * stretch);
-    const int32_t end = min(vocab, begin + stretch);
+    const int32_t stretch = (per_rank / 32 + kWarps - 1) / kWarps * 32;  // a multiple of 32
+    const int32_t begin = min(slice.end, slice.begin + warp * stretch);
+    const int32_t end = min(slice.end, begin + stretch);
     double own = 0.0;
     int32_t last_kept = -1;
     for (int32_t i = begin + lane; i < end; i += 32) {
@@ -390,20 +487,21 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
     if (threadIdx.x == 0) s.found = -1;
     if (lane == 0) s.sums[warp] = own;
     __syncthreads();
-    // The warps' sums added in warp order by every thread alike, so one
-    // warp's end is exactly the next one's start: at most one warp holds
-    // the target.
+    if (static_cast<int>(threadIdx.x) < kWarps)
+      for (int q = 0; q < ranks; ++q)
+        cluster.map_shared_rank(s.x_warp_mass, q)[rank * kWarps + threadIdx.x] = s.sums[threadIdx.x];
+    cluster.sync();
     double exclusive = 0.0;
-    for (int w = 0; w < warp; ++w) exclusive += s.sums[w];
+    for (int j = 0; j < rank * kWarps + warp; ++j) exclusive += s.x_warp_mass[j];
     if (exclusive <= target && target < exclusive + own) {  // warp-uniform
       double cumulative = exclusive;
       int32_t pick = warp_last_kept;  // rounding of the warp's sum can leave the target past its last token
       for (int32_t chunk = begin; chunk < end; chunk += 32) {
         const int32_t i = chunk + lane;
         const float w = i < end ? weight(i) : 0.0f;
-        const double mine = i < end && IsKept(kept, __float_as_uint(w), i) ? static_cast<double>(w) : 0.0;
-        const double through = cumulative + WarpInclusiveScanDouble(mine);
-        const uint32_t over = __ballot_sync(kFullMask, mine > 0.0 && through > target);
+        const double mine_w = i < end && IsKept(kept, __float_as_uint(w), i) ? static_cast<double>(w) : 0.0;
+        const double through = cumulative + WarpInclusiveScanDouble(mine_w);
+        const uint32_t over = __ballot_sync(kFullMask, mine_w > 0.0 && through > target);
         if (over != 0) {
           pick = chunk + __ffs(over) - 1;
           break;
@@ -413,10 +511,11 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
       if (lane == 0) s.found = pick;
     }
     __syncthreads();
-    token = s.found;
-    if (token < 0) token = BlockMaxInt(last_kept, s.ints);  // rounding left the target at the very end
+    token = ClusterMaxInt(cluster, s.found, s);  // at most one warp of the cluster holds the target
+    // Rounding left the target at the very end: the last kept token.
+    if (token < 0) token = ClusterMaxInt(cluster, last_kept, s);
   }
-  if (threadIdx.x == 0) {
+  if (writer) {
     out->token = token;
     out->logprob = row.logprobs ? __fsub_rn(Clean(logits[token]), log_normalizer) : 0.0f;
   }
@@ -426,8 +525,24 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
 
 cudaError_t LaunchSampleRows(const SampleRowsParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return cudaSuccess;
-  SampleRowsKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  if (p.logits == nullptr || p.rows == nullptr || p.results == nullptr || p.num_rows < 0 || p.vocab < 1)
+    return cudaErrorInvalidValue;
+  // A row's CTAs: a cluster of 8 while rows x 8 CTAs fit about two a SM on
+  // an H200; many rows fill the SMs by themselves.
+  const int ranks = p.num_rows <= 32 ? kMaxRanks : p.num_rows <= 64 ? 4 : p.num_rows <= 128 ? 2 : 1;
+  cudaLaunchAttribute cluster;
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(ranks);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(p.num_rows * ranks));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, SampleRowsKernel, p);
 }
 
 }  // namespace ernie::cuda

@@ -1,6 +1,7 @@
-// Sampling kernel: one CTA per sample row turns a row of float32 logits into
-// a token (greedy, or a draw from softmax(logits / T) truncated by min_p,
-// top_k and top_p) and its raw log-probabilities, with the host Sampler's
+// Sampling kernel: one cluster of CTAs per sample row (a slice of the row
+// each) turns a row of float32 logits into a token (greedy, or a draw from
+// softmax(logits / T) truncated by min_p, top_k and top_p) and its raw
+// log-probabilities, with the host Sampler's
 // semantics (engine/sample/sampler.h, truncated_distribution.h): the same
 // weights (the same exp, rounded the same way), the same kept prefix in the
 // order (probability desc, id asc) found by the same three-level radix
