@@ -212,9 +212,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   const int64_t chunk = std::min<int64_t>(t, options.moe_chunk_tokens);
   const int64_t choices = m.top_k + m.num_shared_experts, stacked = m.num_experts + m.num_shared_experts;
   // ws.gate_up and ws.act also hold the shared experts' dense MLP
-  // (SharedExpertsByGemm: S x I wide, float32 gate|up). A dense model's gate|up is bf16 (MlpBlock): [t, 2I] bf16 is
-  // t x I floats, which also holds the decode pass's float32 SiLU output
-  // (at most t rows of I).
+  // (SharedExpertsByGemm: S x I wide, float32 gate|up). A dense model's
+  // gate|up is bf16 (MlpBlock): [t, 2I] bf16 is t x I floats, which also
+  // holds the decode pass's float32 SiLU output (at most t rows of I).
   const int64_t mlp_width = std::max(c.intermediate_size, moe ? m.num_shared_experts * m.intermediate_size : 0);
   const int64_t gate_up_floats = moe ? t * 2 * mlp_width : t * mlp_width;
   ERNIE_ASSIGN_OR_RETURN(ws.gate_up, Alloc<float>(gate_up_floats, "gate/up activations"));
