@@ -29,11 +29,6 @@ struct AwqExpertsView {
   int32_t n = 0;           // output features of one expert, a multiple of 8 (16 for kSiluMulBf16)
   int32_t k = 0;           // input features, a multiple of 64 and of group_size
   int32_t group_size = 0;  // a power of two >= 32
-
-  // Expert e alone, as LaunchAwqGemv and LaunchAwqDequantize take it.
-  AwqWeightsView Expert(int64_t e) const {
-    return {packed + e * AwqPackedWords(n, k), records + e * AwqRecordWords(n, k, group_size), n, k, group_size};
-  }
 };
 
 struct GroupedAwqGemvParams {
