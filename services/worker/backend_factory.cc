@@ -10,6 +10,7 @@
 #endif
 #include "engine/backend/instant/instant_backend.h"
 #include "engine/model/generation_config.h"
+#include "engine/model/model_config.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie::worker {
@@ -98,9 +99,14 @@ absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& c) {
   out.engine.enable_prefix_caching = c.enable_prefix_caching;
 
   if (c.backend == "instant") {
+    int64_t vocab = c.instant_vocab > 0 ? c.instant_vocab : 512;
+    if (c.instant_vocab == 0 && !c.model.empty()) {
+      ERNIE_ASSIGN_OR_RETURN(const ModelConfig model_config, LoadModelConfig(c.model));
+      vocab = model_config.vocab_size;
+    }
     const int64_t max_len = c.max_model_len > 0 ? c.max_model_len : 4096;
     const int64_t blocks = std::max<int64_t>(1, (int64_t{c.max_num_seqs} * max_len + c.block_size - 1) / c.block_size);
-    ERNIE_ASSIGN_OR_RETURN(auto backend, InstantBackend::Create({.vocab_size = c.instant_vocab, .block_size = c.block_size,
+    ERNIE_ASSIGN_OR_RETURN(auto backend, InstantBackend::Create({.vocab_size = vocab, .block_size = c.block_size,
                                                                  .num_blocks = blocks,
                                                                  .max_tokens_per_step = c.max_num_batched_tokens}));
     out.backend = std::move(backend);

@@ -27,7 +27,11 @@ struct WorkerConfig {
   bool enable_prefix_caching = true;
   int threads = 0;                      // CPU backend threads; 0: all cores
   int drain_timeout_s = 30;             // on SIGTERM: wait this long for running requests
-  int instant_vocab = 512;              // vocabulary of the instant (measurement) backend
+  // Vocabulary of the instant (measurement) backend; 0: the model's
+  // vocab_size when --model is given (so its tokenizer's ids are valid:
+  // `ernie-serve MODEL --backend instant` times everything but the model),
+  // else 512.
+  int instant_vocab = 0;
   int64_t seed = -1;                    // vLLM's --seed: seeds of requests without one follow it; -1: random
   int metrics_port = 0;                 // Prometheus /metrics over HTTP; 0: off
   std::string metrics_host;             // empty: the same as host

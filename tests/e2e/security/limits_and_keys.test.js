@@ -72,7 +72,7 @@ describe('API keys and request limits (instant backend, small limits)', () => {
   });
 
   test('max_tokens, n, stop strings and logit_bias over their limits: 400 naming the field and the limit', async () => {
-    // Digits only: the instant backend's vocabulary is the first 512 ids.
+    // Digits only (ids 3-12): valid whatever vocabulary the instant backend is given.
     const base = { model: demoModel, prompt: '1' };
     await expectError(await post('/v1/completions', { ...base, max_tokens: 101 }), 400, 'max_tokens', '100',
                       '--max-tokens-limit');

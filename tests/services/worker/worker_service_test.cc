@@ -274,5 +274,30 @@ TEST(BuildServingModelTest, DummyWeightsOnTheCpuBackendAreAClearStartError) {
   EXPECT_GT(real->weight_bytes, 0);
 }
 
+// The instant backend (everything but the model, for measuring the stack)
+// takes the model's vocabulary when a model is given, so the ids its
+// tokenizer makes are valid; --instant-vocab still sets one, and without a
+// model the vocabulary is 512.
+TEST(BuildServingModelTest, TheInstantBackendTakesTheModelsVocabulary) {
+  WorkerConfig config;
+  config.model = kModel;
+  config.backend = "instant";
+  auto with_model = BuildServingModel(config);
+  ASSERT_TRUE(with_model.ok()) << with_model.status();
+  EXPECT_EQ(with_model->backend->vocab_size(), 1002);  // gqa2_bf16_untied_v1002
+  EXPECT_EQ(with_model->architecture, "instant");
+  config.instant_vocab = 64;
+  auto asked = BuildServingModel(config);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(asked->backend->vocab_size(), 64);
+  config.model.clear();
+  config.instant_vocab = 0;
+  auto bare = BuildServingModel(config);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(bare->backend->vocab_size(), 512);
+  config.model = "/nonexistent/model";
+  EXPECT_FALSE(BuildServingModel(config).ok());
+}
+
 }  // namespace
 }  // namespace ernie::worker
