@@ -181,7 +181,7 @@ std::string WorkerUsage() {
          "         [--kv-cache-bytes N] [--gpu-memory-utilization F]\n"
          "         [--block-size 16] [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--max-model-len N]\n"
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
-         "         [--threads N] [--drain-timeout-s 30] [--instant-vocab 0] [--seed S]\n"
+         "         [--threads N] [--drain-timeout-s 30] [--instant-vocab N] [--seed S]\n"
          "         [--metrics-port 0] [--metrics-host HOST] [--served-model-name NAME]\n"
          "         [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]  (TLS; with a CA, mutual TLS)\n"
          "Every flag is also a key of the YAML file (dashes become underscores); flags win.\n";
