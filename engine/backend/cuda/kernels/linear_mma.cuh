@@ -242,10 +242,17 @@ inline int64_t ResidentCtasWithShared(size_t shared_bytes, cudaError_t* error, i
   return resident;
 }
 
-// The same for 256-thread CTAs with static shared memory only.
+// The same for 256-thread CTAs with static shared memory only: the query
+// most launchers make on every eager launch, so it is answered from an
+// atomic once known rather than through the mutex above.
 template <auto kKernel>
 inline int64_t ResidentCtas(cudaError_t* error) {
-  return ResidentCtasWithShared<kKernel>(0, error);
+  static std::atomic<int64_t> cached{0};
+  int64_t value = cached.load(std::memory_order_relaxed);
+  if (value > 0) return value;
+  value = ResidentCtasWithShared<kKernel>(0, error);
+  if (value > 0) cached.store(value, std::memory_order_relaxed);
+  return value;
 }
 
 // Opts `kKernel` in, once per process, to the device's whole per-block
