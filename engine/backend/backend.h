@@ -79,6 +79,13 @@ struct DeviceSamplingRequest {
 // request's stop_token_ids).
 bool CanSampleOnDevice(const SamplingParams& params, int64_t num_output_tokens, size_t num_banned_ids = SIZE_MAX);
 
+// Steps a backend ran, by how (Backend::step_counters).
+struct BackendStepCounters {
+  int64_t graph_replays = 0;
+  int64_t graph_captures = 0;
+  int64_t eager_steps = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -100,6 +107,11 @@ class Backend {
   // Performs block copies before the next Forward. InvalidArgument for ids
   // outside the pool or num_tokens beyond a block.
   virtual absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) = 0;
+
+  // How the backend has run its steps so far (for metrics): replays of a
+  // captured CUDA graph, steps that captured one, and steps launched kernel
+  // by kernel. Backends without graphs count every step as eager.
+  virtual BackendStepCounters step_counters() const { return {}; }
 
   // Whether ForwardAndSample is available. The CPU and instant backends
   // keep the plain logits path (their logits are already in host memory).

@@ -135,7 +135,8 @@ bool EngineCore::Step() {
     StepStats step{.num_sequences = static_cast<int32_t>(plan.chunks.size()),
                    .num_tokens = static_cast<int32_t>(tokens_.size()),
                    .num_prefill_tokens = step_prefill_tokens_,
-                   .duration_s = std::chrono::duration<double>(Clock::now() - step_time_).count()};
+                   .duration_s = std::chrono::duration<double>(Clock::now() - step_time_).count(),
+                   .model_s = step_model_s_};
     observer_->OnStep(step);
   }
   return true;
@@ -166,6 +167,7 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
   const StepBatch batch{.token_ids = tokens_, .positions = positions_, .sequences = slices_,
                         .logit_token_indices = logit_rows_};
   absl::Status forward;
+  const Clock::time_point model_start = Clock::now();
   if (device_sampling_) {
     PlanDeviceSampling(plan);
     logits_.resize(host_logit_rows_.size() * vocab);
@@ -176,6 +178,7 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
     logits_.resize(logit_rows_.size() * vocab);
     forward = backend_->Forward(batch, logits_);
   }
+  step_model_s_ = std::chrono::duration<double>(Clock::now() - model_start).count();
   if (absl::Status s = forward; !s.ok()) {
     std::vector<std::string> ids;
     for (const auto& chunk : plan.chunks) ids.push_back(by_sequence_.at(chunk.seq->id).first->id);
@@ -458,7 +461,8 @@ EngineLoad EngineCore::Load() const {
           .preemptions = scheduler_->num_preemptions(),
           .steps = steps_,
           .generated_tokens = generated_tokens_,
-          .prompt_tokens_computed = prompt_tokens_computed_};
+          .prompt_tokens_computed = prompt_tokens_computed_,
+          .backend_steps = backend_->step_counters()};
 }
 
 }  // namespace ernie

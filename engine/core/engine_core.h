@@ -141,6 +141,7 @@ class EngineCore {
   EngineObserver* observer_ = nullptr;  // not owned; null: nothing is timed
   Clock::time_point step_time_;         // when the current step started (observer only)
   int32_t step_prefill_tokens_ = 0;     // prompt tokens computed in the current step
+  double step_model_s_ = 0;             // the current step's time in the backend call (StepStats::model_s)
 };
 
 }  // namespace ernie

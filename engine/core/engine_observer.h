@@ -16,6 +16,7 @@ struct StepStats {
   int32_t num_tokens = 0;          // tokens computed (prefill + decode)
   int32_t num_prefill_tokens = 0;  // of which prompt tokens
   double duration_s = 0;           // schedule + forward + sampling
+  double model_s = 0;              // of which inside the backend's forward (and device sampling) call
 };
 
 // One sample that has finished (n > 1 requests finish n of these, as vLLM

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/backend/backend.h"
 #include "engine/sample/sampler.h"
 #include "engine/sample/sampling_params.h"
 
@@ -62,6 +63,7 @@ struct EngineLoad {
   int64_t steps = 0;
   int64_t generated_tokens = 0;
   int64_t prompt_tokens_computed = 0;
+  BackendStepCounters backend_steps;  // the backend's steps by how they ran (CUDA graphs or eager)
 };
 
 }  // namespace ernie

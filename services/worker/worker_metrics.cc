@@ -67,6 +67,11 @@ absl::Status WorkerMetrics::Register(int64_t max_model_len, int64_t max_num_seqs
   ERNIE_ASSIGN_OR_RETURN(step_time_, histogram("ernie_step_duration_seconds",
                                                "Wall time of one engine step (schedule, forward, sample).",
                                                TokenGapBuckets()));
+  ERNIE_ASSIGN_OR_RETURN(step_model_time_,
+                         histogram("ernie_step_model_seconds",
+                                   "Part of an engine step inside the backend's forward (and device sampling) call; "
+                                   "the rest of ernie_step_duration_seconds is host work around it.",
+                                   TokenGapBuckets()));
   return absl::OkStatus();
 }
 
@@ -105,6 +110,21 @@ absl::Status WorkerMetrics::AttachEngine(const EngineLoop* engine, const WorkerM
   computed->AddCallback({}, load(&EngineLoad::prompt_tokens_computed));
   ERNIE_ASSIGN_OR_RETURN(auto* steps, r.AddCounter("ernie_engine_steps_total", "Engine steps run."));
   steps->AddCallback({}, load(&EngineLoad::steps));
+  ERNIE_ASSIGN_OR_RETURN(auto* backend_steps,
+                         r.AddCounter<1>("ernie_backend_steps_total",
+                                         "Backend steps by how they ran: replaying a captured CUDA graph, capturing "
+                                         "one, or launched kernel by kernel (eager). Backends without CUDA graphs "
+                                         "(cpu, instant) leave all three at 0.",
+                                         {"mode"}));
+  backend_steps->AddCallback({"graph_replay"}, [engine] {
+    return static_cast<double>(engine->Load().backend_steps.graph_replays);
+  });
+  backend_steps->AddCallback({"graph_capture"}, [engine] {
+    return static_cast<double>(engine->Load().backend_steps.graph_captures);
+  });
+  backend_steps->AddCallback({"eager"}, [engine] {
+    return static_cast<double>(engine->Load().backend_steps.eager_steps);
+  });
 
   ERNIE_ASSIGN_OR_RETURN(auto* config_info,
                          r.AddGauge<9>("ernie_cache_config_info",
@@ -130,6 +150,7 @@ void WorkerMetrics::OnStep(const StepStats& step) {
   step_tokens_->Observe(step.num_tokens);
   step_batch_->Observe(step.num_sequences);
   step_time_->Observe(step.duration_s);
+  step_model_time_->Observe(step.model_s);
 }
 
 void WorkerMetrics::OnFirstToken(double time_to_first_token_s, int32_t prompt_tokens) {

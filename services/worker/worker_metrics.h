@@ -69,6 +69,7 @@ class WorkerMetrics final : public EngineObserver {
   metrics::Histogram* step_tokens_ = nullptr;
   metrics::Histogram* step_batch_ = nullptr;
   metrics::Histogram* step_time_ = nullptr;
+  metrics::Histogram* step_model_time_ = nullptr;
 };
 
 }  // namespace ernie::worker

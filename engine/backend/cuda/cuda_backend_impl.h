@@ -86,6 +86,11 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t max_tokens_per_step() const override { return max_tokens_; }
   CudaMemoryBreakdown memory() const override { return memory_; }
   int captured_graphs() const override { return graphs_.captured(); }
+  BackendStepCounters step_counters() const override {
+    return {.graph_replays = graphs_.replays(),
+            .graph_captures = graphs_.captured(),
+            .eager_steps = graphs_.direct_runs() + ungraphed_steps_};
+  }
   absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
   bool SupportsDeviceSampling() const override { return true; }
   // cuda_sample_step.cc
@@ -165,6 +170,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t max_attention_splits_ = 1;  // CudaBackendOptions::max_attention_splits
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
   bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
+  int64_t ungraphed_steps_ = 0;        // steps too large for a graph (RunStep), for step_counters()
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
   int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models

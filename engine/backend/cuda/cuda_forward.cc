@@ -217,6 +217,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
     }));
     return rows > 0 ? consume_pass(0, rows) : absl::OkStatus();
   }
+  ++ungraphed_steps_;
   ERNIE_RETURN_IF_ERROR(layers());
   for (int32_t begin = 0; begin < rows; begin += static_cast<int32_t>(logit_rows_per_pass_)) {
     const int32_t n = std::min<int32_t>(static_cast<int32_t>(logit_rows_per_pass_), rows - begin);

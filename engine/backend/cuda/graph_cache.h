@@ -35,6 +35,10 @@ class GraphCache {
 
   int size() const { return static_cast<int>(graphs_.size()); }
   int captured() const { return captured_; }  // keys with a graph (the others failed to capture)
+  // Run calls so far, besides the captured() ones: replays of a graph, and
+  // calls run directly (not admitted yet, or their key's capture failed).
+  int64_t replays() const { return replays_; }
+  int64_t direct_runs() const { return direct_runs_; }
   void set_max_graphs(int max_graphs) { admission_.set_max_graphs(max_graphs); }
 
   static uint64_t Key(int32_t tokens, int32_t items, int32_t rows) {
@@ -44,6 +48,7 @@ class GraphCache {
  private:
   GraphAdmission admission_;
   int captured_ = 0;
+  int64_t replays_ = 0, direct_runs_ = 0;
   absl::flat_hash_map<uint64_t, cudaGraphExec_t> graphs_;  // nullptr: capture failed, run eagerly
 };
 

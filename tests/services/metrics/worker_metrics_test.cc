@@ -76,6 +76,14 @@ TEST_F(WorkerMetricsTest, CountsFinishedSamplesTokensAndSteps) {
   EXPECT_TRUE(Has(text, "ernie_inter_token_latency_seconds_count 6"));
   EXPECT_TRUE(Has(text, absl::StrCat("ernie_step_tokens_count ", steps)));
   EXPECT_TRUE(Has(text, absl::StrCat("ernie_step_batch_size_count ", steps)));
+  // Every step's backend call is observed, and inside the step's own time.
+  EXPECT_TRUE(Has(text, absl::StrCat("ernie_step_model_seconds_count ", steps)));
+  const auto sum_of = [&](const std::string& name) {
+    const size_t at = text.find(name + "_sum ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 5));
+  };
+  EXPECT_GE(sum_of("ernie_step_model_seconds"), 0.0);
+  EXPECT_LE(sum_of("ernie_step_model_seconds"), sum_of("ernie_step_duration_seconds"));
   // Step 1 computes both prompts (3 + 5 tokens); the rest decode one token per running sample.
   // Total tokens computed = prompts 8 + decodes (4 - 1) + 3 * (2 - 1) = 14.
   EXPECT_TRUE(Has(text, "ernie_step_tokens_sum 14")) << text;
@@ -109,6 +117,9 @@ TEST_F(WorkerMetricsTest, EngineGaugesAndInfoAreReadAtScrapeTime) {
   EXPECT_TRUE(Has(text, "ernie_kv_cache_usage_ratio 0"));
   EXPECT_TRUE(Has(text, "ernie_worker_draining 0"));
   EXPECT_TRUE(Has(text, "ernie_kv_cache_bytes 1024"));
+  // The instant backend has no CUDA graphs: its steps are not counted by mode.
+  EXPECT_TRUE(Has(text, "ernie_backend_steps_total{mode=\"graph_replay\"} 0")) << text;
+  EXPECT_TRUE(Has(text, "ernie_backend_steps_total{mode=\"eager\"} 0"));
   EXPECT_TRUE(Has(text, "ernie_cache_config_info{backend=\"instant\",dtype=\"none\",cache_dtype=\"float32\","
                         "block_size=\"4\",num_blocks=\"64\",max_model_len=\"128\",max_num_seqs=\"8\","
                         "max_num_batched_tokens=\"2048\",enable_prefix_caching=\"true\"} 1"))
