@@ -156,6 +156,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->logit_rows_per_pass_ = std::min(options.max_logit_rows, options.max_tokens_per_step);
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b->max_attention_splits_ = options.max_attention_splits;
+  b->decode_swap_ab_ = options.decode_attention_swap_ab;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->fused_decode_ = options.fused_decode;
   // The fused decode kernels hold their input rows in shared memory: steps

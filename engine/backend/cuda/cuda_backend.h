@@ -44,6 +44,10 @@ struct CudaBackendOptions {
   // 16, 32, 64 and 128; false, or another head dim: the CUDA-core kernel
   // (kernels/paged_attention.h).
   bool tensor_core_attention = true;
+  // Decode steps of at most 8 query heads a KV head on the tensor-core
+  // decode kernel with the queries as the mma's 8-wide side (swap AB);
+  // false: the general kernel's decode shape (the before).
+  bool decode_attention_swap_ab = true;
   // Steps of at most kDecodeLinearMaxRows (8) tokens run the fused decode
   // kernels (kernels/decode_linear.h, awq_decode_linear.h on AWQ int4
   // linears: GEMV with the norms, SiLU and residual adds folded in) instead

@@ -71,7 +71,8 @@ absl::Status CudaBackendImpl::Attention(int64_t layer, int32_t tokens) {
                                        .head_dim = static_cast<int32_t>(c.head_dim),
                                        .num_splits = splits,
                                        .partial_out = ws_.attn_partial_out.data(),
-                                       .partial_ml = ws_.attn_partial_ml.data()};
+                                       .partial_ml = ws_.attn_partial_ml.data(),
+                                       .decode_swap_ab = decode_swap_ab_};
   // Items of one token each (a decode step: the graph key's items == tokens)
   // take the tensor-core kernel's key-split shape.
   ERNIE_CUDA_RETURN_IF_ERROR(mma_attention_ ? LaunchMmaAttention(attention, inputs_.num_items() == tokens, s)

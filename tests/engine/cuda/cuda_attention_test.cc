@@ -1,6 +1,7 @@
 // The two paged attention kernels against a float64 attention computed here,
 // on random queries and a random paged cache, through the backend's own step
-// planner (StepInputs): decode steps (single-token items, the tensor-core
+// planner (StepInputs): decode steps (single-token items: the tensor-core
+// decode kernel with the queries as the mma's 8-wide side, and the general
 // kernel's key-split shape), prefill chunks over cached prefixes and mixed
 // steps (its row shape), each without and with split-KV, for every head dim
 // the tensor-core kernel takes and GQA groups of 1, 3 and 8. Contexts cross
@@ -87,7 +88,7 @@ class AttentionKernelTest : public ::testing::TestWithParam<Shape> {
 
   // Runs one step of `seqs` through `kernel` ("mma" or "simt") with up to
   // `max_splits` splits; checks every query row against float64.
-  void CheckStep(const std::vector<Seq>& seqs, bool mma, int splits) {
+  void CheckStep(const std::vector<Seq>& seqs, bool mma, int splits, bool swap_ab = true) {
     const Shape s = GetParam();
     const int group = s.num_heads / s.num_kv_heads;
     const int q_width = (s.num_heads + 2 * s.num_kv_heads) * s.head_dim;  // the fused qkv row
@@ -149,7 +150,8 @@ class AttentionKernelTest : public ::testing::TestWithParam<Shape> {
         .num_splits = std::max(1, std::min(splits, static_cast<int>(cuda::PagedAttentionPartialCtas(132) /
                                                                     inputs->num_items() / s.num_kv_heads))),
         .partial_out = partial_out.data(),
-        .partial_ml = partial_ml.data()};
+        .partial_ml = partial_ml.data(),
+        .decode_swap_ab = swap_ab};
     ASSERT_GE(p.num_splits, 1);
     const bool single_token = inputs->num_items() == num_tokens;
     ASSERT_EQ(mma ? cuda::LaunchMmaAttention(p, single_token, nullptr) : cuda::LaunchPagedAttention(p, nullptr),
@@ -190,21 +192,27 @@ class AttentionKernelTest : public ::testing::TestWithParam<Shape> {
           }
           const double rel = std::sqrt(err / std::max(norm, 1e-30));
           worst = std::max(worst, rel);
-          ASSERT_LE(rel, bound) << (mma ? "mma" : "simt") << " token " << t << " (position " << pos << ") head " << h
-                                << ", " << p.num_splits << " splits";
+          ASSERT_LE(rel, bound) << (mma ? "mma" : "simt") << (swap_ab ? "" : " (no swap-AB)") << " token " << t
+                                << " (position " << pos << ") head " << h << ", " << p.num_splits << " splits";
         }
       }
     }
     std::printf("[ attention ] %s D=%d heads %d/%d, %zu sequences, %d tokens, %d items, %d splits: worst row %.2e\n",
-                mma ? "mma " : "simt", s.head_dim, s.num_heads, s.num_kv_heads, seqs.size(), num_tokens,
+                mma ? (swap_ab ? "mma " : "mma-") : "simt", s.head_dim, s.num_heads, s.num_kv_heads, seqs.size(), num_tokens,
                 p.num_items, p.num_splits, worst);
   }
 
+  // The tensor-core kernel (decode steps of groups up to 8 on its swap-AB
+  // kernel, and again on the general kernel's decode shape) and the CUDA-core one.
   void CheckBothKernels(const std::vector<Seq>& seqs) {
-    for (const bool mma : {true, false})
+    struct Kernel {
+      bool mma, swap_ab;
+    };
+    for (const Kernel k : {Kernel{true, true}, Kernel{true, false}, Kernel{false, false}})
       for (const int splits : {1, 5, 32}) {
-        SCOPED_TRACE(::testing::Message() << (mma ? "mma" : "simt") << ", up to " << splits << " splits");
-        CheckStep(seqs, mma, splits);
+        SCOPED_TRACE(::testing::Message() << (k.mma ? "mma" : "simt") << (k.swap_ab ? " (swap-AB decode)" : "")
+                                          << ", up to " << splits << " splits");
+        CheckStep(seqs, k.mma, splits, k.swap_ab);
         if (::testing::Test::HasFatalFailure()) return;
       }
   }

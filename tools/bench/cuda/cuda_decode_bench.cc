@@ -6,7 +6,8 @@
 //
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--profile-prefill P]
-//                    [--max-attention-splits 32] [--fused-decode 1] [--log FILE]
+//                    [--max-attention-splits 32] [--fused-decode 1] [--decode-attention-swap-ab 1]
+//                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
 //                    [--cluster-decode-max-rows 0]
@@ -18,7 +19,9 @@
 // --max-attention-splits 1 and --fused-decode 0 run the backend as it was
 // before split-KV attention and the fused decode kernels (the "before" of a
 // same-run comparison); --cluster-decode-max-rows 64 runs steps of 9 - 64
-// tokens on the cluster decode kernel (off by default: slower so far).
+// tokens on the cluster decode kernel (off by default: slower so far);
+// --decode-attention-swap-ab 0 runs decode attention on the general
+// tensor-core kernel's decode shape (the before of the swap-AB kernel).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -57,6 +60,7 @@ struct Args {
   int profile_prefill = 0;  // > 0: then one prefill step of this many prompts, the same way
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
   int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
+  int decode_attention_swap_ab = 1;  // 0: the general kernel's decode shape (the before)
   // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
   int cluster_decode_max_rows = ernie::CudaBackendOptions{}.cluster_decode_max_rows;
   int tensor_core_attention = 1;  // 0: the CUDA-core attention kernel (the before)
@@ -100,6 +104,10 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->profile_batch) || a->profile_batch < 0) return false;
     } else if (f == "--max-attention-splits") {
       if (!absl::SimpleAtoi(v, &a->max_attention_splits) || a->max_attention_splits <= 0) return false;
+    } else if (f == "--decode-attention-swap-ab") {
+      if (!absl::SimpleAtoi(v, &a->decode_attention_swap_ab) || a->decode_attention_swap_ab < 0 ||
+          a->decode_attention_swap_ab > 1)
+        return false;
     } else if (f == "--fused-decode") {
       if (!absl::SimpleAtoi(v, &a->fused_decode) || a->fused_decode < 0 || a->fused_decode > 1) return false;
     } else if (f == "--cluster-decode-max-rows") {
@@ -282,7 +290,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--cluster-decode-max-rows N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--decode-attention-swap-ab 0|1] [--cluster-decode-max-rows N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -309,6 +317,7 @@ int main(int argc, char** argv) {
                 .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
                 .max_attention_splits = args.max_attention_splits,
                 .tensor_core_attention = args.tensor_core_attention == 1,
+                .decode_attention_swap_ab = args.decode_attention_swap_ab == 1,
                 .fused_decode = args.fused_decode == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
@@ -342,6 +351,7 @@ int main(int argc, char** argv) {
                         {"fused_decode", args.fused_decode == 1},
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
+                        {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
                         {"decode_tokens", args.decode_tokens}};
   if (args.check_tokens > 0) log["check_vs_cpu"] = CheckAgainstCpu(**model, **backend, args.check_tokens);
   std::cout << "ernie-bench-cuda: " << log.dump() << "\n";

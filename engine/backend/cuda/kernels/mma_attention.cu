@@ -29,6 +29,7 @@ constexpr int kTileKeys = 64;  // keys one pipeline stage holds
 // table from global memory as they go.
 constexpr int kStagedTableEntries = 512;
 constexpr int kMergeThreads = 256;
+constexpr int kSwapAbMaxGroup = 8;  // query heads a KV head the decode swap-AB kernel takes (its 8 columns)
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared-memory row of one key: head_dim bf16 plus 16 bytes, so that the
@@ -346,6 +347,240 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   }
 }
 
+// An 8x8 bf16 matrix held as mma fragments (lane 4g + c: row g, columns
+// 2c and 2c + 1) transposed in registers.
+__device__ __forceinline__ uint32_t MovMatrixTrans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// Decode steps (single-token items) of at most 8 query heads a KV head, with
+// the queries as the mma's 8-wide side ("swap AB"): S^T = K Q^T and
+// O^T = V^T P^T. The general kernel puts 16 query rows on the 16-wide side,
+// where a decode item has only its group's 8 (0.3b) or 5 (21B-A3B), so half
+// its mma work and its output accumulators were padding; here a warp's 16
+// keys of a tile are the 16-wide side of the scores and its 16-dim slices
+// of head_dim that of the output. Grid (num_items, num_kv_heads,
+// num_splits), kWarps warps; warp w takes keys 16w .. 16w + 15 of each
+// 64-key tile, as the general kernel's decode shape does, and the four
+// partial softmaxes are merged at the end. For lane 4g + c:
+//   Q^T (B fragments, from float32 q): query g, dims 2c, 2c+1 (+8);
+//   S^T (D fragment): keys g and g + 8, queries 2c and 2c + 1;
+//   P^T (B fragment): query g, keys 2c, 2c+1 (+8), moved there from S^T's
+//     layout by movmatrix;
+//   O^T (D fragments, one per 16 dims): dims g and g + 8, queries 2c, 2c+1.
+// K's A fragments come from shared memory by ldmatrix, V^T's by
+// ldmatrix.trans (V is stored [key][dim]). Same split, partial and output
+// layout as MmaAttentionKernel, so the merge kernel serves both.
+template <int D, int kStages>
+__global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAttentionParams p) {
+  static_assert(kStages >= 2 && kStages <= 4, "CpAsyncWait below takes up to 3 later tiles");
+  constexpr int kRow = kRowElems<D>;
+  constexpr int kKSteps = D / 16;    // mma k-steps of the scores, over head_dim
+  constexpr int kDimTiles = D / 16;  // 16-dim tiles of the output
+  constexpr int kWarpKeys = kTileKeys / kWarps;
+  static_assert(kWarpKeys == 16, "a warp's keys are one 16-wide side of the mma");
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // [stage][K, V][kTileKeys][kRow]
+  __shared__ int32_t staged_table[kStagedTableEntries];        // blocks first_block ..
+
+  kernels::AllowDependentLaunch();
+  const AttentionWorkItem item = p.items[blockIdx.x];  // one token (the launcher checks)
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;  // <= 8 (the launcher checks)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+
+  const int32_t* table = p.block_tables + item.block_table_offset;
+  const int pos_q = p.positions[item.token_begin];
+  const int context = pos_q + 1;
+  const int per_split = KeysPerSplit(context, p.num_splits);
+  const int begin = blockIdx.z * per_split;
+  const int end = min(context, begin + per_split);
+  if (begin >= end) return;  // a split past a short context: the merge skips it
+  const int num_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
+  const int first_block = begin / p.cache.block_size;
+  const int table_entries = (end - 1) / p.cache.block_size - first_block + 1;
+  const bool table_staged = table_entries <= kStagedTableEntries;
+  if (table_staged)
+    for (int i = threadIdx.x; i < table_entries; i += kWarps * 32) staged_table[i] = table[first_block + i];
+  __syncthreads();
+  auto block_of = [&](int pos) {
+    const int b = pos / p.cache.block_size;
+    return table_staged ? staged_table[b - first_block] : table[b];
+  };
+  // Stage a tile's keys and values (zeros past `end`, so that a weight of 0
+  // never meets a NaN of stale memory).
+  auto load_tile = [&](int tile) {
+    __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+    __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
+    const int start = begin + tile * kTileKeys;
+    constexpr int kPieces = D / 8;  // 16-byte pieces of a row
+    for (int idx = threadIdx.x; idx < kTileKeys * kPieces; idx += kWarps * 32) {
+      const int j = idx / kPieces, piece = (idx % kPieces) * 8;
+      const int pos = start + j;
+      const bool valid = pos < end;
+      const int64_t off = valid ? KvOffset(p.cache, block_of(pos), kv_head, pos % p.cache.block_size) + piece : 0;
+      kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
+      kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
+    }
+    kernels::CpAsyncCommit();
+  };
+  kernels::WaitForPrerequisiteGrids();  // q and the cache come from the kernel before
+  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t) load_tile(t);
+
+  // Q^T as B fragments (bf16), straight from the float32 q; queries past the
+  // group are zeros (their scores are finite, their outputs never stored).
+  uint32_t qb[kKSteps][2];
+  {
+    const float* q = g < group ? p.q + item.token_begin * p.q_row_stride + int64_t{kv_head * group + g} * D : nullptr;
+    auto pair = [&](int d) {
+      if (q == nullptr) return 0u;
+      const float2 v = *reinterpret_cast<const float2*>(q + d);
+      return PackBf16x2(v.x, v.y);
+    };
+#pragma unroll
+    for (int s = 0; s < kKSteps; ++s) {
+      qb[s][0] = pair(16 * s + 2 * c);
+      qb[s][1] = pair(16 * s + 2 * c + 8);
+    }
+  }
+
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int t = 0; t < kDimTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+  // The running softmax of queries 2c and 2c + 1 (log2 units): m is the
+  // warp's (every lane of a column agrees), l this lane's two keys' share.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const float scale = p.scale * kLog2e;
+  const int warp_key0 = warp * kWarpKeys;
+  // ldmatrix: lane l gives row l % 8 of matrix l / 8.
+  const int matrix = lane / 8, matrix_row = lane % 8;
+
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    // Its stage is the one the last iteration used (freed by its closing barrier).
+    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1);
+    const int later = min(kStages - 1, num_tiles - 1 - tile);  // tiles requested after this one
+    if (later >= 3) {
+      kernels::CpAsyncWait<3>();
+    } else if (later == 2) {
+      kernels::CpAsyncWait<2>();
+    } else if (later == 1) {
+      kernels::CpAsyncWait<1>();
+    } else {
+      kernels::CpAsyncWait<0>();
+    }
+    __syncthreads();
+    const __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+    const __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
+    const int key0 = begin + tile * kTileKeys + warp_key0;  // position of the warp's first key
+
+    // S^T = K Q^T: K's A fragments by ldmatrix, matrix i = keys +8 (i % 2), dims +8 (i / 2).
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const __nv_bfloat16* k_row = k_s + (warp_key0 + matrix_row + 8 * (matrix % 2)) * kRow + 8 * (matrix / 2);
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      uint32_t a[4];
+      kernels::LdMatrixX4(a, k_row + 16 * ks);
+      kernels::MmaBf16(s, a, qb[ks][0], qb[ks][1]);
+    }
+    // Causal mask (every query of a decode item is at pos_q), scale, online softmax.
+    const int pos_lo = key0 + g, pos_hi = key0 + g + 8;
+    const bool see_lo = pos_lo < end && pos_lo <= pos_q, see_hi = pos_hi < end && pos_hi <= pos_q;
+    s[0] = see_lo ? s[0] * scale : -INFINITY;
+    s[1] = see_lo ? s[1] * scale : -INFINITY;
+    s[2] = see_hi ? s[2] * scale : -INFINITY;
+    s[3] = see_hi ? s[3] * scale : -INFINITY;
+    float max0 = fmaxf(s[0], s[2]), max1 = fmaxf(s[1], s[3]);
+#pragma unroll
+    for (int offset = 4; offset < 32; offset <<= 1) {  // over the 8 lanes of a column (g)
+      max0 = fmaxf(max0, __shfl_xor_sync(kernels::kFullMask, max0, offset));
+      max1 = fmaxf(max1, __shfl_xor_sync(kernels::kFullMask, max1, offset));
+    }
+    const float m0 = fmaxf(m[0], max0), m1 = fmaxf(m[1], max1);
+    // A column that has seen no key yet keeps m = -inf; 0 as the base keeps
+    // every exponent below a NaN (2^-inf = 0).
+    const float base0 = m0 == -INFINITY ? 0.0f : m0, base1 = m1 == -INFINITY ? 0.0f : m1;
+    const float corr0 = exp2f(m[0] - base0), corr1 = exp2f(m[1] - base1);
+    const float p0 = exp2f(s[0] - base0), p1 = exp2f(s[1] - base1);
+    const float p2 = exp2f(s[2] - base0), p3 = exp2f(s[3] - base1);
+    l[0] = l[0] * corr0 + p0 + p2;
+    l[1] = l[1] * corr1 + p1 + p3;
+    m[0] = m0;
+    m[1] = m1;
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+      o[t][0] *= corr0;
+      o[t][1] *= corr1;
+      o[t][2] *= corr0;
+      o[t][3] *= corr1;
+    }
+    // P^T's B fragments: (key g: queries 2c, 2c+1) transposed to (query g: keys 2c, 2c+1).
+    const uint32_t pb0 = MovMatrixTrans(PackBf16x2(p0, p1));  // keys 0 - 7 of the warp's 16
+    const uint32_t pb1 = MovMatrixTrans(PackBf16x2(p2, p3));  // keys 8 - 15
+    // O^T += V^T P^T: V^T's A fragments by ldmatrix.trans, matrix i = keys +8 (i / 2), dims +8 (i % 2).
+    const __nv_bfloat16* v_row = v_s + (warp_key0 + matrix_row + 8 * (matrix / 2)) * kRow + 8 * (matrix % 2);
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+      uint32_t a[4];
+      kernels::LdMatrixX4Trans(a, v_row + 16 * t);
+      kernels::MmaBf16(o[t], a, pb0, pb1);
+    }
+    __syncthreads();  // the next iteration's copy overwrites this stage
+  }
+#pragma unroll
+  for (int offset = 4; offset < 32; offset <<= 1) {  // the warp's sums over its 16 keys a tile
+    l[0] += __shfl_xor_sync(kernels::kFullMask, l[0], offset);
+    l[1] += __shfl_xor_sync(kernels::kFullMask, l[1], offset);
+  }
+
+  // The four warps' partial softmaxes of the same queries: staged, then
+  // merged per (query, dim) as MmaAttentionKernel's decode shape does.
+  const int rows = group;
+  float* red_o = reinterpret_cast<float*>(shared_raw);  // [kWarps][8][D]
+  float* red_ml = red_o + kWarps * 8 * D;               // [kWarps][8][2]
+#pragma unroll
+  for (int t = 0; t < kDimTiles; ++t) {
+    red_o[(warp * 8 + 2 * c) * D + 16 * t + g] = o[t][0];
+    red_o[(warp * 8 + 2 * c + 1) * D + 16 * t + g] = o[t][1];
+    red_o[(warp * 8 + 2 * c) * D + 16 * t + g + 8] = o[t][2];
+    red_o[(warp * 8 + 2 * c + 1) * D + 16 * t + g + 8] = o[t][3];
+  }
+  if (g == 0) {
+    red_ml[(warp * 8 + 2 * c) * 2] = m[0];
+    red_ml[(warp * 8 + 2 * c) * 2 + 1] = l[0];
+    red_ml[(warp * 8 + 2 * c + 1) * 2] = m[1];
+    red_ml[(warp * 8 + 2 * c + 1) * 2 + 1] = l[1];
+  }
+  __syncthreads();
+  const int64_t cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits + blockIdx.z;
+  const bool partial = p.num_splits > 1;
+  for (int idx = threadIdx.x; idx < rows * D; idx += kWarps * 32) {
+    const int r = idx / D, d = idx % D;
+    float mm = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, red_ml[(w * 8 + r) * 2]);
+    const float base = mm == -INFINITY ? 0.0f : mm;
+    float value = 0.0f, ll = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = exp2f(red_ml[(w * 8 + r) * 2] - base);
+      value += weight * red_o[(w * 8 + r) * D + d];
+      ll += weight * red_ml[(w * 8 + r) * 2 + 1];
+    }
+    if (partial) {
+      p.partial_out[(cta * kMmaAttentionRows + r) * D + d] = value;
+      if (d == 0) {
+        p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = mm;
+        p.partial_ml[(cta * kMmaAttentionRows + r) * 2 + 1] = ll;
+      }
+    } else {
+      const RowPlace at = PlaceOf(item, kv_head, group, r);
+      p.out[(at.token * p.num_heads + at.head) * D + d] = __float2bfloat16(value / ll);
+    }
+  }
+}
+
 // Grid (num_items, num_kv_heads): out = sum_z 2^(m_z - M) o_z / sum_z 2^(m_z - M) l_z
 // over the splits that hold keys (the kernel's KeysPerSplit decides which).
 // A split whose keys a row cannot see left m = -inf: weight 0.
@@ -400,10 +635,20 @@ __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAtten
   }
 }
 
-template <int D, bool kSplitKeys, int kStages>
-cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
+using AttentionKernel = void (*)(PagedAttentionParams);
+
+// The kernel of a step's shape: prefill / mixed steps the general kernel's
+// row shape; decode steps the swap-AB kernel when the group fits its 8
+// columns (and p.decode_swap_ab), else the general kernel's key-split shape.
+template <int D, int kStages>
+AttentionKernel KernelOf(bool single_token_items, bool swap_ab) {
+  if (!single_token_items) return MmaAttentionKernel<D, false, kStages>;
+  return swap_ab ? MmaDecodeAttentionKernel<D, kStages> : MmaAttentionKernel<D, true, kStages>;
+}
+
+template <int D, int kStages>
+cudaError_t Launch(AttentionKernel kernel, const PagedAttentionParams& p, cudaStream_t stream) {
   constexpr size_t kShared = SharedBytes<D, kStages>();
-  auto* kernel = MmaAttentionKernel<D, kSplitKeys, kStages>;
   if (kShared > 48 * 1024) {
     const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
     if (set != cudaSuccess) return set;
@@ -415,13 +660,14 @@ cudaError_t Launch(const PagedAttentionParams& p, cudaStream_t stream) {
   return kernels::LaunchDependent(MmaMergeSplitsKernel<D>, dim3(grid.x, grid.y), dim3(kMergeThreads), 0, stream, p);
 }
 
-// CTAs of the decode kernel with kStages stages the current device runs at
-// once (asked once per thread, the backend's device; 0 if it cannot say).
-template <int D, int kStages>
+// CTAs of a decode kernel with kStages stages the current device runs at
+// once (asked once per thread and kernel, the backend's device; 0 if it
+// cannot say).
+template <int D, int kStages, bool kSwapAb>
 int64_t ResidentDecodeCtas() {
   thread_local int64_t resident = [] {
     int device = 0, sms = 0, per_sm = 0;
-    auto* kernel = MmaAttentionKernel<D, true, kStages>;
+    const AttentionKernel kernel = KernelOf<D, kStages>(/*single_token_items=*/true, kSwapAb);
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes<D, kStages>()) !=
@@ -434,16 +680,22 @@ int64_t ResidentDecodeCtas() {
   return resident;
 }
 
-template <int D>
-cudaError_t LaunchShape(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream) {
-  if (!single_token_items) return Launch<D, false, 2>(p, stream);
+template <int D, bool kSwapAb>
+cudaError_t LaunchDecode(const PagedAttentionParams& p, cudaStream_t stream) {
   const int64_t ctas = int64_t{p.num_items} * p.num_kv_heads * p.num_splits;
   auto waves = [&](int64_t resident) { return resident > 0 ? (ctas + resident - 1) / resident : INT64_MAX; };
-  const int64_t w4 = waves(ResidentDecodeCtas<D, 4>()), w3 = waves(ResidentDecodeCtas<D, 3>()),
-                w2 = waves(ResidentDecodeCtas<D, 2>());
-  if (w4 <= w3 && w4 <= w2) return Launch<D, true, 4>(p, stream);
-  if (w3 <= w2) return Launch<D, true, 3>(p, stream);
-  return Launch<D, true, 2>(p, stream);
+  const int64_t w4 = waves(ResidentDecodeCtas<D, 4, kSwapAb>()), w3 = waves(ResidentDecodeCtas<D, 3, kSwapAb>()),
+                w2 = waves(ResidentDecodeCtas<D, 2, kSwapAb>());
+  if (w4 <= w3 && w4 <= w2) return Launch<D, 4>(KernelOf<D, 4>(true, kSwapAb), p, stream);
+  if (w3 <= w2) return Launch<D, 3>(KernelOf<D, 3>(true, kSwapAb), p, stream);
+  return Launch<D, 2>(KernelOf<D, 2>(true, kSwapAb), p, stream);
+}
+
+template <int D>
+cudaError_t LaunchShape(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream) {
+  if (!single_token_items) return Launch<D, 2>(KernelOf<D, 2>(false, false), p, stream);
+  if (p.decode_swap_ab && p.num_heads / p.num_kv_heads <= kSwapAbMaxGroup) return LaunchDecode<D, true>(p, stream);
+  return LaunchDecode<D, false>(p, stream);
 }
 
 }  // namespace

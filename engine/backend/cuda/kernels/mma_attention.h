@@ -12,7 +12,11 @@
 //     at most 16 rows an item) give each of a CTA's four warps its own
 //     quarter of every 64-key tile and merge the four partial softmaxes at
 //     the end; other steps give each warp 16 of the item's 64 rows and all
-//     64 keys of a tile.
+//     64 keys of a tile. Decode items of at most 8 query heads (a KV head's
+//     group) take a kernel of their own with the queries as the mma's
+//     8-wide side (S^T = K Q^T, O^T = V^T P^T): the 16-wide side holds a
+//     warp's 16 keys and then 16 dims of the output, where 16 query rows
+//     would be half padding (PagedAttentionParams::decode_swap_ab).
 //   - Split-KV as paged_attention.h, but a split holds a multiple of 64 keys,
 //     so a short context runs in a few full CTAs (the rest return at once)
 //     and the merge reads only the splits that hold keys.

@@ -44,6 +44,10 @@ struct PagedAttentionParams {
   int32_t num_splits = 1;
   float* partial_out = nullptr;  // [num_items * num_kv_heads * num_splits, kAttentionRowsPerCta, head_dim]
   float* partial_ml = nullptr;   // [num_items * num_kv_heads * num_splits, kAttentionRowsPerCta, 2]: max, sum
+  // Tensor-core kernel, decode steps of at most 8 query heads a KV head: the
+  // queries as the mma's 8-wide side (mma_attention.h); false: the general
+  // kernel's decode shape (the before of a same-run comparison).
+  bool decode_swap_ab = true;
 };
 
 // Splits per (item, KV head) for a step of `num_items` items on a device of
