@@ -78,6 +78,131 @@ struct RowState {
   float l = 0.0f;
 };
 
+// The keys of this CTA's split of an item, [begin, end) in tiles of
+// kTileKeys, and where their block-table entries are: copied to shared
+// memory (`staged`, from first_block on) when they fit kStagedTableEntries,
+// else read from `table` as the tiles go.
+struct KeySpan {
+  int begin, end, num_tiles, first_block;
+  bool table_staged;
+  const int32_t* table;  // the item's block table
+};
+
+// Every thread calls it. An empty span (a split past a short context: the
+// merge skips it) returns at once, before any barrier, and the CTA returns;
+// otherwise the table is staged and the CTA synchronised.
+__device__ __forceinline__ KeySpan StageKeySpan(const PagedAttentionParams& p, const AttentionWorkItem& item,
+                                                int context, int32_t* staged) {
+  KeySpan k;
+  k.table = p.block_tables + item.block_table_offset;
+  const int per_split = KeysPerSplit(context, p.num_splits);
+  k.begin = blockIdx.z * per_split;
+  k.end = min(context, k.begin + per_split);
+  k.num_tiles = (k.end - k.begin + kTileKeys - 1) / kTileKeys;
+  k.first_block = k.begin / p.cache.block_size;
+  if (k.begin >= k.end) {
+    k.table_staged = false;
+    return k;
+  }
+  const int table_entries = (k.end - 1) / p.cache.block_size - k.first_block + 1;
+  k.table_staged = table_entries <= kStagedTableEntries;
+  if (k.table_staged)
+    for (int i = threadIdx.x; i < table_entries; i += kWarps * 32) staged[i] = k.table[k.first_block + i];
+  __syncthreads();
+  return k;
+}
+
+// Stage tile `tile` of the span's keys and values (zeros past `end`, so that
+// a weight of 0 never meets a NaN of stale memory), one commit group.
+template <int D, int kStages>
+__device__ __forceinline__ void LoadKvTile(const PagedAttentionParams& p, const KeySpan& k, const int32_t* staged,
+                                           int kv_head, __nv_bfloat16* tiles, int tile) {
+  constexpr int kRow = kRowElems<D>;
+  __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+  __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
+  const int start = k.begin + tile * kTileKeys;
+  constexpr int kPieces = D / 8;  // 16-byte pieces of a row
+  for (int idx = threadIdx.x; idx < kTileKeys * kPieces; idx += kWarps * 32) {
+    const int j = idx / kPieces, piece = (idx % kPieces) * 8;
+    const int pos = start + j;
+    const bool valid = pos < k.end;
+    int64_t off = 0;
+    if (valid) {
+      const int b = pos / p.cache.block_size;
+      const int block = k.table_staged ? staged[b - k.first_block] : k.table[b];
+      off = KvOffset(p.cache, block, kv_head, pos % p.cache.block_size) + piece;
+    }
+    kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
+    kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
+  }
+  kernels::CpAsyncCommit();
+}
+
+// Before tile `tile` is read: the tiles requested after it may stay in
+// flight; then the CTA is synchronised (every thread's copies of it landed).
+template <int kStages>
+__device__ __forceinline__ void WaitForKvTile(int tile, int num_tiles) {
+  const int later = min(kStages - 1, num_tiles - 1 - tile);
+  if (later >= 3) {
+    kernels::CpAsyncWait<3>();
+  } else if (later == 2) {
+    kernels::CpAsyncWait<2>();
+  } else if (later == 1) {
+    kernels::CpAsyncWait<1>();
+  } else {
+    kernels::CpAsyncWait<0>();
+  }
+  __syncthreads();
+}
+
+// The head of both kernels' tile loop: tile + kStages - 1 requested into
+// the stage the last iteration freed (its closing barrier), then tile
+// waited for; returns the tile's K rows (its V rows follow them).
+template <int D, int kStages>
+__device__ __forceinline__ const __nv_bfloat16* NextKvTile(const PagedAttentionParams& p, const KeySpan& k,
+                                                           const int32_t* staged, int kv_head,
+                                                           __nv_bfloat16* tiles, int tile) {
+  if (tile + kStages - 1 < k.num_tiles) LoadKvTile<D, kStages>(p, k, staged, kv_head, tiles, tile + kStages - 1);
+  WaitForKvTile<kStages>(tile, k.num_tiles);
+  return tiles + (tile % kStages) * 2 * kTileKeys * kRowElems<D>;
+}
+
+// The decode kernels' end: kWarps partial softmaxes of the same `rows`
+// query rows (warp w's at red_o[w][r][D], red_ml[w][r][max, sum], kRowsPerWarp
+// rows a warp) merged per (row, dim), then stored as the split's partials or
+// as the bf16 output. The caller synchronised after staging them.
+template <int D, int kRowsPerWarp>
+__device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p, const AttentionWorkItem& item,
+                                                   int kv_head, int group, int rows, const float* red_o,
+                                                   const float* red_ml) {
+  const int64_t cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits + blockIdx.z;
+  const bool partial = p.num_splits > 1;
+  for (int idx = threadIdx.x; idx < rows * D; idx += kWarps * 32) {
+    const int r = idx / D, d = idx % D;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, red_ml[(w * kRowsPerWarp + r) * 2]);
+    const float base = m == -INFINITY ? 0.0f : m;
+    float value = 0.0f, l = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float weight = exp2f(red_ml[(w * kRowsPerWarp + r) * 2] - base);
+      value += weight * red_o[(w * kRowsPerWarp + r) * D + d];
+      l += weight * red_ml[(w * kRowsPerWarp + r) * 2 + 1];
+    }
+    if (partial) {
+      p.partial_out[(cta * kMmaAttentionRows + r) * D + d] = value;
+      if (d == 0) {
+        p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = m;
+        p.partial_ml[(cta * kMmaAttentionRows + r) * 2 + 1] = l;
+      }
+    } else {
+      const RowPlace at = PlaceOf(item, kv_head, group, r);
+      p.out[(at.token * p.num_heads + at.head) * D + d] = __float2bfloat16(value / l);
+    }
+  }
+}
+
 // Grid (num_items, num_kv_heads, num_splits), kWarps warps. Fragment layouts
 // as in linear_mma.cuh: for lane 4g + c, the warp's query rows g and g + 8
 // are its "lo" and "hi" rows. kSplitKeys: the item's (at most 16) rows are
@@ -103,46 +228,16 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int row_lo = (kSplitKeys ? 0 : 16 * warp) + g, row_hi = row_lo + 8;
 
-  const int32_t* table = p.block_tables + item.block_table_offset;
   const int context = p.positions[item.token_begin + item.num_tokens - 1] + 1;
-  const int per_split = KeysPerSplit(context, p.num_splits);
-  const int begin = blockIdx.z * per_split;
-  const int end = min(context, begin + per_split);
-  if (begin >= end) return;  // a split past a short context: the merge skips it
-  const int num_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
-  const int first_block = begin / p.cache.block_size;
-  const int table_entries = (end - 1) / p.cache.block_size - first_block + 1;
-  const bool table_staged = table_entries <= kStagedTableEntries;
-  if (table_staged)
-    for (int i = threadIdx.x; i < table_entries; i += kWarps * 32) staged_table[i] = table[first_block + i];
-  __syncthreads();
-  auto block_of = [&](int pos) {
-    const int b = pos / p.cache.block_size;
-    return table_staged ? staged_table[b - first_block] : table[b];
-  };
-
-  // Stage a tile's keys and values (zeros past `end`, so that a weight of 0
-  // never meets a NaN of stale memory).
-  auto load_tile = [&](int tile) {
-    __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
-    __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
-    const int start = begin + tile * kTileKeys;
-    constexpr int kPieces = D / 8;  // 16-byte pieces of a row
-    for (int idx = threadIdx.x; idx < kTileKeys * kPieces; idx += kWarps * 32) {
-      const int j = idx / kPieces, piece = (idx % kPieces) * 8;
-      const int pos = start + j;
-      const bool valid = pos < end;
-      const int64_t off = valid ? KvOffset(p.cache, block_of(pos), kv_head, pos % p.cache.block_size) + piece : 0;
-      kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
-      kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
-    }
-    kernels::CpAsyncCommit();
-  };
+  const KeySpan span = StageKeySpan(p, item, context, staged_table);
+  if (span.begin >= span.end) return;  // a split past a short context: the merge skips it
+  const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
   // Launched as a programmatic dependent (Launch below): the step's items,
   // positions and block tables are host-staged before the step, so only the
   // cache and q (the kernel before writes them) wait for that kernel.
   kernels::WaitForPrerequisiteGrids();
-  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t) load_tile(t);
+  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t)
+    LoadKvTile<D, kStages>(p, span, staged_table, kv_head, tiles, t);
 
   // The warp's query rows as A fragments (bf16), straight from the float32 q.
   uint32_t qa[kKSteps][4];
@@ -182,21 +277,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
   const int warp_key0 = kSplitKeys ? warp * kWarpKeys : 0;  // the warp's first key within a tile
 
   for (int tile = 0; tile < num_tiles; ++tile) {
-    // Its stage is the one the last iteration used (freed by its closing barrier).
-    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1);
-    // Tiles requested after this one may stay in flight.
-    const int later = min(kStages - 1, num_tiles - 1 - tile);
-    if (later >= 3) {
-      kernels::CpAsyncWait<3>();
-    } else if (later == 2) {
-      kernels::CpAsyncWait<2>();
-    } else if (later == 1) {
-      kernels::CpAsyncWait<1>();
-    } else {
-      kernels::CpAsyncWait<0>();
-    }
-    __syncthreads();
-    const __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+    const __nv_bfloat16* k_s = NextKvTile<D, kStages>(p, span, staged_table, kv_head, tiles, tile);
     const __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
     const int key0 = begin + tile * kTileKeys + warp_key0;  // position of the warp's first key
 
@@ -296,30 +377,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttention
       red_ml[(warp * 16 + g + 8) * 2 + 1] = hi.l;
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < rows * D; idx += kWarps * 32) {
-      const int r = idx / D, d = idx % D;
-      float m = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) m = fmaxf(m, red_ml[(w * 16 + r) * 2]);
-      const float base = m == -INFINITY ? 0.0f : m;
-      float value = 0.0f, l = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float weight = exp2f(red_ml[(w * 16 + r) * 2] - base);
-        value += weight * red_o[(w * 16 + r) * D + d];
-        l += weight * red_ml[(w * 16 + r) * 2 + 1];
-      }
-      if (partial) {
-        p.partial_out[(cta * kMmaAttentionRows + r) * D + d] = value;
-        if (d == 0) {
-          p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = m;
-          p.partial_ml[(cta * kMmaAttentionRows + r) * 2 + 1] = l;
-        }
-      } else {
-        const RowPlace at = PlaceOf(item, kv_head, group, r);
-        p.out[(at.token * p.num_heads + at.head) * D + d] = __float2bfloat16(value / l);
-      }
-    }
+    MergeWarpsAndStore<D, 16>(p, item, kv_head, group, rows, red_o, red_ml);
   } else {
     auto store_row = [&](int r, const RowState& st, int half) {
       if (r >= rows) return;
@@ -391,43 +449,13 @@ __global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAtt
   const int group = p.num_heads / p.num_kv_heads;  // <= 8 (the launcher checks)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
 
-  const int32_t* table = p.block_tables + item.block_table_offset;
   const int pos_q = p.positions[item.token_begin];
-  const int context = pos_q + 1;
-  const int per_split = KeysPerSplit(context, p.num_splits);
-  const int begin = blockIdx.z * per_split;
-  const int end = min(context, begin + per_split);
-  if (begin >= end) return;  // a split past a short context: the merge skips it
-  const int num_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
-  const int first_block = begin / p.cache.block_size;
-  const int table_entries = (end - 1) / p.cache.block_size - first_block + 1;
-  const bool table_staged = table_entries <= kStagedTableEntries;
-  if (table_staged)
-    for (int i = threadIdx.x; i < table_entries; i += kWarps * 32) staged_table[i] = table[first_block + i];
-  __syncthreads();
-  auto block_of = [&](int pos) {
-    const int b = pos / p.cache.block_size;
-    return table_staged ? staged_table[b - first_block] : table[b];
-  };
-  // Stage a tile's keys and values (zeros past `end`, so that a weight of 0
-  // never meets a NaN of stale memory).
-  auto load_tile = [&](int tile) {
-    __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
-    __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
-    const int start = begin + tile * kTileKeys;
-    constexpr int kPieces = D / 8;  // 16-byte pieces of a row
-    for (int idx = threadIdx.x; idx < kTileKeys * kPieces; idx += kWarps * 32) {
-      const int j = idx / kPieces, piece = (idx % kPieces) * 8;
-      const int pos = start + j;
-      const bool valid = pos < end;
-      const int64_t off = valid ? KvOffset(p.cache, block_of(pos), kv_head, pos % p.cache.block_size) + piece : 0;
-      kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
-      kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
-    }
-    kernels::CpAsyncCommit();
-  };
+  const KeySpan span = StageKeySpan(p, item, pos_q + 1, staged_table);
+  if (span.begin >= span.end) return;  // a split past a short context: the merge skips it
+  const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
   kernels::WaitForPrerequisiteGrids();  // q and the cache come from the kernel before
-  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t) load_tile(t);
+  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t)
+    LoadKvTile<D, kStages>(p, span, staged_table, kv_head, tiles, t);
 
   // Q^T as B fragments (bf16), straight from the float32 q; queries past the
   // group are zeros (their scores are finite, their outputs never stored).
@@ -458,20 +486,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAtt
   const int matrix = lane / 8, matrix_row = lane % 8;
 
   for (int tile = 0; tile < num_tiles; ++tile) {
-    // Its stage is the one the last iteration used (freed by its closing barrier).
-    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1);
-    const int later = min(kStages - 1, num_tiles - 1 - tile);  // tiles requested after this one
-    if (later >= 3) {
-      kernels::CpAsyncWait<3>();
-    } else if (later == 2) {
-      kernels::CpAsyncWait<2>();
-    } else if (later == 1) {
-      kernels::CpAsyncWait<1>();
-    } else {
-      kernels::CpAsyncWait<0>();
-    }
-    __syncthreads();
-    const __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
+    const __nv_bfloat16* k_s = NextKvTile<D, kStages>(p, span, staged_table, kv_head, tiles, tile);
     const __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
     const int key0 = begin + tile * kTileKeys + warp_key0;  // position of the warp's first key
 
@@ -553,32 +568,7 @@ __global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAtt
     red_ml[(warp * 8 + 2 * c + 1) * 2 + 1] = l[1];
   }
   __syncthreads();
-  const int64_t cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits + blockIdx.z;
-  const bool partial = p.num_splits > 1;
-  for (int idx = threadIdx.x; idx < rows * D; idx += kWarps * 32) {
-    const int r = idx / D, d = idx % D;
-    float mm = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, red_ml[(w * 8 + r) * 2]);
-    const float base = mm == -INFINITY ? 0.0f : mm;
-    float value = 0.0f, ll = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float weight = exp2f(red_ml[(w * 8 + r) * 2] - base);
-      value += weight * red_o[(w * 8 + r) * D + d];
-      ll += weight * red_ml[(w * 8 + r) * 2 + 1];
-    }
-    if (partial) {
-      p.partial_out[(cta * kMmaAttentionRows + r) * D + d] = value;
-      if (d == 0) {
-        p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = mm;
-        p.partial_ml[(cta * kMmaAttentionRows + r) * 2 + 1] = ll;
-      }
-    } else {
-      const RowPlace at = PlaceOf(item, kv_head, group, r);
-      p.out[(at.token * p.num_heads + at.head) * D + d] = __float2bfloat16(value / ll);
-    }
-  }
+  MergeWarpsAndStore<D, 8>(p, item, kv_head, group, rows, red_o, red_ml);
 }
 
 // Grid (num_items, num_kv_heads): out = sum_z 2^(m_z - M) o_z / sum_z 2^(m_z - M) l_z
