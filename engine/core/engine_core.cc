@@ -167,15 +167,17 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
   const StepBatch batch{.token_ids = tokens_, .positions = positions_, .sequences = slices_,
                         .logit_token_indices = logit_rows_};
   absl::Status forward;
-  const Clock::time_point model_start = Clock::now();
+  Clock::time_point model_start;  // around the backend call alone (StepStats::model_s)
   if (device_sampling_) {
     PlanDeviceSampling(plan);
     logits_.resize(host_logit_rows_.size() * vocab);
     device_sampled_.assign(device_rows_.size(), SampledToken{});
+    model_start = Clock::now();
     forward = backend_->ForwardAndSample(batch, {.rows = device_rows_, .host_logit_rows = host_logit_rows_},
                                          device_sampled_, logits_);
   } else {
     logits_.resize(logit_rows_.size() * vocab);
+    model_start = Clock::now();
     forward = backend_->Forward(batch, logits_);
   }
   step_model_s_ = std::chrono::duration<double>(Clock::now() - model_start).count();
