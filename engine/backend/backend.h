@@ -110,7 +110,7 @@ class Backend {
 
   // How the backend has run its steps so far (for metrics): replays of a
   // captured CUDA graph, steps that captured one, and steps launched kernel
-  // by kernel. Backends without graphs count every step as eager.
+  // by kernel. Backends without CUDA graphs (cpu, instant) report all 0.
   virtual BackendStepCounters step_counters() const { return {}; }
 
   // Whether ForwardAndSample is available. The CPU and instant backends

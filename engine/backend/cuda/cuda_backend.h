@@ -110,8 +110,7 @@ struct CudaMemoryBreakdown {
 class CudaBackend : public Backend {
  public:
   virtual CudaMemoryBreakdown memory() const = 0;
-  // Step shapes replayed from a captured CUDA graph so far.
-  virtual int captured_graphs() const = 0;
+  // Graphs captured, replayed and eager steps: Backend::step_counters().
 };
 
 // Devices the CUDA runtime sees; 0 (not an error) without a device or driver.

@@ -85,7 +85,6 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t max_tokens_per_step() const override { return max_tokens_; }
   CudaMemoryBreakdown memory() const override { return memory_; }
-  int captured_graphs() const override { return graphs_.captured(); }
   BackendStepCounters step_counters() const override {
     return {.graph_replays = graphs_.replays(),
             .graph_captures = graphs_.captured(),

@@ -226,7 +226,7 @@ TEST_P(CudaParityTest, GreedyTokensMatchTheCpuWhileItsChoiceIsClear) {
     // Single-token steps replay a CUDA graph (captured the second time their
     // shape was seen: graph_admission.h).
     if (single_token_steps >= 2) {
-      EXPECT_GE(gpu->captured_graphs(), 1);
+      EXPECT_GE(gpu->step_counters().graph_captures, 1);
     }
     std::cout << "[ greedy ] " << GetParam() << " prompt_len=" << prompt.size() << ": " << agreed
               << " steps agree, then "

@@ -391,7 +391,7 @@ int main(int argc, char** argv) {
                 r->median_step_ms, r->median_step_greedy_ms, r->median_step_top_p_ms, r->median_step_no_logits_ms,
                 decode_tps, b * args.decode_tokens / (r->greedy_ms / 1e3), b * args.decode_tokens / (r->top_p_ms / 1e3));
   }
-  log["captured_graphs"] = (*backend)->captured_graphs();
+  log["captured_graphs"] = (*backend)->step_counters().graph_captures;
   if (args.profile_batch > 0) {
     // One decode step of profile_batch sequences between cudaProfilerStart
     // and Stop, for `ncu --profile-from-start off` (kernel-time breakdown).
