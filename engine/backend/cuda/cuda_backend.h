@@ -53,6 +53,10 @@ struct CudaBackendOptions {
   // linears: GEMV with the norms, SiLU and residual adds folded in) instead
   // of cuBLAS or the plain int4 GEMV; false: those for every step.
   bool fused_decode = true;
+  // The bf16 fused decode linear takes two row pairs a warp where one a warp
+  // would launch more CTAs than fit the device at once (decode_linear.h
+  // DecodeLinearParams::single_wave); false: one pair a warp (the before).
+  bool decode_linear_single_wave = true;
   // Dense bf16 models, with fused_decode: steps of up to this many tokens
   // (at most 64) above 8 run the same fused decode pass on the tensor-core
   // cluster kernel (kernels/cluster_decode_linear.h) instead of cuBLAS with

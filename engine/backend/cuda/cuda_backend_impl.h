@@ -152,7 +152,7 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status EnqueueDecodeLayers(int32_t tokens);
   // One fused decode linear on the layer's bf16 weights (p.w), or on `awq`
   // when it is not empty; `what` names it in the error.
-  absl::Status DecodeLinear(const DecodeLinearParams& p, const DeviceAwqLinear& awq, const char* what,
+  absl::Status DecodeLinear(DecodeLinearParams p, const DeviceAwqLinear& awq, const char* what,
                             int64_t layer);
   absl::Status EnqueueDecodeLogitPass(int32_t first_row, int32_t rows);
   absl::Status CopyLogits(int32_t first_row, int32_t rows, std::span<float> logits);
@@ -170,6 +170,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
   bool decode_swap_ab_ = true;         // CudaBackendOptions::decode_attention_swap_ab
   bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
+  bool decode_single_wave_ = true;     // CudaBackendOptions::decode_linear_single_wave
   int64_t ungraphed_steps_ = 0;        // steps too large for a graph (RunStep), for step_counters()
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
   int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)

@@ -33,8 +33,9 @@ const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullp
 
 }  // namespace
 
-absl::Status CudaBackendImpl::DecodeLinear(const DecodeLinearParams& p, const DeviceAwqLinear& awq,
+absl::Status CudaBackendImpl::DecodeLinear(DecodeLinearParams p, const DeviceAwqLinear& awq,
                                            const char* what, int64_t layer) {
+  p.single_wave = decode_single_wave_;
   // Above decode_max_rows_ (8) only bf16 models come here (cluster_decode_max_rows_).
   const cudaError_t error = !awq.empty()                 ? LaunchAwqDecodeLinear(p, awq.view(), stream_.get())
                             : p.m > decode_max_rows_ ? LaunchClusterDecodeLinear(p, stream_.get())

@@ -1,6 +1,7 @@
 // The fused decode GEMV (kernels/decode_linear.h) against a float64 host
 // computation of the same formula: every row count 1..8, odd and even
-// output widths, k from one 16-byte load to 3,072, each prologue (float32 or
+// output widths, k from one 16-byte load to 3,072, batch 1 with and without
+// its single-wave launch shapes, each prologue (float32 or
 // bf16 input, RMS norm, gathered rows) and each epilogue (store, SiLU-and-mul,
 // residual add; the rotary + KV write against rotary_kv_write's kernel),
 // biases on and off. Bad parameters launch nothing.
@@ -47,11 +48,13 @@ struct Case {
   int32_t m, n, k;
   DecodeEpilogue epilogue;
   bool bf16_input, norm, gather, bias;
+  bool single_wave = true;  // DecodeLinearParams::single_wave
 };
 
 std::string Name(const Case& c) {
   return absl::StrCat("m=", c.m, " n=", c.n, " k=", c.k, " epilogue=", static_cast<int>(c.epilogue),
-                      " bf16_input=", c.bf16_input, " norm=", c.norm, " gather=", c.gather, " bias=", c.bias);
+                      " bf16_input=", c.bf16_input, " norm=", c.norm, " gather=", c.gather, " bias=", c.bias,
+                      " single_wave=", c.single_wave);
 }
 
 void RunCase(const Case& c) {
@@ -91,6 +94,7 @@ void RunCase(const Case& c) {
   uint16_t* d_w = Upload(w);
   DecodeLinearParams p = device.Params(c);
   p.w = reinterpret_cast<const __nv_bfloat16*>(d_w);
+  p.single_wave = c.single_wave;
   ASSERT_EQ(LaunchDecodeLinear(p, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto got = Download(device.y.data(), y0.size());
@@ -117,6 +121,15 @@ TEST(DecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
   RunCase({3, 3, 24, DecodeEpilogue::kStore, true, false, false, false});
   RunCase({7, 333, 1000, DecodeEpilogue::kAddResidual, false, true, false, true});
   RunCase({5, 22, 264, DecodeEpilogue::kSiluMul, false, true, true, true});
+  // Batch 1's launch shapes (single_wave): two row pairs a warp where one a
+  // warp is more than a wave (gate|up-sized, and a pair count that leaves
+  // the last warps one pair), six-chunk steps for 2,048 < k <= 3,072 (a
+  // partial last step too); and the same shapes without (the before).
+  for (const bool single_wave : {true, false}) {
+    RunCase({1, 6150, 1024, DecodeEpilogue::kSiluMul, false, true, false, true, single_wave});
+    RunCase({1, 999, 2504, DecodeEpilogue::kAddResidual, false, true, false, true, single_wave});
+    RunCase({1, 1024, 3072, DecodeEpilogue::kStore, true, false, false, false, single_wave});
+  }
   // lm_head-sized: more row pairs than CTAs, so warps loop.
   RunCase({2, 40001, 64, DecodeEpilogue::kStore, false, true, true, false});
 }

@@ -7,10 +7,11 @@
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--profile-prefill P]
 //                    [--max-attention-splits 32] [--fused-decode 1] [--decode-attention-swap-ab 1]
+//                    [--decode-linear-single-wave 1]
 //                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
-//                    [--cluster-decode-max-rows 0]
+//                    [--cluster-decode-max-rows 0] [--timeline-batches 1,64]
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
 // the device (the 21B-A3B shape is 43.7 GB: ernie-make-model --config-only
@@ -21,7 +22,9 @@
 // same-run comparison); --cluster-decode-max-rows 64 runs steps of 9 - 64
 // tokens on the cluster decode kernel (off by default: slower so far);
 // --decode-attention-swap-ab 0 runs decode attention on the general
-// tensor-core kernel's decode shape (the before of the swap-AB kernel).
+// tensor-core kernel's decode shape (the before of the swap-AB kernel);
+// --decode-linear-single-wave 0 one row pair a warp in the fused decode
+// linear however many CTAs that takes (the before of two where it pays).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -32,6 +35,12 @@
 // fixed pseudo-random ids either way, so every run writes the same cache.
 // Times are host wall clock around the call, which synchronizes the stream
 // before returning.
+//
+// --timeline-batches B,...: after the figures, one greedy decode step of each
+// batch (context prompt_len + 64) recorded through CUPTI (kernel_timeline.h):
+// which kernel, how long, how much of the step's critical path, as the graph
+// runs them. CUPTI is enabled from the start, so run it in a process of its
+// own (with --batch-sizes 1 --decode-tokens 8) when the figures matter.
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
@@ -47,6 +56,7 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/cuda/int_list_flag.h"
+#include "tools/bench/cuda/kernel_timeline.h"
 
 namespace {
 
@@ -61,6 +71,7 @@ struct Args {
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
   int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
   int decode_attention_swap_ab = 1;  // 0: the general kernel's decode shape (the before)
+  int decode_linear_single_wave = 1;  // 0: one row pair a warp in the fused decode linear (the before)
   // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
   int cluster_decode_max_rows = ernie::CudaBackendOptions{}.cluster_decode_max_rows;
   int tensor_core_attention = 1;  // 0: the CUDA-core attention kernel (the before)
@@ -71,6 +82,7 @@ struct Args {
   int moe_grouped_gemm_min_rows = ernie::CudaBackendOptions{}.moe_grouped_gemm_min_rows;
   int moe_awq_gemv_k_slices = ernie::CudaBackendOptions{}.moe_awq_gemv_k_slices;
   int moe_awq_gemv_cta_warps = ernie::CudaBackendOptions{}.moe_awq_gemv_cta_warps;
+  std::vector<int> timeline_batches;  // --timeline-batches: in-graph kernel timelines of these decode steps
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -92,6 +104,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->moe_awq_gemv_cta_warps)) return false;  // likewise
     } else if (f == "--moe-max-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->moe_max_tile_rows)) return false;
+    } else if (f == "--timeline-batches") {
+      if (!ernie::bench::ParsePositiveIntList(v, &a->timeline_batches)) return false;
     } else if (f == "--batch-sizes") {
       if (!ernie::bench::ParsePositiveIntList(v, &a->batch_sizes)) return false;
     } else if (f == "--prompt-len") {
@@ -107,6 +121,10 @@ bool Parse(int argc, char** argv, Args* a) {
     } else if (f == "--decode-attention-swap-ab") {
       if (!absl::SimpleAtoi(v, &a->decode_attention_swap_ab) || a->decode_attention_swap_ab < 0 ||
           a->decode_attention_swap_ab > 1)
+        return false;
+    } else if (f == "--decode-linear-single-wave") {
+      if (!absl::SimpleAtoi(v, &a->decode_linear_single_wave) || a->decode_linear_single_wave < 0 ||
+          a->decode_linear_single_wave > 1)
         return false;
     } else if (f == "--fused-decode") {
       if (!absl::SimpleAtoi(v, &a->fused_decode) || a->fused_decode < 0 || a->fused_decode > 1) return false;
@@ -284,17 +302,68 @@ absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const A
   return r;
 }
 
+// One greedy decode step of `batch` sequences at context prompt_len + 64,
+// three times; the kernels of the step with the median span, summarized.
+absl::StatusOr<nlohmann::json> RecordTimeline(ernie::Backend& backend, ernie::bench::KernelTimeline& timeline,
+                                              int batch, int prompt_len) {
+  constexpr int kDecodeBefore = 64;  // main() sizes the pool for it
+  // Prefill, then 64 decode steps: every shape involved is captured by then.
+  if (auto r = RunBatch(backend, batch, {.prompt_len = prompt_len, .decode_tokens = kDecodeBefore}); !r.ok())
+    return r.status();
+  const int64_t block = backend.kv_shape().block_size;
+  const int64_t blocks = (prompt_len + kDecodeBefore + block - 1) / block;  // RunBatch's layout
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
+  for (int s = 0; s < batch; ++s) {
+    tables[static_cast<size_t>(s)].resize(static_cast<size_t>(blocks));
+    std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
+              static_cast<int32_t>(s * blocks));
+  }
+  std::vector<float> unused;
+  std::vector<std::pair<double, nlohmann::json>> steps;
+  for (int rep = 0; rep < 3; ++rep) {
+    if (auto drop = timeline.Collect(); !drop.ok()) return drop.status();
+    auto wall = DecodeSteps(backend, tables, prompt_len + kDecodeBefore - 1, 1, StepKind::kDeviceGreedy, unused);
+    if (!wall.ok()) return wall.status();
+    auto kernels = timeline.Collect();
+    if (!kernels.ok()) return kernels.status();
+    nlohmann::json summary = ernie::bench::Summarize(*kernels, /*sequence_len=*/16);
+    summary["wall_ms"] = wall->front();
+    const double span = summary.value("span_us", 0.0);
+    steps.emplace_back(span, std::move(summary));
+  }
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  nlohmann::json out = steps[1].second;
+  out["batch"] = batch;
+  out["context"] = prompt_len + kDecodeBefore;
+  return out;
+}
+
+void PrintTimeline(const nlohmann::json& t) {
+  std::printf("timeline: batch %d, context %d: %zu kernels, span %.1f us (host wall %.3f ms), gaps %.1f us, "
+              "sum of kernel durations %.1f us\n",
+              t["batch"].get<int>(), t["context"].get<int>(), t["kernels"].get<size_t>(), t["span_us"].get<double>(),
+              t["wall_ms"].get<double>(), t["gaps_us"].get<double>(), t["sum_duration_us"].get<double>());
+  std::printf("  %-70s %5s %12s %12s\n", "kernel [grid x block, dynamic smem]", "count", "increment us", "duration us");
+  for (const auto& k : t["by_kernel"])
+    std::printf("  %-70s %5d %12.1f %12.1f\n", k["kernel"].get<std::string>().c_str(), k["count"].get<int>(),
+                k["increment_us"].get<double>(), k["duration_us"].get<double>());
+  std::printf("  first kernels of the step: start / duration / increment / gap (us)\n");
+  for (const auto& k : t["sequence"])
+    std::printf("  %-70s %8.1f %8.1f %8.1f %6.1f\n", k["kernel"].get<std::string>().c_str(), k["start_us"].get<double>(),
+                k["duration_us"].get<double>(), k["increment_us"].get<double>(), k["gap_us"].get<double>());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--decode-attention-swap-ab 0|1] [--cluster-decode-max-rows N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
-                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8]\n";
+                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--timeline-batches 1,64]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -304,10 +373,23 @@ int main(int argc, char** argv) {
     std::cerr << "ernie-bench-cuda: " << model.status() << "\n";
     return 1;
   }
-  const int max_batch = std::max({*std::max_element(args.batch_sizes.begin(), args.batch_sizes.end()),
-                                  args.profile_batch, args.profile_prefill});
+  int max_batch = std::max({*std::max_element(args.batch_sizes.begin(), args.batch_sizes.end()),
+                            args.profile_batch, args.profile_prefill});
+  for (int b : args.timeline_batches) max_batch = std::max(max_batch, b);
+  // Before the backend: CUPTI instruments a graph's kernels when it is instantiated.
+  std::unique_ptr<ernie::bench::KernelTimeline> timeline;
+  if (!args.timeline_batches.empty()) {
+    auto started = ernie::bench::KernelTimeline::Start();
+    if (!started.ok()) {
+      std::cerr << "ernie-bench-cuda: " << started.status() << "\n";
+      return 1;
+    }
+    timeline = std::move(*started);
+  }
   const int64_t block = 16;
-  const int64_t blocks_per_seq = (args.prompt_len + args.decode_tokens + block - 1) / block;
+  // RecordTimeline decodes 64 tokens a sequence.
+  const int decode_tokens_max = args.timeline_batches.empty() ? args.decode_tokens : std::max(args.decode_tokens, 64);
+  const int64_t blocks_per_seq = (args.prompt_len + decode_tokens_max + block - 1) / block;
   const auto start = Clock::now();
   auto backend = ernie::CreateCudaBackend(
       **model, {.block_size = block,
@@ -319,6 +401,7 @@ int main(int argc, char** argv) {
                 .tensor_core_attention = args.tensor_core_attention == 1,
                 .decode_attention_swap_ab = args.decode_attention_swap_ab == 1,
                 .fused_decode = args.fused_decode == 1,
+                .decode_linear_single_wave = args.decode_linear_single_wave == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
@@ -352,6 +435,7 @@ int main(int argc, char** argv) {
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
+                        {"decode_linear_single_wave", args.decode_linear_single_wave == 1},
                         {"decode_tokens", args.decode_tokens}};
   if (args.check_tokens > 0) log["check_vs_cpu"] = CheckAgainstCpu(**model, **backend, args.check_tokens);
   std::cout << "ernie-bench-cuda: " << log.dump() << "\n";
@@ -392,6 +476,15 @@ int main(int argc, char** argv) {
                 decode_tps, b * args.decode_tokens / (r->greedy_ms / 1e3), b * args.decode_tokens / (r->top_p_ms / 1e3));
   }
   log["captured_graphs"] = (*backend)->step_counters().graph_captures;
+  for (int b : args.timeline_batches) {
+    auto t = RecordTimeline(**backend, *timeline, b, args.prompt_len);
+    if (!t.ok()) {
+      std::cerr << "ernie-bench-cuda: timeline of batch " << b << ": " << t.status() << "\n";
+      return 1;
+    }
+    PrintTimeline(*t);
+    log["timelines"].push_back(*t);
+  }
   if (args.profile_batch > 0) {
     // One decode step of profile_batch sequences between cudaProfilerStart
     // and Stop, for `ncu --profile-from-start off` (kernel-time breakdown).

@@ -149,7 +149,24 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
     }
   };
   constexpr int kStep = 32 * 8 * kChunksInFlight;  // k a warp's loop step covers
-  if (first_pair < pairs) load_chunks(first_pair, lane * 8, ra, rb);
+  // Both register buffers fill before the wait: the first step into ra/rb,
+  // the step after it (further along k, or the warp's next pair) into
+  // na/nb, which the loop would otherwise request only after the wait and
+  // the input's staging. A row pair of k <= 2 kStep (every 0.3b linear but
+  // down_proj), or two pairs of k <= kStep, then wait on no weight load
+  // issued after the kernel before completes (v18 timeline: gate|up and
+  // down ran 1 - 3 us past the smaller linears).
+  bool next_loaded = false;
+  if (first_pair < pairs) {
+    load_chunks(first_pair, lane * 8, ra, rb);
+    if (lane * 8 + kStep < p.k) {
+      load_chunks(first_pair, lane * 8 + kStep, na, nb);
+      next_loaded = true;
+    } else if (first_pair + total_warps < pairs) {
+      load_chunks(first_pair + total_warps, lane * 8, na, nb);
+      next_loaded = true;
+    }
+  }
 
   NormPrefetch norm;
   PrefetchNorm(p, norm);
@@ -177,7 +194,9 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
       // The next step's chunks: further along this row pair, or the start
       // of the warp's next pair (lm_head's warps loop over several).
       const bool more_k = base + kStep < p.k, more_pairs = j + total_warps < pairs;
-      if (more_k) {
+      if (next_loaded) {
+        next_loaded = false;  // requested before the wait
+      } else if (more_k) {
         load_chunks(j, base + kStep, na, nb);
       } else if (more_pairs) {
         load_chunks(j + total_warps, lane * 8, na, nb);
@@ -244,10 +263,24 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   }
 }
 
+// CTAs of DecodeLinearKernel<M> resident on the device at once (at the
+// largest k PrepareDecodeLinear allowed); 0 until then.
+int g_resident_ctas[kDecodeLinearMaxRows] = {};
+
 template <int M>
 cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
+  constexpr int kStep = 32 * 8 * kChunksInFlight;
   const int pairs = p.epilogue == DecodeEpilogue::kSiluMul ? p.n / 2 : (p.n + 1) / 2;
-  const int ctas = std::min(kMaxCtas, (pairs + kWarps - 1) / kWarps);
+  int ctas = std::min(kMaxCtas, (pairs + kWarps - 1) / kWarps);
+  // A grid past one wave starts its last CTAs, and their weight loads, only
+  // as the first ones exit: after the wait, on the critical path. Where two
+  // pairs a warp fit one wave and a pair is one loop step (k <= kStep; both
+  // pairs' weights then load before the wait), take them (the 0.3b's
+  // gate|up at batch 1: 768 CTAs against 396 resident, 3 an SM at 135
+  // registers -> 384).
+  const int resident = g_resident_ctas[M - 1];
+  if (p.single_wave && resident > 0 && ctas > resident && p.k <= kStep)
+    ctas = std::min(ctas, (pairs + 2 * kWarps - 1) / (2 * kWarps));
   // A programmatic dependent launch: see the kernel.
   return kernels::LaunchDependent(DecodeLinearKernel<M>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
                                   sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k), stream, p);
@@ -256,7 +289,16 @@ cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
 template <int M>
 cudaError_t AllowSharedMemory(int32_t max_k) {
   const int bytes = static_cast<int>(sizeof(float)) * M * max_k;
-  return cudaFuncSetAttribute(DecodeLinearKernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, std::max(bytes, 0));
+  cudaError_t e =
+      cudaFuncSetAttribute(DecodeLinearKernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           std::max(bytes, 0));
+  int per_sm = 0, device = 0, sms = 0;
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, DecodeLinearKernel<M>, kWarps * 32, std::max(bytes, 0));
+  if (e == cudaSuccess) e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess) g_resident_ctas[M - 1] = per_sm * sms;
+  return e;
 }
 
 }  // namespace

@@ -64,6 +64,11 @@ struct DecodeLinearParams {
   int32_t k = 0;                          // a multiple of 8
   DecodeEpilogue epilogue = DecodeEpilogue::kStore;
   DecodeRotaryKv rotary;                  // kRotaryKv only
+  // Two row pairs a warp where one pair a warp would need more than one wave
+  // of CTAs (and a pair is one step of a warp's loop): every CTA then starts
+  // early enough to load its weights before the kernel before completes.
+  // False: one pair a warp (the before of that change).
+  bool single_wave = true;
 };
 
 // Shared memory the launches need beyond the default 48 KiB are allowed once
