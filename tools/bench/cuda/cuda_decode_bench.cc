@@ -56,7 +56,9 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/cuda/int_list_flag.h"
+#if ERNIE_HAVE_CUPTI
 #include "tools/bench/cuda/kernel_timeline.h"
+#endif
 
 namespace {
 
@@ -302,6 +304,7 @@ absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const A
   return r;
 }
 
+#if ERNIE_HAVE_CUPTI
 // One greedy decode step of `batch` sequences at context prompt_len + 64,
 // three times; the kernels of the step with the median span, summarized.
 absl::StatusOr<nlohmann::json> RecordTimeline(ernie::Backend& backend, ernie::bench::KernelTimeline& timeline,
@@ -352,6 +355,7 @@ void PrintTimeline(const nlohmann::json& t) {
     std::printf("  %-70s %8.1f %8.1f %8.1f %6.1f\n", k["kernel"].get<std::string>().c_str(), k["start_us"].get<double>(),
                 k["duration_us"].get<double>(), k["increment_us"].get<double>(), k["gap_us"].get<double>());
 }
+#endif  // ERNIE_HAVE_CUPTI
 
 }  // namespace
 
@@ -377,6 +381,7 @@ int main(int argc, char** argv) {
                             args.profile_batch, args.profile_prefill});
   for (int b : args.timeline_batches) max_batch = std::max(max_batch, b);
   // Before the backend: CUPTI instruments a graph's kernels when it is instantiated.
+#if ERNIE_HAVE_CUPTI
   std::unique_ptr<ernie::bench::KernelTimeline> timeline;
   if (!args.timeline_batches.empty()) {
     auto started = ernie::bench::KernelTimeline::Start();
@@ -386,6 +391,12 @@ int main(int argc, char** argv) {
     }
     timeline = std::move(*started);
   }
+#else
+  if (!args.timeline_batches.empty()) {
+    std::cerr << "ernie-bench-cuda: --timeline-batches needs CUPTI, which this build's CUDA toolkit lacks\n";
+    return 2;
+  }
+#endif
   const int64_t block = 16;
   // RecordTimeline decodes 64 tokens a sequence.
   const int decode_tokens_max = args.timeline_batches.empty() ? args.decode_tokens : std::max(args.decode_tokens, 64);
@@ -476,6 +487,7 @@ int main(int argc, char** argv) {
                 decode_tps, b * args.decode_tokens / (r->greedy_ms / 1e3), b * args.decode_tokens / (r->top_p_ms / 1e3));
   }
   log["captured_graphs"] = (*backend)->step_counters().graph_captures;
+#if ERNIE_HAVE_CUPTI
   for (int b : args.timeline_batches) {
     auto t = RecordTimeline(**backend, *timeline, b, args.prompt_len);
     if (!t.ok()) {
@@ -485,6 +497,7 @@ int main(int argc, char** argv) {
     PrintTimeline(*t);
     log["timelines"].push_back(*t);
   }
+#endif
   if (args.profile_batch > 0) {
     // One decode step of profile_batch sequences between cudaProfilerStart
     // and Stop, for `ncu --profile-from-start off` (kernel-time breakdown).
