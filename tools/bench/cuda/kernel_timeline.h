@@ -6,12 +6,8 @@
 // process; it must run before the graphs to be traced are captured (before
 // the backend is created), since CUPTI instruments a graph's kernels when it
 // is instantiated. Collect() returns the kernels that ended since the last
-// Collect() (or Start()), sorted by start time, GPU timestamps in ns.
-//
-// Summarize() turns one step's kernels into the figures a breakdown needs:
-// the step's span (first start to last end) and, per kernel, how much it
-// extends the step's end beyond the kernel before ("increment": its share of
-// the critical path when kernels overlap) and any idle gap before it.
+// Collect() (or Start()), sorted by start time, GPU timestamps in ns;
+// kernel_timeline_summary.h turns one step's records into a breakdown.
 #pragma once
 
 #include <cstdint>
@@ -20,18 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
+#include "tools/bench/kernel_timeline_summary.h"
 
 namespace ernie::bench {
-
-struct KernelRecord {
-  std::string name;  // demangled, without namespaces, parameters or return type
-  uint64_t start_ns = 0, end_ns = 0;
-  int32_t grid = 0;           // gridX * gridY * gridZ
-  int32_t block = 0;          // threads a CTA
-  int32_t dynamic_smem = 0;   // bytes
-  uint32_t graph_id = 0;      // 0: launched outside a graph
-};
 
 class KernelTimeline {
  public:
@@ -48,15 +35,5 @@ class KernelTimeline {
  private:
   KernelTimeline() = default;
 };
-
-// A readable key for grouping one step's launches: the kernel's name with
-// its grid, CTA size and dynamic shared memory (one kernel serves several
-// linears of a layer; their shapes tell them apart).
-std::string KernelKey(const KernelRecord& k);
-
-// {"span_us", "kernels", "gaps_us", "sum_duration_us", "by_kernel": [{"kernel", "count",
-//  "increment_us", "duration_us"}...] largest increment first, "sequence": the first
-// `sequence_len` kernels with start / duration / increment / gap}.
-nlohmann::json Summarize(const std::vector<KernelRecord>& step, int sequence_len);
 
 }  // namespace ernie::bench
