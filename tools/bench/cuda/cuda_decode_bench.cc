@@ -258,18 +258,26 @@ absl::Status PrefillStep(ernie::Backend& backend, const std::vector<std::vector<
   return backend.Forward({ids, pos, seqs, rows}, logits);
 }
 
+// Block tables of `sequences` sequences of up to `tokens` tokens each, laid
+// out back to back: sequence s owns blocks [s * b, (s + 1) * b) for b blocks
+// a sequence. Every step of this benchmark (RunBatch and the profiled and
+// traced steps after it) addresses the cache this way.
+std::vector<std::vector<int32_t>> BackToBackTables(int sequences, int64_t tokens, int64_t block_size) {
+  const int64_t blocks = (tokens + block_size - 1) / block_size;
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(sequences));
+  for (int s = 0; s < sequences; ++s) {
+    tables[static_cast<size_t>(s)].resize(static_cast<size_t>(blocks));
+    std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
+              static_cast<int32_t>(s * blocks));
+  }
+  return tables;
+}
+
 // B sequences of prompt_len tokens prefilled (as many whole prompts per step
 // as fit), then decode_tokens steps of B tokens.
 absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const Args& a) {
   const int64_t vocab = backend.vocab_size();
-  const int64_t block = backend.kv_shape().block_size;
-  const int64_t blocks_per_seq = (a.prompt_len + a.decode_tokens + block - 1) / block;
-  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
-  for (int s = 0; s < batch; ++s) {
-    tables[static_cast<size_t>(s)].resize(static_cast<size_t>(blocks_per_seq));
-    std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
-              static_cast<int32_t>(s * blocks_per_seq));
-  }
+  const auto tables = BackToBackTables(batch, a.prompt_len + a.decode_tokens, backend.kv_shape().block_size);
   std::vector<float> logits(static_cast<size_t>(batch * vocab));
   BatchResult r{.batch = batch};
   const int per_step = std::max<int>(1, static_cast<int>(backend.max_tokens_per_step() / a.prompt_len));
@@ -313,14 +321,7 @@ absl::StatusOr<nlohmann::json> RecordTimeline(ernie::Backend& backend, ernie::be
   // Prefill, then 64 decode steps: every shape involved is captured by then.
   if (auto r = RunBatch(backend, batch, {.prompt_len = prompt_len, .decode_tokens = kDecodeBefore}); !r.ok())
     return r.status();
-  const int64_t block = backend.kv_shape().block_size;
-  const int64_t blocks = (prompt_len + kDecodeBefore + block - 1) / block;  // RunBatch's layout
-  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
-  for (int s = 0; s < batch; ++s) {
-    tables[static_cast<size_t>(s)].resize(static_cast<size_t>(blocks));
-    std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
-              static_cast<int32_t>(s * blocks));
-  }
+  const auto tables = BackToBackTables(batch, prompt_len + kDecodeBefore, backend.kv_shape().block_size);
   std::vector<float> unused;
   std::vector<std::pair<double, nlohmann::json>> steps;
   for (int rep = 0; rep < 3; ++rep) {
@@ -501,15 +502,9 @@ int main(int argc, char** argv) {
   if (args.profile_batch > 0) {
     // One decode step of profile_batch sequences between cudaProfilerStart
     // and Stop, for `ncu --profile-from-start off` (kernel-time breakdown).
-    const int64_t profile_blocks = (args.prompt_len + 2 + block - 1) / block;
     auto r = RunBatch(**backend, args.profile_batch, {.prompt_len = args.prompt_len, .decode_tokens = 2});
-    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(args.profile_batch));
-    for (int s = 0; s < args.profile_batch; ++s) {
-      // RunBatch's layout for prompt_len + 2 positions; the profiled step rewrites the last one.
-      tables[static_cast<size_t>(s)].resize(static_cast<size_t>(profile_blocks));
-      std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
-                static_cast<int32_t>(s * profile_blocks));
-    }
+    // RunBatch's layout for prompt_len + 2 positions; the profiled step rewrites the last one.
+    const auto tables = BackToBackTables(args.profile_batch, args.prompt_len + 2, block);
     std::vector<float> logits(static_cast<size_t>(args.profile_batch * (*backend)->vocab_size()));
     cudaProfilerStart();
     auto st = DecodeSteps(**backend, tables, args.prompt_len + 1, 1, StepKind::kHostLogits, logits);
@@ -525,13 +520,7 @@ int main(int argc, char** argv) {
     // included, is printed: the kernel sum under ncu says how much of it the
     // GPU was busy).
     const int n = args.profile_prefill;
-    const int64_t blocks = (args.prompt_len + block - 1) / block;
-    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n));
-    for (int s = 0; s < n; ++s) {
-      tables[static_cast<size_t>(s)].resize(static_cast<size_t>(blocks));
-      std::iota(tables[static_cast<size_t>(s)].begin(), tables[static_cast<size_t>(s)].end(),
-                static_cast<int32_t>(s * blocks));
-    }
+    const auto tables = BackToBackTables(n, args.prompt_len, block);
     std::vector<float> logits(static_cast<size_t>(n * (*backend)->vocab_size()));
     absl::Status st = PrefillStep(**backend, tables, 0, n, args.prompt_len, logits);
     const auto t0 = Clock::now();

@@ -15,6 +15,7 @@ constexpr int kWarps = 4;           // per CTA: small CTAs, so even n = 1024 spr
 // a full memory latency, and a row of k = 2,560 took three of them (ncu, v9:
 // the 21B-A3B's attention linears at 28% of HBM bandwidth).
 constexpr int kChunksInFlight = 4;
+constexpr int kLoopStepK = 32 * 8 * kChunksInFlight;  // k one step of a warp's loop covers
 constexpr int kMaxCtas = 4096;      // beyond this, warps loop over further row pairs (lm_head)
 
 // Float4s of an input row a thread loads at once: six, so one pass covers
@@ -148,19 +149,18 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
       }
     }
   };
-  constexpr int kStep = 32 * 8 * kChunksInFlight;  // k a warp's loop step covers
   // Both register buffers fill before the wait: the first step into ra/rb,
   // the step after it (further along k, or the warp's next pair) into
   // na/nb, which the loop would otherwise request only after the wait and
-  // the input's staging. A row pair of k <= 2 kStep (every 0.3b linear but
-  // down_proj), or two pairs of k <= kStep, then wait on no weight load
+  // the input's staging. A row pair of k <= 2 kLoopStepK (every 0.3b linear but
+  // down_proj), or two pairs of k <= kLoopStepK, then wait on no weight load
   // issued after the kernel before completes (v18 timeline: gate|up and
   // down ran 1 - 3 us past the smaller linears).
   bool next_loaded = false;
   if (first_pair < pairs) {
     load_chunks(first_pair, lane * 8, ra, rb);
-    if (lane * 8 + kStep < p.k) {
-      load_chunks(first_pair, lane * 8 + kStep, na, nb);
+    if (lane * 8 + kLoopStepK < p.k) {
+      load_chunks(first_pair, lane * 8 + kLoopStepK, na, nb);
       next_loaded = true;
     } else if (first_pair + total_warps < pairs) {
       load_chunks(first_pair + total_warps, lane * 8, na, nb);
@@ -190,14 +190,14 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
 #pragma unroll
     for (int r = 0; r < M; ++r) acc[r][0] = acc[r][1] = 0.0f;
 
-    for (int base = lane * 8; base < p.k; base += kStep) {
+    for (int base = lane * 8; base < p.k; base += kLoopStepK) {
       // The next step's chunks: further along this row pair, or the start
       // of the warp's next pair (lm_head's warps loop over several).
-      const bool more_k = base + kStep < p.k, more_pairs = j + total_warps < pairs;
+      const bool more_k = base + kLoopStepK < p.k, more_pairs = j + total_warps < pairs;
       if (next_loaded) {
         next_loaded = false;  // requested before the wait
       } else if (more_k) {
-        load_chunks(j, base + kStep, na, nb);
+        load_chunks(j, base + kLoopStepK, na, nb);
       } else if (more_pairs) {
         load_chunks(j + total_warps, lane * 8, na, nb);
       }
@@ -269,17 +269,16 @@ int g_resident_ctas[kDecodeLinearMaxRows] = {};
 
 template <int M>
 cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
-  constexpr int kStep = 32 * 8 * kChunksInFlight;
   const int pairs = p.epilogue == DecodeEpilogue::kSiluMul ? p.n / 2 : (p.n + 1) / 2;
   int ctas = std::min(kMaxCtas, (pairs + kWarps - 1) / kWarps);
   // A grid past one wave starts its last CTAs, and their weight loads, only
   // as the first ones exit: after the wait, on the critical path. Where two
-  // pairs a warp fit one wave and a pair is one loop step (k <= kStep; both
+  // pairs a warp fit one wave and a pair is one loop step (k <= kLoopStepK; both
   // pairs' weights then load before the wait), take them (the 0.3b's
   // gate|up at batch 1: 768 CTAs against 396 resident, 3 an SM at 135
   // registers -> 384).
   const int resident = g_resident_ctas[M - 1];
-  if (p.single_wave && resident > 0 && ctas > resident && p.k <= kStep)
+  if (p.single_wave && resident > 0 && ctas > resident && p.k <= kLoopStepK)
     ctas = std::min(ctas, (pairs + 2 * kWarps - 1) / (2 * kWarps));
   // A programmatic dependent launch: see the kernel.
   return kernels::LaunchDependent(DecodeLinearKernel<M>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
