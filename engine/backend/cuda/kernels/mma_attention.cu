@@ -132,19 +132,23 @@ __device__ __forceinline__ void LoadKvTile(const PagedAttentionParams& p, const 
   const int block_size = p.cache.block_size;
   const bool power_of_two = (block_size & (block_size - 1)) == 0;
   const int shift = __ffs(block_size) - 1;
-  // KvOffset(cache, block, kv_head, row) = block * block_stride + head_base + row * head_dim.
-  const int64_t block_stride = int64_t{p.cache.num_kv_heads} * block_size * p.cache.head_dim;
-  const int64_t head_base = int64_t{kv_head} * block_size * p.cache.head_dim + piece;
+  // KvOffset(cache, block, kv_head, row) + piece = block * block_stride +
+  // head_piece + row * head_dim, the last two in 32 bits (a block's elements,
+  // all heads, are far below 2^32) and the product one wide multiply: the
+  // 64-bit chain KvOffset spells out was ~25 instructions a key (v19 run4).
+  const uint32_t head_dim = p.cache.head_dim;
+  const uint32_t block_stride = static_cast<uint32_t>(p.cache.num_kv_heads) * block_size * head_dim;
+  const uint32_t head_piece = static_cast<uint32_t>(kv_head) * block_size * head_dim + piece;
+  const int last = k.end - 1;
   for (int j = threadIdx.x / kPieces; j < kTileKeys; j += kKeysAPass) {
     const int pos = start + j;
     const bool valid = pos < k.end;
-    int64_t off = 0;
-    if (valid) {
-      const int b = power_of_two ? pos >> shift : pos / block_size;
-      const int row = pos - b * block_size;
-      const int block = k.table_staged ? staged[b - k.first_block] : k.table[b];
-      off = block * block_stride + head_base + int64_t{row} * p.cache.head_dim;
-    }
+    // Keys past the span read the last one's address (no branch) and are zero-filled.
+    const int at = min(pos, last);
+    const int b = power_of_two ? at >> shift : at / block_size;
+    const uint32_t row = static_cast<uint32_t>(at - b * block_size);
+    const auto block = static_cast<uint32_t>(k.table_staged ? staged[b - k.first_block] : k.table[b]);
+    const uint64_t off = static_cast<uint64_t>(block) * block_stride + (head_piece + row * head_dim);
     kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
     kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
   }
@@ -529,14 +533,19 @@ __global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAtt
     const int key0 = begin + tile * kTileKeys + warp_key0;  // position of the warp's first key
 
     // S^T = K Q^T: K's A fragments by ldmatrix, matrix i = keys +8 (i % 2), dims +8 (i / 2).
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // Even and odd k-steps into two sums: two chains of dependent mmas half
+    // as long (the CTA's four warps are one a scheduler, so the chain's
+    // latency is the tile's).
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const __nv_bfloat16* k_row = k_s + (warp_key0 + matrix_row + 8 * (matrix % 2)) * kRow + 8 * (matrix / 2);
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
       uint32_t a[4];
       kernels::LdMatrixX4(a, k_row + 16 * ks);
-      kernels::MmaBf16(s, a, qb[ks][0], qb[ks][1]);
+      kernels::MmaBf16(ks % 2 == 0 ? s : s_odd, a, qb[ks][0], qb[ks][1]);
     }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[i] += s_odd[i];
     // Causal mask (every query of a decode item is at pos_q), scale, online softmax.
     const int pos_lo = key0 + g, pos_hi = key0 + g + 8;
     const bool see_lo = pos_lo < end && pos_lo <= pos_q, see_hi = pos_hi < end && pos_hi <= pos_q;
