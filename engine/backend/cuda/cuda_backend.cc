@@ -36,6 +36,18 @@ namespace cuda {
 
 namespace {
 
+// CudaBackendOptions::fused_decode_max_rows: `asked`, or where the fused
+// decode kernels stop paying for this model. Greedy step ms on the H200,
+// fused against unfused: 0.3b bf16 0.460 / 0.822 at 1 token, 0.618 / 0.831
+// at 2, 0.833 / 0.832 at 3, 1.766 / 0.701 at 8; 0.3b AWQ int4 0.471 / 0.477
+// at 1, 0.561 / 0.493 at 2, 1.168 / 0.600 at 8 (v19 run7); 21B-A3B AWQ
+// 1.698 / 1.692 at 1, 2.262 / 2.142 at 2, 3.126 / 2.802 at 4; 21B-A3B bf16
+// 2.528 / 2.521 at 1, 3.737 / 3.571 at 2, 5.911 / 5.203 at 4 (run8).
+int32_t FusedDecodeMaxRows(const ModelConfig& c, int asked) {
+  if (asked > 0) return asked;
+  return c.architecture == Architecture::kErnie45Dense && !c.awq.has_value() ? 2 : 1;
+}
+
 absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (c.architecture == Architecture::kErnie45Moe) {
     const MoeConfig& m = c.moe;
@@ -80,6 +92,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError("max_tokens_per_step must be in [1, 2^24]");
   if (o.max_logit_rows <= 0) return absl::InvalidArgumentError("max_logit_rows must be positive");
   if (o.max_blocks_per_step < 0) return absl::InvalidArgumentError("max_blocks_per_step must not be negative");
+  if (o.fused_decode_max_rows < 0 || o.fused_decode_max_rows > kDecodeLinearMaxRows)
+    return absl::InvalidArgumentError(absl::StrCat("fused_decode_max_rows must be in [0, ", kDecodeLinearMaxRows,
+                                                   "], got ", o.fused_decode_max_rows));
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
@@ -165,7 +180,10 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   // as wide as the 21B-A3B's dense MLP, 12288).
   const auto decode_max_k = static_cast<int32_t>(std::max({c.hidden_size, c.q_size(), c.intermediate_size}));
   cudaError_t smem_error = cudaSuccess;
-  b->decode_max_rows_ = options.fused_decode ? DecodeLinearMaxRows(decode_max_k, &smem_error) : 0;
+  b->decode_max_rows_ =
+      options.fused_decode
+          ? std::min(DecodeLinearMaxRows(decode_max_k, &smem_error), FusedDecodeMaxRows(c, options.fused_decode_max_rows))
+          : 0;
   ERNIE_CUDA_RETURN_IF_ERROR(smem_error, "cudaDeviceGetAttribute(shared memory per block)");
   ERNIE_CUDA_RETURN_IF_ERROR(PrepareDecodeLinear(decode_max_k, b->decode_max_rows_), "decode kernels' shared memory");
   if (c.awq.has_value()) {

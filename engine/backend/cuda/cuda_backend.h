@@ -53,6 +53,13 @@ struct CudaBackendOptions {
   // linears: GEMV with the norms, SiLU and residual adds folded in) instead
   // of cuBLAS or the plain int4 GEMV; false: those for every step.
   bool fused_decode = true;
+  // With fused_decode, the most tokens a step may carry to take the fused
+  // kernels. 0: by the model, where the H200 measured them faster than the
+  // unfused pass (NOTES.md v19; the fused bf16 linear's CUDA-core dots and
+  // the int4 one's per-row staging grow with every row): 2 for dense bf16
+  // models, 1 for the others. At most kDecodeLinearMaxRows (fewer when a
+  // layer's input rows do not fit shared memory).
+  int fused_decode_max_rows = 0;
   // The bf16 fused decode linear takes two row pairs a warp where one a warp
   // would launch more CTAs than fit the device at once (decode_linear.h
   // DecodeLinearParams::single_wave); false: one pair a warp (the before).

@@ -7,6 +7,7 @@
 
 #include <numeric>
 
+#include "engine/backend/cuda/kernels/decode_linear.h"
 #include "tests/engine/cuda/backend_runner.h"
 
 namespace ernie::testing {
@@ -24,7 +25,14 @@ class CudaBatchingTest : public ::testing::Test {
     auto c = cpu::CpuBackend::Create(*model_, {.num_threads = 2, .block_size = 4, .num_blocks = 64, .max_tokens_per_step = 96});
     ASSERT_TRUE(c.ok()) << c.status();
     cpu_ = std::move(*c);
-    auto g = CreateCudaBackend(*model_, {.block_size = 4, .num_blocks = 64, .max_tokens_per_step = 96, .max_logit_rows = 5});
+    // Fused decode kernels up to 8 tokens a step (the default stops at 2 for
+    // this bf16 model, where they stop paying): multi-sequence decode steps
+    // below run them.
+    auto g = CreateCudaBackend(*model_, {.block_size = 4,
+                                         .num_blocks = 64,
+                                         .max_tokens_per_step = 96,
+                                         .max_logit_rows = 5,
+                                         .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});
     ASSERT_TRUE(g.ok()) << g.status();
     gpu_ = std::move(*g);
     vocab_ = cpu_->vocab_size();
@@ -119,8 +127,12 @@ TEST_F(CudaBatchingTest, DecodeStepOfSeveralSequencesMatchesTheCpu) {
 // chunks of 1 (decodes: 2 attention items' worth of heads, so 32 splits, most
 // of them empty while the context is short) and of 3 (multi-token items).
 TEST_F(CudaBatchingTest, SplitKvAttentionMatchesUnsplitAndTheCpu) {
-  auto u = CreateCudaBackend(*model_, {.block_size = 4, .num_blocks = 64, .max_tokens_per_step = 96,
-                                       .max_logit_rows = 5, .max_attention_splits = 1});
+  auto u = CreateCudaBackend(*model_, {.block_size = 4,
+                                       .num_blocks = 64,
+                                       .max_tokens_per_step = 96,
+                                       .max_logit_rows = 5,
+                                       .max_attention_splits = 1,
+                                       .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});  // as gpu_
   ASSERT_TRUE(u.ok()) << u.status();
   const auto prompt = Prompt(150, 4);
   const auto table = ConsecutiveBlocks(150, 4, 3);
@@ -181,6 +193,10 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   EXPECT_EQ(odd_cta.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(odd_cta.status().message()).find("moe_awq_gemv_cta_warps"), std::string::npos)
       << odd_cta.status();
+  auto many_fused = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .fused_decode_max_rows = 9});
+  EXPECT_EQ(many_fused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(many_fused.status().message()).find("fused_decode_max_rows"), std::string::npos)
+      << many_fused.status();
   auto b = CreateCudaBackend(**m, {.device = 64, .block_size = 16, .num_blocks = 4});
   ASSERT_FALSE(b.ok());
   if (CudaDeviceCount() == 0) {

@@ -31,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "nlohmann/json.hpp"
+#include "engine/backend/cuda/kernels/decode_linear.h"
 #include "tests/engine/cuda/backend_runner.h"
 
 namespace ernie::testing {
@@ -262,11 +263,12 @@ TEST(CudaExtraModelsTest, TeacherForcedLogitsMatchTheCpuReference) {
     const ErrorBounds bounds{kBound, kBound, moe ? 1.0 : kBound};
     // Chunks of 17 (cuBLAS, or with cluster_decode_max_rows the cluster
     // decode kernel where the shapes allow), of 1 and 5 (fused decode
-    // kernels, split-KV attention).
+    // kernels, taken here up to 8 tokens a step, and split-KV attention).
     for (const int cluster_rows : {0, 64}) {
       auto gpu = CreateCudaBackend(**m, {.block_size = 16,
                                          .num_blocks = 4,
                                          .max_tokens_per_step = 64,
+                                         .fused_decode_max_rows = cuda::kDecodeLinearMaxRows,
                                          .cluster_decode_max_rows = cluster_rows});
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       for (int32_t chunk : {17, 1, 5}) {

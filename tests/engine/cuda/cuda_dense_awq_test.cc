@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/kernels/decode_linear.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/quantized_checkpoints.h"
 
@@ -84,7 +85,11 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
          {Layout{1, true}, Layout{7, true}, Layout{1, false}, Layout{16, true}, Layout{96, true}}) {
       SCOPED_TRACE(absl::StrCat(name, " chunk=", layout.chunk, " fused_decode=", layout.fused_decode));
       auto gpu = CreateCudaBackend(
-          **m, {.block_size = 16, .num_blocks = 16, .max_tokens_per_step = 128, .fused_decode = layout.fused_decode});
+          **m, {.block_size = 16,
+                .num_blocks = 16,
+                .max_tokens_per_step = 128,
+                .fused_decode = layout.fused_decode,
+                .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});  // chunk 7: the fused int4 kernels too
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       const auto got = TeacherForced(**gpu, tokens, 0, layout.chunk, table);
       std::vector<double> errors;

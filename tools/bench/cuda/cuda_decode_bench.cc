@@ -6,7 +6,7 @@
 //
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--profile-prefill P]
-//                    [--max-attention-splits 32] [--fused-decode 1] [--decode-attention-swap-ab 1]
+//                    [--max-attention-splits 32] [--fused-decode 1] [--fused-decode-max-rows 0] [--decode-attention-swap-ab 1]
 //                    [--decode-linear-single-wave 1]
 //                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
@@ -19,7 +19,9 @@
 //
 // --max-attention-splits 1 and --fused-decode 0 run the backend as it was
 // before split-KV attention and the fused decode kernels (the "before" of a
-// same-run comparison); --cluster-decode-max-rows 64 runs steps of 9 - 64
+// same-run comparison); --fused-decode-max-rows 8 runs every decode step
+// of up to 8 tokens on the fused kernels (the before of the per-model
+// default, v19); --cluster-decode-max-rows 64 runs steps of 9 - 64
 // tokens on the cluster decode kernel (off by default: slower so far);
 // --decode-attention-swap-ab 0 runs decode attention on the general
 // tensor-core kernel's decode shape (the before of the swap-AB kernel);
@@ -72,6 +74,7 @@ struct Args {
   int profile_prefill = 0;  // > 0: then one prefill step of this many prompts, the same way
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
   int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
+  int fused_decode_max_rows = ernie::CudaBackendOptions{}.fused_decode_max_rows;  // 0: the model's default
   int decode_attention_swap_ab = 1;  // 0: the general kernel's decode shape (the before)
   int decode_linear_single_wave = 1;  // 0: one row pair a warp in the fused decode linear (the before)
   // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
@@ -130,6 +133,8 @@ bool Parse(int argc, char** argv, Args* a) {
         return false;
     } else if (f == "--fused-decode") {
       if (!absl::SimpleAtoi(v, &a->fused_decode) || a->fused_decode < 0 || a->fused_decode > 1) return false;
+    } else if (f == "--fused-decode-max-rows") {
+      if (!absl::SimpleAtoi(v, &a->fused_decode_max_rows) || a->fused_decode_max_rows < 0) return false;
     } else if (f == "--cluster-decode-max-rows") {
       if (!absl::SimpleAtoi(v, &a->cluster_decode_max_rows) || a->cluster_decode_max_rows < 0) return false;
     } else if (f == "--tensor-core-attention") {
@@ -364,7 +369,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -413,6 +418,7 @@ int main(int argc, char** argv) {
                 .tensor_core_attention = args.tensor_core_attention == 1,
                 .decode_attention_swap_ab = args.decode_attention_swap_ab == 1,
                 .fused_decode = args.fused_decode == 1,
+                .fused_decode_max_rows = args.fused_decode_max_rows,
                 .decode_linear_single_wave = args.decode_linear_single_wave == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
@@ -444,6 +450,7 @@ int main(int argc, char** argv) {
                         {"active_weight_bytes", 2 * (*model)->config.ActiveParameterCount()},
                         {"max_attention_splits", args.max_attention_splits},
                         {"fused_decode", args.fused_decode == 1},
+                        {"fused_decode_max_rows", args.fused_decode_max_rows},
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
