@@ -48,13 +48,14 @@ struct Case {
   int32_t m, n, k;
   DecodeEpilogue epilogue;
   bool bf16_input, norm, gather, bias;
-  bool single_wave = true;  // DecodeLinearParams::single_wave
+  bool single_wave = true;   // DecodeLinearParams::single_wave
+  bool split_long_k = true;  // DecodeLinearParams::split_long_k
 };
 
 std::string Name(const Case& c) {
   return absl::StrCat("m=", c.m, " n=", c.n, " k=", c.k, " epilogue=", static_cast<int>(c.epilogue),
                       " bf16_input=", c.bf16_input, " norm=", c.norm, " gather=", c.gather, " bias=", c.bias,
-                      " single_wave=", c.single_wave);
+                      " single_wave=", c.single_wave, " split_long_k=", c.split_long_k);
 }
 
 void RunCase(const Case& c) {
@@ -95,6 +96,7 @@ void RunCase(const Case& c) {
   DecodeLinearParams p = device.Params(c);
   p.w = reinterpret_cast<const __nv_bfloat16*>(d_w);
   p.single_wave = c.single_wave;
+  p.split_long_k = c.split_long_k;
   ASSERT_EQ(LaunchDecodeLinear(p, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto got = Download(device.y.data(), y0.size());
@@ -129,6 +131,14 @@ TEST(DecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
     RunCase({1, 6150, 1024, DecodeEpilogue::kSiluMul, false, true, false, true, single_wave});
     RunCase({1, 999, 2504, DecodeEpilogue::kAddResidual, false, true, false, true, single_wave});
     RunCase({1, 1024, 3072, DecodeEpilogue::kStore, true, false, false, false, single_wave});
+  }
+  // Rows of k > 2,048 on one warp a pair (the before of split_long_k; the
+  // cases above split them over two, k = 2,504 into halves of 1,256 and 1,248).
+  for (const int32_t m : {1, 2, 8}) {
+    RunCase({m, 1024, 3072, DecodeEpilogue::kAddResidual, false, false, false, true, true, false});
+    RunCase({m, 999, 2504, DecodeEpilogue::kAddResidual, false, true, false, true, true, false});
+    RunCase({m, 998, 2560, DecodeEpilogue::kSiluMul, false, true, m == 2, true, true, false});
+    RunCase({m, 998, 2560, DecodeEpilogue::kSiluMul, false, true, m == 2, true, true, true});
   }
   // lm_head-sized: more row pairs than CTAs, so warps loop.
   RunCase({2, 40001, 64, DecodeEpilogue::kStore, false, true, true, false});

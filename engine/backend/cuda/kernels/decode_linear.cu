@@ -17,6 +17,7 @@ constexpr int kWarps = 4;           // per CTA: small CTAs, so even n = 1024 spr
 constexpr int kChunksInFlight = 4;
 constexpr int kLoopStepK = 32 * 8 * kChunksInFlight;  // k one step of a warp's loop covers
 constexpr int kMaxCtas = 4096;      // beyond this, warps loop over further row pairs (lm_head)
+static_assert(kWarps % 2 == 0, "k_halves 2 pairs a CTA's warps");
 
 // Float4s of an input row a thread loads at once: six, so one pass covers
 // k <= 3,072 (every linear of the 0.3b and the 21B-A3B's attention).
@@ -117,10 +118,18 @@ __device__ void LoadInputRows(const DecodeLinearParams& p, const NormPrefetch& p
 
 // Each warp owns a pair of weight rows (a, b): (2j, 2j + 1), or (j, width + j)
 // for kSiluMul, and computes both dots for all M input rows.
+//
+// k_halves 2 (rows of k > 2 kLoopStepK, when twice the warps fit one wave):
+// warps 2i and 2i + 1 of a CTA share a pair, each half of k, so every weight
+// a warp reads is requested before the wait (a warp's two register buffers
+// hold two loop steps); the second warp's dots meet the first's in shared
+// memory. One warp walking k = 3,072 loaded its last step after the wait
+// (the 0.3b's down_proj, the slowest linear of the batch-1 step, v19).
 template <int M>
-__global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearParams p) {
+__global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearParams p, int k_halves) {
   extern __shared__ float xs[];  // [M, k]
   __shared__ float row_sums[kWarps][M];
+  __shared__ float half_dots[kWarps / 2][M][2];  // k_halves 2: the second warp's dots of each pair
   // Launched as a programmatic dependent (LaunchDecodeLinear): the weights do
   // not depend on earlier kernels, so the first chunks of this warp's rows
   // load while the kernel before still runs; the input waits for it.
@@ -128,8 +137,12 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   const int lane = threadIdx.x % 32;
   const bool silu = p.epilogue == DecodeEpilogue::kSiluMul;
   const int pairs = silu ? p.n / 2 : (p.n + 1) / 2;
-  const int total_warps = gridDim.x * kWarps;
-  const int first_pair = blockIdx.x * kWarps + threadIdx.x / 32;
+  const int warp = threadIdx.x / 32, half = warp % k_halves;
+  const int total_warps = gridDim.x * kWarps / k_halves;  // pairs a round of the grid covers
+  const int first_pair = (blockIdx.x * kWarps + warp) / k_halves;
+  // This warp's range of k: all of it, or a half (a multiple of 8 elements).
+  const int k_per_half = (p.k / k_halves + 7) / 8 * 8;
+  const int k_begin = half * k_per_half, k_end = min(p.k, k_begin + k_per_half);
   auto row_a = [&](int j) -> int64_t { return silu ? j : 2 * j; };
   auto row_b = [&](int j) -> int64_t {  // a stands in for a missing b; its dots are dropped
     const int64_t b = silu ? j + p.n / 2 : 2 * j + 1;
@@ -143,7 +156,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
 #pragma unroll
     for (int u = 0; u < kChunksInFlight; ++u) {
       const int i = base + u * 32 * 8;
-      if (i < p.k) {
+      if (i < k_end) {
         da[u] = __ldg(reinterpret_cast<const uint4*>(wa + i));
         db[u] = __ldg(reinterpret_cast<const uint4*>(wb + i));
       }
@@ -158,12 +171,12 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   // down ran 1 - 3 us past the smaller linears).
   bool next_loaded = false;
   if (first_pair < pairs) {
-    load_chunks(first_pair, lane * 8, ra, rb);
-    if (lane * 8 + kLoopStepK < p.k) {
-      load_chunks(first_pair, lane * 8 + kLoopStepK, na, nb);
+    load_chunks(first_pair, k_begin + lane * 8, ra, rb);
+    if (k_begin + lane * 8 + kLoopStepK < k_end) {
+      load_chunks(first_pair, k_begin + lane * 8 + kLoopStepK, na, nb);
       next_loaded = true;
     } else if (first_pair + total_warps < pairs) {
-      load_chunks(first_pair + total_warps, lane * 8, na, nb);
+      load_chunks(first_pair + total_warps, k_begin + lane * 8, na, nb);
       next_loaded = true;
     }
   }
@@ -175,7 +188,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   // The residual this lane adds its first pair's sums to (kAddResidual; lane
   // r writes input row r's outputs), requested with the input, not after the dots.
   float residual_a = 0.0f, residual_b = 0.0f;
-  if (p.epilogue == DecodeEpilogue::kAddResidual && lane < M && first_pair < pairs) {
+  if (p.epilogue == DecodeEpilogue::kAddResidual && half == 0 && lane < M && first_pair < pairs) {
     const int64_t b = 2 * first_pair + 1;
     residual_a = p.y[int64_t{lane} * p.n + 2 * first_pair];
     if (b < p.n) residual_b = p.y[int64_t{lane} * p.n + b];
@@ -190,21 +203,21 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
 #pragma unroll
     for (int r = 0; r < M; ++r) acc[r][0] = acc[r][1] = 0.0f;
 
-    for (int base = lane * 8; base < p.k; base += kLoopStepK) {
+    for (int base = k_begin + lane * 8; base < k_end; base += kLoopStepK) {
       // The next step's chunks: further along this row pair, or the start
       // of the warp's next pair (lm_head's warps loop over several).
-      const bool more_k = base + kLoopStepK < p.k, more_pairs = j + total_warps < pairs;
+      const bool more_k = base + kLoopStepK < k_end, more_pairs = j + total_warps < pairs;
       if (next_loaded) {
         next_loaded = false;  // requested before the wait
       } else if (more_k) {
         load_chunks(j, base + kLoopStepK, na, nb);
       } else if (more_pairs) {
-        load_chunks(j + total_warps, lane * 8, na, nb);
+        load_chunks(j + total_warps, k_begin + lane * 8, na, nb);
       }
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
         const int i = base + u * 32 * 8;
-        if (i >= p.k) break;
+        if (i >= k_end) break;
         float fa[8], fb[8];
         kernels::WidenBf16x8(ra[u], fa);
         kernels::WidenBf16x8(rb[u], fb);
@@ -229,10 +242,39 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
       }
     }
 
+    float dot_a[M], dot_b[M];
 #pragma unroll
     for (int r = 0; r < M; ++r) {
-      const float da = kernels::WarpSum(acc[r][0]);
-      const float db = kernels::WarpSum(acc[r][1]);
+      dot_a[r] = kernels::WarpSum(acc[r][0]);
+      dot_b[r] = kernels::WarpSum(acc[r][1]);
+    }
+    if (k_halves == 2) {
+      // The pair's second warp hands its dots to the first over shared
+      // memory, between two barriers of the pair's 64 threads (ids 1, 2: 0
+      // is __syncthreads'); the second also keeps half_dots from being
+      // overwritten before the first has read it.
+      const int slot = warp / 2;
+      if (half == 1 && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          half_dots[slot][r][0] = dot_a[r];
+          half_dots[slot][r][1] = dot_b[r];
+        }
+      }
+      asm volatile("bar.sync %0, 64;\n" : : "r"(1 + slot) : "memory");
+      if (half == 0) {
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+          dot_a[r] += half_dots[slot][r][0];
+          dot_b[r] += half_dots[slot][r][1];
+        }
+      }
+      asm volatile("bar.sync %0, 64;\n" : : "r"(1 + slot) : "memory");
+      if (half == 1) continue;  // the first warp stores the pair
+    }
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      const float da = dot_a[r], db = dot_b[r];
       if (lane != r % 32) continue;  // one lane writes each input row's outputs
       const float va = da + (p.bias != nullptr ? p.bias[a] : 0.0f);
       const float vb = db + (p.bias != nullptr && has_b ? p.bias[b] : 0.0f);
@@ -280,9 +322,18 @@ cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
   const int resident = g_resident_ctas[M - 1];
   if (p.single_wave && resident > 0 && ctas > resident && p.k <= kLoopStepK)
     ctas = std::min(ctas, (pairs + 2 * kWarps - 1) / (2 * kWarps));
+  // Rows longer than a warp's two register buffers: two warps a pair, each
+  // half of k, where twice the warps still fit one wave.
+  int k_halves = 1;
+  const int split_ctas = (2 * pairs + kWarps - 1) / kWarps;
+  if (p.split_long_k && p.k > 2 * kLoopStepK && resident > 0 && split_ctas <= std::min(resident, kMaxCtas)) {
+    k_halves = 2;
+    ctas = split_ctas;
+  }
   // A programmatic dependent launch: see the kernel.
   return kernels::LaunchDependent(DecodeLinearKernel<M>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
-                                  sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k), stream, p);
+                                  sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k), stream, p,
+                                  k_halves);
 }
 
 template <int M>

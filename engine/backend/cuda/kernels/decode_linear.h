@@ -69,6 +69,11 @@ struct DecodeLinearParams {
   // early enough to load its weights before the kernel before completes.
   // False: one pair a warp (the before of that change).
   bool single_wave = true;
+  // Rows of k > 2,048 (two steps of a warp's loop) split over two warps a
+  // row pair, each half of k, where twice the warps fit one wave of CTAs:
+  // every weight is then requested before the kernel before completes.
+  // False: one warp a pair (the before of that change).
+  bool split_long_k = true;
 };
 
 // Shared memory the launches need beyond the default 48 KiB are allowed once
