@@ -92,6 +92,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError("max_tokens_per_step must be in [1, 2^24]");
   if (o.max_logit_rows <= 0) return absl::InvalidArgumentError("max_logit_rows must be positive");
   if (o.max_blocks_per_step < 0) return absl::InvalidArgumentError("max_blocks_per_step must not be negative");
+  // The attention kernels address a block's keys of all heads with 32-bit offsets.
+  if (o.block_size * c.num_kv_heads * c.head_dim >= (int64_t{1} << 31))
+    return absl::InvalidArgumentError(absl::StrCat("block_size x num_kv_heads x head_dim must be below 2^31, got ",
+                                                   o.block_size, " x ", c.num_kv_heads, " x ", c.head_dim));
   if (o.fused_decode_max_rows < 0 || o.fused_decode_max_rows > kDecodeLinearMaxRows)
     return absl::InvalidArgumentError(absl::StrCat("fused_decode_max_rows must be in [0, ", kDecodeLinearMaxRows,
                                                    "], got ", o.fused_decode_max_rows));

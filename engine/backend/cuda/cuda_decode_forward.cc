@@ -1,7 +1,8 @@
 // The dense forward pass for decode-sized steps (at most decode_max_rows_
 // tokens: CudaBackendOptions::fused_decode_max_rows; bf16 models up to
-// cluster_decode_max_rows_, those above it on the cluster kernel), the same function as cuda_forward.cc's, in five
-// kernels a layer (six with split-KV's merge):
+// cluster_decode_max_rows_, those above it on the cluster kernel), the same
+// function as cuda_forward.cc's, in five kernels a layer (six with split-KV's
+// merge):
 //   qkv   = RMSNorm(x) W_qkv^T + b_qkv           decode GEMV, norm in its prologue,
 //                                                rotary + KV write in its epilogue
 //   paged attention                              as cuda_forward.cc

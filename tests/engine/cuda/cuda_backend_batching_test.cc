@@ -193,6 +193,11 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   EXPECT_EQ(odd_cta.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(odd_cta.status().message()).find("moe_awq_gemv_cta_warps"), std::string::npos)
       << odd_cta.status();
+  // 2^25 tokens a block x 4 KV heads x 16 dims: past the attention kernels' 32-bit in-block offsets.
+  auto huge_blocks = CreateCudaBackend(**m, {.block_size = int64_t{1} << 25, .num_blocks = 4});
+  EXPECT_EQ(huge_blocks.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(huge_blocks.status().message()).find("block_size x num_kv_heads x head_dim"), std::string::npos)
+      << huge_blocks.status();
   auto many_fused = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .fused_decode_max_rows = 9});
   EXPECT_EQ(many_fused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(many_fused.status().message()).find("fused_decode_max_rows"), std::string::npos)

@@ -133,8 +133,8 @@ __device__ __forceinline__ void LoadKvTile(const PagedAttentionParams& p, const 
   const bool power_of_two = (block_size & (block_size - 1)) == 0;
   const int shift = __ffs(block_size) - 1;
   // KvOffset(cache, block, kv_head, row) + piece = block * block_stride +
-  // head_piece + row * head_dim, the last two in 32 bits (a block's elements,
-  // all heads, are far below 2^32) and the product one wide multiply: the
+  // head_piece + row * head_dim, the last two in 32 bits (the backend keeps a
+  // block's elements, all heads, below 2^31) and the product one wide multiply: the
   // 64-bit chain KvOffset spells out was ~25 instructions a key (v19 run4).
   const uint32_t head_dim = p.cache.head_dim;
   const uint32_t block_stride = static_cast<uint32_t>(p.cache.num_kv_heads) * block_size * head_dim;
