@@ -184,10 +184,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   // as wide as the 21B-A3B's dense MLP, 12288).
   const auto decode_max_k = static_cast<int32_t>(std::max({c.hidden_size, c.q_size(), c.intermediate_size}));
   cudaError_t smem_error = cudaSuccess;
-  b->decode_max_rows_ =
-      options.fused_decode
-          ? std::min(DecodeLinearMaxRows(decode_max_k, &smem_error), FusedDecodeMaxRows(c, options.fused_decode_max_rows))
-          : 0;
+  const int32_t fused_rows = FusedDecodeMaxRows(c, options.fused_decode_max_rows);
+  b->decode_max_rows_ = options.fused_decode ? std::min(DecodeLinearMaxRows(decode_max_k, &smem_error), fused_rows) : 0;
   ERNIE_CUDA_RETURN_IF_ERROR(smem_error, "cudaDeviceGetAttribute(shared memory per block)");
   ERNIE_CUDA_RETURN_IF_ERROR(PrepareDecodeLinear(decode_max_k, b->decode_max_rows_), "decode kernels' shared memory");
   if (c.awq.has_value()) {

@@ -174,34 +174,24 @@ TEST_F(CudaBatchingTest, MalformedStepsAndCopiesAreRefused) {
   EXPECT_TRUE(gpu_->Forward({p, pos, {&seq, 1}, {&last, 1}}, logits).ok());
 }
 
+// Options the backend refuses at start: InvalidArgument naming `field`.
+void ExpectRefused(const LoadedModel& model, const CudaBackendOptions& options, const std::string& field) {
+  const auto b = CreateCudaBackend(model, options);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << field;
+  EXPECT_NE(std::string(b.status().message()).find(field), std::string::npos) << b.status();
+}
+
 TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   auto m = LoadModel(TestDataDir() + "/dense_reference/gqa1_f32_tied_v97");
   ASSERT_TRUE(m.ok()) << m.status();
-  auto none = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 0});
-  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(none.status().message()).find("num_blocks"), std::string::npos);
-  auto odd_gemm_rows = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .moe_grouped_gemm_min_rows = 12});
-  EXPECT_EQ(odd_gemm_rows.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(odd_gemm_rows.status().message()).find("moe_grouped_gemm_min_rows"), std::string::npos)
-      << odd_gemm_rows.status();
-  auto odd_k_slices = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 3});
-  EXPECT_EQ(odd_k_slices.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(odd_k_slices.status().message()).find("moe_awq_gemv_k_slices"), std::string::npos)
-      << odd_k_slices.status();
-  auto odd_cta = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 2,
-                                         .moe_awq_gemv_cta_warps = 3});
-  EXPECT_EQ(odd_cta.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(odd_cta.status().message()).find("moe_awq_gemv_cta_warps"), std::string::npos)
-      << odd_cta.status();
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 0}, "num_blocks");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_grouped_gemm_min_rows = 12}, "moe_grouped_gemm_min_rows");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 3}, "moe_awq_gemv_k_slices");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 2, .moe_awq_gemv_cta_warps = 3},
+                "moe_awq_gemv_cta_warps");
   // 2^25 tokens a block x 4 KV heads x 16 dims: past the attention kernels' 32-bit in-block offsets.
-  auto huge_blocks = CreateCudaBackend(**m, {.block_size = int64_t{1} << 25, .num_blocks = 4});
-  EXPECT_EQ(huge_blocks.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(huge_blocks.status().message()).find("block_size x num_kv_heads x head_dim"), std::string::npos)
-      << huge_blocks.status();
-  auto many_fused = CreateCudaBackend(**m, {.block_size = 16, .num_blocks = 4, .fused_decode_max_rows = 9});
-  EXPECT_EQ(many_fused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(many_fused.status().message()).find("fused_decode_max_rows"), std::string::npos)
-      << many_fused.status();
+  ExpectRefused(**m, {.block_size = int64_t{1} << 25, .num_blocks = 4}, "block_size x num_kv_heads x head_dim");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .fused_decode_max_rows = 9}, "fused_decode_max_rows");
   auto b = CreateCudaBackend(**m, {.device = 64, .block_size = 16, .num_blocks = 4});
   ASSERT_FALSE(b.ok());
   if (CudaDeviceCount() == 0) {

@@ -6,7 +6,8 @@
 //
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--profile-prefill P]
-//                    [--max-attention-splits 32] [--fused-decode 1] [--fused-decode-max-rows 0] [--decode-attention-swap-ab 1]
+//                    [--max-attention-splits 32] [--fused-decode 1] [--fused-decode-max-rows 0]
+//                    [--decode-attention-swap-ab 1]
 //                    [--decode-linear-single-wave 1]
 //                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
