@@ -44,7 +44,7 @@ namespace {
 // 1.698 / 1.692 at 1, 2.262 / 2.142 at 2, 3.126 / 2.802 at 4; 21B-A3B bf16
 // 2.528 / 2.521 at 1, 3.737 / 3.571 at 2, 5.911 / 5.203 at 4 (run8).
 int32_t FusedDecodeMaxRows(const ModelConfig& c, int asked) {
-  if (asked > 0) return asked;
+  if (asked >= 0) return asked;
   return c.architecture == Architecture::kErnie45Dense && !c.awq.has_value() ? 2 : 1;
 }
 
@@ -96,9 +96,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.block_size * c.num_kv_heads * c.head_dim >= (int64_t{1} << 31))
     return absl::InvalidArgumentError(absl::StrCat("block_size x num_kv_heads x head_dim must be below 2^31, got ",
                                                    o.block_size, " x ", c.num_kv_heads, " x ", c.head_dim));
-  if (o.fused_decode_max_rows < 0 || o.fused_decode_max_rows > kDecodeLinearMaxRows)
-    return absl::InvalidArgumentError(absl::StrCat("fused_decode_max_rows must be in [0, ", kDecodeLinearMaxRows,
-                                                   "], got ", o.fused_decode_max_rows));
+  if (o.fused_decode_max_rows < -1 || o.fused_decode_max_rows > kDecodeLinearMaxRows)
+    return absl::InvalidArgumentError(absl::StrCat("fused_decode_max_rows must be -1 (by model) or in [0, ",
+                                                   kDecodeLinearMaxRows, "], got ", o.fused_decode_max_rows));
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
@@ -177,7 +177,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->max_attention_splits_ = options.max_attention_splits;
   b->decode_swap_ab_ = options.decode_attention_swap_ab;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
-  b->fused_decode_ = options.fused_decode;
   b->decode_single_wave_ = options.decode_linear_single_wave;
   // The fused decode kernels hold their input rows in shared memory: steps
   // of up to decode_max_rows_ tokens take them (fewer than 8 when a layer is
@@ -185,7 +184,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   const auto decode_max_k = static_cast<int32_t>(std::max({c.hidden_size, c.q_size(), c.intermediate_size}));
   cudaError_t smem_error = cudaSuccess;
   const int32_t fused_rows = FusedDecodeMaxRows(c, options.fused_decode_max_rows);
-  b->decode_max_rows_ = options.fused_decode ? std::min(DecodeLinearMaxRows(decode_max_k, &smem_error), fused_rows) : 0;
+  b->decode_max_rows_ = fused_rows > 0 ? std::min(DecodeLinearMaxRows(decode_max_k, &smem_error), fused_rows) : 0;
   ERNIE_CUDA_RETURN_IF_ERROR(smem_error, "cudaDeviceGetAttribute(shared memory per block)");
   ERNIE_CUDA_RETURN_IF_ERROR(PrepareDecodeLinear(decode_max_k, b->decode_max_rows_), "decode kernels' shared memory");
   if (c.awq.has_value()) {
@@ -194,8 +193,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     ERNIE_CUDA_RETURN_IF_ERROR(PrepareAwqDecodeLinear(decode_max_k, b->decode_max_rows_),
                                "AWQ decode kernels' shared memory");
   }
-  // Steps of 9 to 64 tokens: the cluster kernel, for dense bf16 models whose
-  // four linears it takes (qkv + rotary, o_proj, gate/up + SiLU, down).
+  // Steps above decode_max_rows_, up to 64 tokens: the cluster kernel, when
+  // asked, for dense bf16 models whose four linears it takes (qkv + rotary,
+  // o_proj, gate/up + SiLU, down).
   const bool cluster_shapes =
       ClusterDecodeLinearSupports(static_cast<int32_t>(c.q_size() + 2 * c.kv_size()),
                                   static_cast<int32_t>(c.hidden_size), DecodeEpilogue::kRotaryKv) &&
@@ -205,7 +205,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
                                   DecodeEpilogue::kSiluMul) &&
       ClusterDecodeLinearSupports(static_cast<int32_t>(c.hidden_size), static_cast<int32_t>(c.intermediate_size),
                                   DecodeEpilogue::kAddResidual);
-  if (options.fused_decode && !c.awq.has_value() && c.architecture == Architecture::kErnie45Dense &&
+  if (fused_rows > 0 && !c.awq.has_value() && c.architecture == Architecture::kErnie45Dense &&
       cluster_shapes && options.cluster_decode_max_rows > b->decode_max_rows_) {
     b->cluster_decode_max_rows_ = std::min(options.cluster_decode_max_rows, kClusterDecodeLinearMaxRows);
     ERNIE_CUDA_RETURN_IF_ERROR(PrepareClusterDecodeLinear(), "cluster decode kernels' shared memory");

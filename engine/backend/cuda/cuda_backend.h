@@ -48,24 +48,22 @@ struct CudaBackendOptions {
   // decode kernel with the queries as the mma's 8-wide side (swap AB);
   // false: the general kernel's decode shape (the before).
   bool decode_attention_swap_ab = true;
-  // Steps of at most kDecodeLinearMaxRows (8) tokens run the fused decode
-  // kernels (kernels/decode_linear.h, awq_decode_linear.h on AWQ int4
-  // linears: GEMV with the norms, SiLU and residual adds folded in) instead
-  // of cuBLAS or the plain int4 GEMV; false: those for every step.
-  bool fused_decode = true;
-  // With fused_decode, the most tokens a step may carry to take the fused
-  // kernels. 0: by the model, where the H200 measured them faster than the
-  // unfused pass (NOTES.md v19; the fused bf16 linear's CUDA-core dots and
-  // the int4 one's per-row staging grow with every row): 2 for dense bf16
-  // models, 1 for the others. At most kDecodeLinearMaxRows (fewer when a
-  // layer's input rows do not fit shared memory).
-  int fused_decode_max_rows = 0;
+  // Steps of at most this many tokens run the fused decode kernels
+  // (kernels/decode_linear.h, awq_decode_linear.h on AWQ int4 linears: GEMV
+  // with the norms, SiLU and residual adds folded in) instead of cuBLAS or
+  // the plain int4 GEMV with the row-wise kernels. -1: by the model, where
+  // the H200 measured them faster than the unfused pass (NOTES.md v19; the
+  // fused bf16 linear's CUDA-core dots and the int4 one's per-row staging
+  // grow with every row): 2 for dense bf16 models, 1 for the others. 0: off
+  // (every step unfused). At most kDecodeLinearMaxRows (fewer when a layer's
+  // input rows do not fit shared memory).
+  int fused_decode_max_rows = -1;
   // The bf16 fused decode linear takes two row pairs a warp where one a warp
   // would launch more CTAs than fit the device at once (decode_linear.h
   // DecodeLinearParams::single_wave); false: one pair a warp (the before).
   bool decode_linear_single_wave = true;
-  // Dense bf16 models, with fused_decode: steps of up to this many tokens
-  // (at most 64) above 8 run the same fused decode pass on the tensor-core
+  // Dense bf16 models, with the fused decode kernels on: steps of up to this
+  // many tokens (at most 64) above fused_decode_max_rows run the same fused decode pass on the tensor-core
   // cluster kernel (kernels/cluster_decode_linear.h) instead of cuBLAS with
   // separate norm, SiLU and rotary kernels; models whose shapes the kernel
   // does not take keep the cuBLAS pass. 0 (the default): off, because on the

@@ -169,7 +169,6 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t max_attention_splits_ = 1;  // CudaBackendOptions::max_attention_splits
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
   bool decode_swap_ab_ = true;         // CudaBackendOptions::decode_attention_swap_ab
-  bool fused_decode_ = false;          // CudaBackendOptions::fused_decode
   bool decode_single_wave_ = true;     // CudaBackendOptions::decode_linear_single_wave
   int64_t ungraphed_steps_ = 0;        // steps too large for a graph (RunStep), for step_counters()
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels

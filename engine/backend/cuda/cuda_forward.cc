@@ -206,7 +206,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
                                        stream_.get()));
   // Decode-sized steps take the fused GEMV kernels (bf16 or AWQ int4); rows
   // <= tokens, so their logit passes do too.
-  const bool decode = fused_decode_ && (tokens <= decode_max_rows_ || tokens <= cluster_decode_max_rows_);
+  const bool decode = tokens <= decode_max_rows_ || tokens <= cluster_decode_max_rows_;
   auto layers = [&] { return decode ? EnqueueDecodeLayers(tokens) : EnqueueLayers(tokens); };
   auto logit_pass = [&](int32_t first, int32_t n) {
     return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);

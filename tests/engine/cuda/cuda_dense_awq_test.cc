@@ -88,8 +88,8 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
           **m, {.block_size = 16,
                 .num_blocks = 16,
                 .max_tokens_per_step = 128,
-                .fused_decode = layout.fused_decode,
-                .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});  // chunk 7: the fused int4 kernels too
+                // chunk 7: the fused int4 kernels too
+                .fused_decode_max_rows = layout.fused_decode ? cuda::kDecodeLinearMaxRows : 0});
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       const auto got = TeacherForced(**gpu, tokens, 0, layout.chunk, table);
       std::vector<double> errors;

@@ -6,7 +6,7 @@
 //
 //   ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len 128]
 //                    [--decode-tokens 128] [--check-tokens 64] [--profile-batch B] [--profile-prefill P]
-//                    [--max-attention-splits 32] [--fused-decode 1] [--fused-decode-max-rows 0]
+//                    [--max-attention-splits 32] [--fused-decode 1] [--fused-decode-max-rows -1]
 //                    [--decode-attention-swap-ab 1]
 //                    [--decode-linear-single-wave 1]
 //                    [--log FILE]
@@ -74,8 +74,8 @@ struct Args {
   int profile_batch = 0;  // > 0: after the figures, one decode step of this batch inside cudaProfilerStart/Stop
   int profile_prefill = 0;  // > 0: then one prefill step of this many prompts, the same way
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
-  int fused_decode = 1;  // 0: cuBLAS for decode steps too (the before)
-  int fused_decode_max_rows = ernie::CudaBackendOptions{}.fused_decode_max_rows;  // 0: the model's default
+  // -1: the model's default; 0 (--fused-decode 0): cuBLAS for decode steps too (the before)
+  int fused_decode_max_rows = ernie::CudaBackendOptions{}.fused_decode_max_rows;
   int decode_attention_swap_ab = 1;  // 0: the general kernel's decode shape (the before)
   int decode_linear_single_wave = 1;  // 0: one row pair a warp in the fused decode linear (the before)
   // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
@@ -132,10 +132,12 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->decode_linear_single_wave) || a->decode_linear_single_wave < 0 ||
           a->decode_linear_single_wave > 1)
         return false;
-    } else if (f == "--fused-decode") {
-      if (!absl::SimpleAtoi(v, &a->fused_decode) || a->fused_decode < 0 || a->fused_decode > 1) return false;
+    } else if (f == "--fused-decode") {  // 0: --fused-decode-max-rows 0; 1: the model's default
+      int on = 0;
+      if (!absl::SimpleAtoi(v, &on) || on < 0 || on > 1) return false;
+      a->fused_decode_max_rows = on == 1 ? -1 : 0;
     } else if (f == "--fused-decode-max-rows") {
-      if (!absl::SimpleAtoi(v, &a->fused_decode_max_rows) || a->fused_decode_max_rows < 0) return false;
+      if (!absl::SimpleAtoi(v, &a->fused_decode_max_rows) || a->fused_decode_max_rows < -1) return false;
     } else if (f == "--cluster-decode-max-rows") {
       if (!absl::SimpleAtoi(v, &a->cluster_decode_max_rows) || a->cluster_decode_max_rows < 0) return false;
     } else if (f == "--tensor-core-attention") {
@@ -418,7 +420,6 @@ int main(int argc, char** argv) {
                 .max_attention_splits = args.max_attention_splits,
                 .tensor_core_attention = args.tensor_core_attention == 1,
                 .decode_attention_swap_ab = args.decode_attention_swap_ab == 1,
-                .fused_decode = args.fused_decode == 1,
                 .fused_decode_max_rows = args.fused_decode_max_rows,
                 .decode_linear_single_wave = args.decode_linear_single_wave == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
@@ -450,7 +451,7 @@ int main(int argc, char** argv) {
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.
                         {"active_weight_bytes", 2 * (*model)->config.ActiveParameterCount()},
                         {"max_attention_splits", args.max_attention_splits},
-                        {"fused_decode", args.fused_decode == 1},
+                        {"fused_decode", args.fused_decode_max_rows != 0},
                         {"fused_decode_max_rows", args.fused_decode_max_rows},
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   const bool silu = p.epilogue == DecodeEpilogue::kSiluMul;
   const int pairs = silu ? p.n / 2 : (p.n + 1) / 2;
   const int warp = threadIdx.x / 32, half = warp % k_halves;
-  const int total_warps = gridDim.x * kWarps / k_halves;  // pairs a round of the grid covers
+  const int pair_stride = gridDim.x * kWarps / k_halves;  // pairs one round of the grid covers
   const int first_pair = (blockIdx.x * kWarps + warp) / k_halves;
   // This warp's range of k: all of it, or a half (a multiple of 8 elements).
   const int k_per_half = (p.k / k_halves + 7) / 8 * 8;
@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
     if (k_begin + lane * 8 + kLoopStepK < k_end) {
       load_chunks(first_pair, k_begin + lane * 8 + kLoopStepK, na, nb);
       next_loaded = true;
-    } else if (first_pair + total_warps < pairs) {
-      load_chunks(first_pair + total_warps, k_begin + lane * 8, na, nb);
+    } else if (first_pair + pair_stride < pairs) {
+      load_chunks(first_pair + pair_stride, k_begin + lane * 8, na, nb);
       next_loaded = true;
     }
   }
@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   LoadInputRows<M>(p, norm, xs, row_sums);
   __syncthreads();
 
-  for (int j = first_pair; j < pairs; j += total_warps) {
+  for (int j = first_pair; j < pairs; j += pair_stride) {
     const int64_t a = row_a(j), b = silu ? j + p.n / 2 : 2 * j + 1;
     const bool has_b = b < p.n;
     float acc[M][2];
@@ -206,13 +206,13 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
     for (int base = k_begin + lane * 8; base < k_end; base += kLoopStepK) {
       // The next step's chunks: further along this row pair, or the start
       // of the warp's next pair (lm_head's warps loop over several).
-      const bool more_k = base + kLoopStepK < k_end, more_pairs = j + total_warps < pairs;
+      const bool more_k = base + kLoopStepK < k_end, more_pairs = j + pair_stride < pairs;
       if (next_loaded) {
         next_loaded = false;  // requested before the wait
       } else if (more_k) {
         load_chunks(j, base + kLoopStepK, na, nb);
       } else if (more_pairs) {
-        load_chunks(j + total_warps, k_begin + lane * 8, na, nb);
+        load_chunks(j + pair_stride, k_begin + lane * 8, na, nb);
       }
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
