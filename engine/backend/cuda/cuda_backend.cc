@@ -14,6 +14,7 @@
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
+#include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie {
@@ -99,6 +100,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.fused_decode_max_rows < -1 || o.fused_decode_max_rows > kDecodeLinearMaxRows)
     return absl::InvalidArgumentError(absl::StrCat("fused_decode_max_rows must be -1 (by model) or in [0, ",
                                                    kDecodeLinearMaxRows, "], got ", o.fused_decode_max_rows));
+  if (o.small_batch_gemm_max_rows < 0 || o.small_batch_gemm_max_rows > kSmallBatchGemmMaxRows)
+    return absl::InvalidArgumentError(absl::StrCat("small_batch_gemm_max_rows must be in [0, ", kSmallBatchGemmMaxRows,
+                                                   "], got ", o.small_batch_gemm_max_rows));
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
@@ -178,6 +182,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->decode_swap_ab_ = options.decode_attention_swap_ab;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;
+  b->small_batch_gemm_max_rows_ = options.small_batch_gemm_max_rows;
   // The fused decode kernels hold their input rows in shared memory: steps
   // of up to decode_max_rows_ tokens take them (fewer than 8 when a layer is
   // as wide as the 21B-A3B's dense MLP, 12288).

@@ -71,6 +71,12 @@ struct CudaBackendOptions {
   // 17,438 against 18,941 tok/s at batch 16, 39,726 against 63,765 at 64;
   // NOTES.md v12 says where its time goes).
   int cluster_decode_max_rows = 0;
+  // bf16 linears of steps of up to this many tokens (at most 64) that the
+  // fused decode kernels do not take run on the small-batch tensor-core GEMM
+  // (kernels/small_batch_gemm.h: weights requested before it waits for the
+  // kernel before) instead of cuBLAS; 0: cuBLAS for every such step (the before).
+  // 24: the H200 measured it faster up to 24 tokens, slower from 32 (NOTES.md v20).
+  int small_batch_gemm_max_rows = 24;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
   // go in chunks.

@@ -1,20 +1,38 @@
 // The layers' linears, bf16 or AWQ int4, behind one call. For AWQ the switch
 // between the int4 GEMV and dequantise + cuBLAS is where ernie-bench-gemv
 // measured it on the H200 (tools/bench/results/gemv-2026-12-02): the GEMV
-// wins at every m <= 16 on every shape, and loses at 32.
+// wins at every m <= 16 on every shape, and loses at 32. bf16 linears of
+// decode-sized steps take the small-batch GEMM (small_batch_gemm.h), which
+// overlaps its weight reads with the kernel before; cuBLAS the rest.
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/awq_gemm.h"
+#include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie::cuda {
 
 namespace {
 constexpr int64_t kAwqGemvMaxRows = 16;
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 }
 
 absl::Status CudaBackendImpl::RunLinear(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
                                         const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out) {
-  if (awq.empty()) return gemm_.Run(x, m, k, bf16.data(), n, y, out);
+  if (awq.empty()) {
+    const auto* x_bf16 = reinterpret_cast<const __nv_bfloat16*>(x);
+    const auto* w_bf16 = reinterpret_cast<const __nv_bfloat16*>(bf16.data());
+    if (m > small_batch_gemm_max_rows_ || !SmallBatchGemmSupports(n, k) || !Aligned16(x_bf16) || !Aligned16(w_bf16))
+      return gemm_.Run(x, m, k, bf16.data(), n, y, out);
+    return CudaStatus(LaunchSmallBatchGemm({.x = x_bf16,
+                                            .w = w_bf16,
+                                            .y = y,
+                                            .m = static_cast<int32_t>(m),
+                                            .n = static_cast<int32_t>(n),
+                                            .k = static_cast<int32_t>(k),
+                                            .out = out == GemmOutput::kBf16 ? LinearOutput::kBf16 : LinearOutput::kF32},
+                                           stream_.get()),
+                      "small-batch GEMM kernel");
+  }
   if (m <= kAwqGemvMaxRows)
     return CudaStatus(LaunchAwqGemv({.x = reinterpret_cast<const __nv_bfloat16*>(x),
                                      .w = awq.view(),

@@ -1,4 +1,4 @@
-// The small-M linear kernels (kernels/gemv_bf16, kernels/awq_gemm) against
+// The small-M linear kernels (kernels/gemv_bf16, small_batch_gemm, awq_gemm) against
 // a CPU reference written here: bf16 x bf16 dot products and AutoAWQ
 // dequantisation (unpacked straight from the AutoAWQ tensors with the
 // documented nibble order, independently of awq_repack.cc), on odd sizes
@@ -27,6 +27,7 @@
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/awq_repack.h"
 #include "engine/backend/cuda/kernels/gemv_bf16.h"
+#include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/util/half.h"
 #include "tests/engine/cuda/awq_test_case.h"
 #include "tests/engine/cuda/backend_runner.h"
@@ -142,6 +143,99 @@ TEST(GemvBf16Test, RejectsBadParameters) {
   EXPECT_EQ(bad([](auto& p) { p.n = 0; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.w = nullptr; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([&](auto& p) { p.x = x + 1; }), cudaErrorInvalidValue);  // 2-byte aligned only
+}
+
+// ---- Small-batch GEMM (k split over a cluster) ----
+
+// Every k-slice count (1 - 8 CTAs a cluster, slices of 128 - 512), each x
+// tile count (m 1 - 16, 17 - 32, 33 - 64), a partial last row tile, rows of
+// x inside a wider matrix, and the three outputs.
+TEST(SmallBatchGemmTest, MatchesTheReferenceOnEverySliceAndTileCount) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(4321);
+  struct Shape {
+    int n, k;
+  };
+  for (const Shape shape : {Shape{24, 128}, Shape{333, 384}, Shape{1000, 1024}, Shape{2560, 1024}, Shape{1024, 3072},
+                            Shape{100, 4096}, Shape{1024, 2048}}) {
+    const int n = shape.n, k = shape.k;
+    const auto w_bf16 = RandomBf16(static_cast<size_t>(n) * k, gen);
+    const auto w = Upload(w_bf16);
+    const auto w_f = ToFloat(w_bf16);
+    for (int m : {1, 3, 16, 17, 33, 64}) {
+      const int x_stride = m == 17 ? k + 24 : k;  // a column block of a wider matrix
+      SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " x_stride=" << x_stride);
+      const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * x_stride, gen);
+      std::vector<float> x_f(static_cast<size_t>(m) * k);
+      for (int i = 0; i < m; ++i)
+        for (int t = 0; t < k; ++t)
+          x_f[static_cast<size_t>(i) * k + t] = Bf16ToFloat(x_bf16[static_cast<size_t>(i) * x_stride + t]);
+      const auto x = Upload(x_bf16);
+      Reference ref = ReferenceLinear(x_f, w_f, m, n, k);
+      const cuda::SmallBatchGemmParams base{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                                            .w = reinterpret_cast<const __nv_bfloat16*>(w.data()),
+                                            .m = m,
+                                            .n = n,
+                                            .k = k,
+                                            .x_stride = x_stride};
+      for (auto out : {cuda::LinearOutput::kF32, cuda::LinearOutput::kBf16}) {
+        auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
+        ASSERT_TRUE(y.ok());
+        cuda::SmallBatchGemmParams p = base;
+        p.y = y->data();
+        p.out = out;
+        ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
+        const auto first = Download(*y);
+        EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, k, out), 1.0)
+            << (out == cuda::LinearOutput::kF32 ? "float32" : "bf16") << " output";
+        // The slices are summed in rank order: a second launch gives the same bits.
+        ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
+        EXPECT_EQ(Download(*y), first);
+      }
+      // y += x W^T onto a nonzero y.
+      std::vector<float> y0(static_cast<size_t>(m) * n);
+      std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+      for (auto& v : y0) v = dist(gen);
+      auto y = Upload(y0);
+      cuda::SmallBatchGemmParams p = base;
+      p.y = y.data();
+      p.accumulate = true;
+      ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
+      for (size_t i = 0; i < y0.size(); ++i) {
+        ref.y[i] += y0[i];
+        ref.abs_sum[i] += std::fabs(y0[i]);
+      }
+      EXPECT_LE(WorstErrorRatio(Download(y), ref, k, cuda::LinearOutput::kF32), 1.0) << "accumulated output";
+    }
+  }
+}
+
+TEST(SmallBatchGemmTest, RejectsBadParameters) {
+  // Checked before any CUDA call, so this runs without a device too.
+  alignas(16) static uint16_t data[64] = {};
+  const auto* x = reinterpret_cast<const __nv_bfloat16*>(data);
+  const cuda::SmallBatchGemmParams ok{.x = x, .w = x, .y = data, .m = 1, .n = 1, .k = 128};
+  auto bad = [&](auto edit) {
+    cuda::SmallBatchGemmParams p = ok;
+    edit(p);
+    return cuda::LaunchSmallBatchGemm(p, nullptr);
+  };
+  EXPECT_EQ(bad([](auto& p) { p.m = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.m = cuda::kSmallBatchGemmMaxRows + 1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.k = 192; }), cudaErrorInvalidValue);   // not a multiple of 128
+  EXPECT_EQ(bad([](auto& p) { p.k = 4224; }), cudaErrorInvalidValue);  // more than 8 slices of 512
+  EXPECT_EQ(bad([](auto& p) { p.n = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.x_stride = 120; }), cudaErrorInvalidValue);  // shorter than k
+  EXPECT_EQ(bad([](auto& p) { p.x_stride = 132; }), cudaErrorInvalidValue);  // rows not 16-byte aligned
+  EXPECT_EQ(bad([](auto& p) { p.w = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([&](auto& p) { p.x = x + 1; }), cudaErrorInvalidValue);  // 2-byte aligned only
+  EXPECT_EQ(bad([](auto& p) {
+              p.accumulate = true;
+              p.out = cuda::LinearOutput::kBf16;
+            }),
+            cudaErrorInvalidValue);
+  EXPECT_TRUE(cuda::SmallBatchGemmSupports(2560, 1024));
+  EXPECT_FALSE(cuda::SmallBatchGemmSupports(2560, 1000));
 }
 
 // ---- AWQ ----

@@ -12,7 +12,7 @@
 //                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
-//                    [--cluster-decode-max-rows 0] [--timeline-batches 1,64]
+//                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64] [--timeline-batches 1,64]
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
 // the device (the 21B-A3B shape is 43.7 GB: ernie-make-model --config-only
@@ -27,7 +27,9 @@
 // --decode-attention-swap-ab 0 runs decode attention on the general
 // tensor-core kernel's decode shape (the before of the swap-AB kernel);
 // --decode-linear-single-wave 0 one row pair a warp in the fused decode
-// linear however many CTAs that takes (the before of two where it pays).
+// linear however many CTAs that takes (the before of two where it pays);
+// --small-batch-gemm-max-rows 0 cuBLAS for every unfused bf16 linear (the
+// before of the small-batch GEMM).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -81,6 +83,8 @@ struct Args {
   // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
   int cluster_decode_max_rows = ernie::CudaBackendOptions{}.cluster_decode_max_rows;
   int tensor_core_attention = 1;  // 0: the CUDA-core attention kernel (the before)
+  // 0: cuBLAS for the bf16 linears of unfused steps of up to 64 tokens (the before)
+  int small_batch_gemm_max_rows = ernie::CudaBackendOptions{}.small_batch_gemm_max_rows;
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
   int moe_shared_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_shared_gemm_min_tokens);
@@ -140,6 +144,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->fused_decode_max_rows) || a->fused_decode_max_rows < -1) return false;
     } else if (f == "--cluster-decode-max-rows") {
       if (!absl::SimpleAtoi(v, &a->cluster_decode_max_rows) || a->cluster_decode_max_rows < 0) return false;
+    } else if (f == "--small-batch-gemm-max-rows") {
+      if (!absl::SimpleAtoi(v, &a->small_batch_gemm_max_rows) || a->small_batch_gemm_max_rows < 0) return false;
     } else if (f == "--tensor-core-attention") {
       if (!absl::SimpleAtoi(v, &a->tensor_core_attention) || a->tensor_core_attention < 0 ||
           a->tensor_core_attention > 1)
@@ -372,7 +378,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -423,6 +429,7 @@ int main(int argc, char** argv) {
                 .fused_decode_max_rows = args.fused_decode_max_rows,
                 .decode_linear_single_wave = args.decode_linear_single_wave == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
+                .small_batch_gemm_max_rows = args.small_batch_gemm_max_rows,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
                 .moe_grouped_gemm_min_rows = args.moe_grouped_gemm_min_rows,
@@ -454,6 +461,7 @@ int main(int argc, char** argv) {
                         {"fused_decode", args.fused_decode_max_rows != 0},
                         {"fused_decode_max_rows", args.fused_decode_max_rows},
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},
+                        {"small_batch_gemm_max_rows", args.small_batch_gemm_max_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
                         {"decode_linear_single_wave", args.decode_linear_single_wave == 1},

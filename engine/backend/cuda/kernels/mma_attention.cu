@@ -625,15 +625,16 @@ __global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAtt
 // A decode step's merge is a chain of dependent loads, not work (a few
 // splits of 8 rows), so it is laid out for the shortest chain: launched as
 // a programmatic dependent of the attention kernel, it reads its item and
-// context before waiting for the partials; then one warp per row takes the
-// splits' (max, sum) pairs a lane each (one round of loads), and each
-// thread one float4 of the output, its splits' loads issued together.
-// (It was ~8 us a layer in a serialized profile at batch 1: ~8 dependent
-// rounds of loads.)
+// context before waiting for the partials; then each thread takes one float4
+// of one row's output and requests every split's (max, sum) and float4 of
+// that row together, up to kMergeLoadsAtOnce splits at a time, folding them
+// in split order with a running max (one round of loads for a short
+// context). v18's merge took the splits' (max, sum) pairs a lane each in
+// one round and the weighted float4s in a second (2.0 - 2.6 us a layer
+// inside the graph at batch 1 and 16); ~8 us serialized before that.
+constexpr int kMergeLoadsAtOnce = 8;
 template <int D>
 __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAttentionParams p) {
-  static_assert(kMaxAttentionSplits <= 32, "a lane per split");
-  __shared__ float weight[kMmaAttentionRows][kMaxAttentionSplits];
   kernels::AllowDependentLaunch();
   const AttentionWorkItem item = p.items[blockIdx.x];
   const int kv_head = blockIdx.y;
@@ -644,31 +645,39 @@ __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAtten
   const int active = (context + per_split - 1) / per_split;
   const int64_t first_cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits;
   kernels::WaitForPrerequisiteGrids();  // the attention kernel's partials
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < rows; r += kMergeThreads / 32) {
-    float2 ml = make_float2(-INFINITY, 0.0f);
-    if (lane < active) ml = *reinterpret_cast<const float2*>(p.partial_ml + ((first_cta + lane) * kMmaAttentionRows + r) * 2);
-    const float m = kernels::WarpMax(ml.x);  // finite: split 0 holds key 0, which every row sees
-    const float w = lane < active ? exp2f(ml.x - m) : 0.0f;
-    const float sum = kernels::WarpSum(w * ml.y);
-    weight[r][lane] = w / sum;
-  }
-  __syncthreads();
   constexpr int kQuads = D / 4;
   for (int idx = threadIdx.x; idx < rows * kQuads; idx += blockDim.x) {
     const int r = idx / kQuads, d = 4 * (idx % kQuads);
+    // Split 0 holds key 0, which every row sees: its max is finite, so the
+    // running max never rescales from -inf.
+    float m = -INFINITY, l = 0.0f;
     float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-    for (int z = 0; z < active; ++z) {
-      const float4 o =
-          *reinterpret_cast<const float4*>(p.partial_out + ((first_cta + z) * kMmaAttentionRows + r) * D + d);
-      const float w = weight[r][z];
-      value.x += w * o.x, value.y += w * o.y, value.z += w * o.z, value.w += w * o.w;
+    for (int z0 = 0; z0 < active; z0 += kMergeLoadsAtOnce) {
+      float2 ml[kMergeLoadsAtOnce];
+      float4 o[kMergeLoadsAtOnce];
+#pragma unroll
+      for (int u = 0; u < kMergeLoadsAtOnce; ++u) {
+        const int64_t cta = first_cta + min(z0 + u, active - 1);  // past `active`: read again, not used
+        ml[u] = *reinterpret_cast<const float2*>(p.partial_ml + (cta * kMmaAttentionRows + r) * 2);
+        o[u] = *reinterpret_cast<const float4*>(p.partial_out + (cta * kMmaAttentionRows + r) * D + d);
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeLoadsAtOnce; ++u) {
+        if (z0 + u >= active) break;
+        // A split whose keys this row cannot see has m = -inf: weight 0.
+        const float m_new = fmaxf(m, ml[u].x);
+        const float keep = exp2f(m - m_new), w = exp2f(ml[u].x - m_new);  // keep: 0 at the first split
+        l = l * keep + ml[u].y * w;
+        value = make_float4(value.x * keep + o[u].x * w, value.y * keep + o[u].y * w, value.z * keep + o[u].z * w,
+                            value.w * keep + o[u].w * w);
+        m = m_new;
+      }
     }
+    const float inv_l = 1.0f / l;
     const RowPlace at = PlaceOf(item, kv_head, group, r);
     auto* out = reinterpret_cast<__nv_bfloat162*>(p.out + (at.token * p.num_heads + at.head) * D + d);
-    out[0] = __floats2bfloat162_rn(value.x, value.y);
-    out[1] = __floats2bfloat162_rn(value.z, value.w);
+    out[0] = __floats2bfloat162_rn(value.x * inv_l, value.y * inv_l);
+    out[1] = __floats2bfloat162_rn(value.z * inv_l, value.w * inv_l);
   }
 }
 

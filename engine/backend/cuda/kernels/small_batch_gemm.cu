@@ -1,0 +1,253 @@
+// The small-batch tensor-core GEMM (see small_batch_gemm.h).
+//
+// A CTA: 4 warps, 64 weight rows (16 a warp, mma's A operand), one k slice,
+// every x row of the step (mma's B operand, 8 rows a tile). Shared memory
+// holds the weight tile and the x slice, each row padded by 16 bytes so the
+// 8 row addresses of an ldmatrix fall in 8 different bank groups, and a
+// receive area. The cluster's sum is pushed, not pulled: x row m belongs to
+// rank m % slices, and every CTA stores its partial sums of row m into that
+// rank's receive area (distributed shared memory, slot = its own rank); after
+// one cluster barrier each rank adds its rows' slots in rank order (so the
+// result is deterministic) from its own shared memory and writes them out.
+// Pulling instead took a second barrier (no CTA may leave while another
+// reads its shared memory) and a remote load's latency per output.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "engine/backend/cuda/kernels/common.cuh"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
+#include "engine/backend/cuda/kernels/small_batch_gemm.h"
+
+namespace ernie::cuda {
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileRows = 16 * kWarps;      // weight rows of a CTA
+constexpr int kMaxSlices = 8;               // CTAs of a cluster (a portable size)
+constexpr int kPartStride = kTileRows + 4;  // floats: a received row's length (4 apart in banks)
+
+constexpr int64_t StagedBytes(int slice_k, int x_rows) { return int64_t{kTileRows + x_rows} * (slice_k + 8) * 2; }
+// x rows a rank owns: ceil(x_rows / slices); its receive area holds them for every slice.
+constexpr int64_t ReceiveBytes(int slices, int x_rows) {
+  return int64_t{slices} * ((x_rows + slices - 1) / slices) * kPartStride * 4;
+}
+constexpr int64_t SharedBytes(int slice_k, int slices, int x_rows) {
+  return StagedBytes(slice_k, x_rows) + ReceiveBytes(slices, x_rows);
+}
+
+// 16-byte pieces of `rows` rows of a k slice into padded shared rows; rows
+// at or past `valid_rows` are zero-filled (their source is row 0, not read).
+__device__ __forceinline__ void StageRows(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t src_stride,
+                                          int rows, int valid_rows, int slice_k, int pieces_log2) {
+  const int pieces = 1 << pieces_log2, stride = slice_k + 8;
+  for (int i = threadIdx.x; i < rows << pieces_log2; i += kThreads) {
+    const int r = i >> pieces_log2, piece = i & (pieces - 1);
+    const bool valid = r < valid_rows;
+    kernels::CpAsync16OrZero(dst + r * stride + 8 * piece, src + (valid ? r : 0) * src_stride + 8 * piece, valid);
+  }
+}
+
+template <int kXTiles>
+__global__ void __launch_bounds__(kThreads) SmallBatchGemmKernel(SmallBatchGemmParams p, int slice_k, int slices) {
+  static_assert(kXTiles % 2 == 0, "x tiles are read in pairs");
+  constexpr int kXRows = 8 * kXTiles;
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* ws = reinterpret_cast<__nv_bfloat16*>(smem);
+  const int stride = slice_k + 8;
+  __nv_bfloat16* xs = ws + kTileRows * stride;
+  auto* receive = reinterpret_cast<float*>(xs + kXRows * stride);
+  const int pieces_log2 = __ffs(slice_k / 8) - 1;
+
+  kernels::AllowDependentLaunch();
+  // Distributed shared memory may be written only once every CTA of the
+  // cluster runs: arrive now, wait just before the first push.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  const int rank = blockIdx.x;  // the cluster spans gridDim.x: rank = slice
+  const int64_t row0 = int64_t{blockIdx.y} * kTileRows;
+  const int k0 = rank * slice_k;
+  const int valid_w = static_cast<int>(std::min<int64_t>(kTileRows, p.n - row0));
+  // The weights never depend on the kernels before: requested before the wait.
+  StageRows(ws, p.w + row0 * p.k + k0, p.k, kTileRows, valid_w, slice_k, pieces_log2);
+  kernels::CpAsyncCommit();
+  kernels::WaitForPrerequisiteGrids();
+  const int x_stride = p.x_stride > 0 ? p.x_stride : p.k;
+  StageRows(xs, p.x + k0, x_stride, kXRows, p.m, slice_k, pieces_log2);
+  kernels::CpAsyncCommit();
+  kernels::CpAsyncWait<0>();
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // ldmatrix addresses: A (16 weight rows x 16 k) as matrices rows 0-7 / 8-15
+  // x k 0-7 / 8-15; B pairs of x tiles as tile t k 0-7, k 8-15, tile t+1 alike.
+  const __nv_bfloat16* a_at = ws + (16 * warp + lane % 16) * stride + 8 * (lane / 16);
+  const __nv_bfloat16* b_at = xs + (lane % 8 + 8 * (lane / 16)) * stride + 8 * (lane / 8 % 2);
+  float acc[kXTiles][4] = {};
+  // Fragments of two k-steps in flight: the next step's ldmatrix are issued
+  // before this step's mma (the asm is volatile, so issue order is source order).
+  uint32_t a0[4], a1[4], b0[kXTiles / 2][4], b1[kXTiles / 2][4];
+  auto load = [&](uint32_t* a, uint32_t (*b)[4], int kk) {
+    kernels::LdMatrixX4(a, a_at + kk);
+#pragma unroll
+    for (int t = 0; t < kXTiles / 2; ++t) kernels::LdMatrixX4(b[t], b_at + 16 * t * stride + kk);
+  };
+  auto multiply = [&](const uint32_t* a, const uint32_t (*b)[4]) {
+#pragma unroll
+    for (int t = 0; t < kXTiles / 2; ++t) {
+      kernels::MmaBf16(acc[2 * t], a, b[t][0], b[t][1]);
+      kernels::MmaBf16(acc[2 * t + 1], a, b[t][2], b[t][3]);
+    }
+  };
+  load(a0, b0, 0);
+  for (int kk = 0; kk < slice_k; kk += 32) {  // slice_k is a multiple of 128
+    load(a1, b1, kk + 16);
+    multiply(a0, b0);
+    if (kk + 32 < slice_k) load(a0, b0, kk + 32);
+    multiply(a1, b1);
+  }
+
+  // Push: x row m's partials to rank m % slices, row m / slices of slot `rank`.
+  cg::cluster_group cluster = cg::this_cluster();
+  const int owned = (kXRows + slices - 1) / slices;
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  {
+    const int g = lane / 4, c = lane % 4, r = 16 * warp + g;
+#pragma unroll
+    for (int t = 0; t < kXTiles; ++t) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {  // x rows 8t + 2c + j: accumulators j and j + 2
+        const int m = 8 * t + 2 * c + j;
+        if (m >= p.m) continue;
+        const int owner = m % slices;
+        float* slot = cluster.map_shared_rank(receive, owner) + (rank * owned + m / slices) * kPartStride + r;
+        slot[0] = acc[t][j];
+        slot[8] = acc[t][j + 2];
+      }
+    }
+  }
+  cluster.sync();  // every push has landed (release / acquire across the cluster)
+
+  // This rank's x rows, consecutive threads on consecutive weight rows (coalesced stores).
+  for (int e = threadIdx.x; e < owned * kTileRows; e += kThreads) {
+    const int mo = e / kTileRows, r = e % kTileRows, m = mo * slices + rank;
+    if (m >= p.m || r >= valid_w) continue;
+    float parts[kMaxSlices];
+#pragma unroll
+    for (int s = 0; s < kMaxSlices; ++s) parts[s] = s < slices ? receive[(s * owned + mo) * kPartStride + r] : 0.0f;
+    float sum = parts[0];
+#pragma unroll
+    for (int s = 1; s < kMaxSlices; ++s) sum += parts[s];  // rank order; adding +0.0f keeps the bits
+    const int64_t out = int64_t{m} * p.n + row0 + r;
+    if (p.out == LinearOutput::kBf16) {
+      static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(sum);
+    } else if (p.accumulate) {
+      static_cast<float*>(p.y)[out] += sum;
+    } else {
+      static_cast<float*>(p.y)[out] = sum;
+    }
+  }
+}
+
+using KernelFn = void (*)(SmallBatchGemmParams, int, int);
+
+KernelFn KernelFor(int x_tiles) {
+  switch (x_tiles) {
+    case 2: return SmallBatchGemmKernel<2>;
+    case 4: return SmallBatchGemmKernel<4>;
+    default: return SmallBatchGemmKernel<8>;
+  }
+}
+
+int XTilesFor(int m) { return m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+
+// Shared-memory opt-in for one instantiation, once per process.
+template <int kXTiles>
+cudaError_t OptIn() {
+  static const cudaError_t result = [] {
+    cudaError_t e = cudaSuccess;
+    kernels::OptInToMaxDynamicShared<SmallBatchGemmKernel<kXTiles>>(&e);
+    return e;
+  }();
+  return result;
+}
+
+template <int kXTiles>
+int64_t Resident(int64_t shared_bytes, cudaError_t* error) {
+  return kernels::ResidentCtasWithShared<SmallBatchGemmKernel<kXTiles>>(static_cast<size_t>(shared_bytes), error,
+                                                                         kWarps);
+}
+
+int64_t ResidentFor(int x_tiles, int64_t shared_bytes, cudaError_t* error) {
+  switch (x_tiles) {
+    case 2: return Resident<2>(shared_bytes, error);
+    case 4: return Resident<4>(shared_bytes, error);
+    default: return Resident<8>(shared_bytes, error);
+  }
+}
+
+struct SlicePlan {
+  int slice_k = 0, slices = 0;
+};
+
+// The k slice: fewest waves of resident CTAs first; within one wave, the
+// largest slice (fewest CTAs, least x re-read) whose grid covers every SM,
+// else the most CTAs.
+SlicePlan PickSlices(int64_t n, int k, int x_tiles, cudaError_t* error) {
+  const int sms = kernels::MultiprocessorCount(error);
+  if (sms == 0) return {};
+  const int64_t tiles = (n + kTileRows - 1) / kTileRows;
+  SlicePlan best;
+  int64_t best_waves = 0, best_ctas = 0;
+  for (int slice_k : {512, 256, 128}) {
+    if (k % slice_k != 0 || k / slice_k > kMaxSlices) continue;
+    const SlicePlan plan{slice_k, k / slice_k};
+    const int64_t ctas = tiles * plan.slices;
+    const int64_t resident = ResidentFor(x_tiles, SharedBytes(slice_k, plan.slices, 8 * x_tiles), error);
+    if (*error != cudaSuccess || resident <= 0) return {};
+    const int64_t waves = (ctas + resident - 1) / resident;
+    const bool better = best.slices == 0 || waves < best_waves ||
+                        (waves == best_waves && best_ctas < sms && ctas > best_ctas);  // larger slices come first
+    if (better) best = plan, best_waves = waves, best_ctas = ctas;
+  }
+  return best;
+}
+
+}  // namespace
+
+bool SmallBatchGemmSupports(int64_t n, int64_t k) {
+  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= 128 && k % 128 == 0 && k <= 512 * kMaxSlices;
+}
+
+cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t stream) {
+  const int x_stride = p.x_stride > 0 ? p.x_stride : p.k;
+  if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kSmallBatchGemmMaxRows ||
+      !SmallBatchGemmSupports(p.n, p.k) || x_stride < p.k || x_stride % 8 != 0 ||
+      (p.accumulate && p.out != LinearOutput::kF32) || !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
+    return cudaErrorInvalidValue;
+  const int x_tiles = XTilesFor(p.m);
+  cudaError_t error = x_tiles == 2 ? OptIn<2>() : x_tiles == 4 ? OptIn<4>() : OptIn<8>();
+  if (error != cudaSuccess) return error;
+  const SlicePlan plan = PickSlices(p.n, p.k, x_tiles, &error);
+  if (error != cudaSuccess) return error;
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = static_cast<unsigned>(plan.slices);
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(plan.slices), static_cast<unsigned>((p.n + kTileRows - 1) / kTileRows));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = static_cast<size_t>(SharedBytes(plan.slice_k, plan.slices, 8 * x_tiles));
+  config.stream = stream;
+  config.attrs = attrs;
+  config.numAttrs = 2;
+  return cudaLaunchKernelEx(&config, KernelFor(x_tiles), p, plan.slice_k, plan.slices);
+}
+
+}  // namespace ernie::cuda
