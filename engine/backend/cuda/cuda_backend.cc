@@ -43,11 +43,11 @@ namespace {
 // at 2, 0.833 / 0.832 at 3, 1.766 / 0.701 at 8; 0.3b AWQ int4 0.471 / 0.477
 // at 1, 0.561 / 0.493 at 2, 1.168 / 0.600 at 8 (v19 run7); 21B-A3B AWQ
 // 1.698 / 1.692 at 1, 2.262 / 2.142 at 2, 3.126 / 2.802 at 4; 21B-A3B bf16
-// 2.528 / 2.521 at 1, 3.737 / 3.571 at 2, 5.911 / 5.203 at 4 (run8).
-int32_t FusedDecodeMaxRows(const ModelConfig& c, int asked) {
-  if (asked >= 0) return asked;
-  return c.architecture == Architecture::kErnie45Dense && !c.awq.has_value() ? 2 : 1;
-}
+// 2.528 / 2.521 at 1, 3.737 / 3.571 at 2, 5.911 / 5.203 at 4 (run8). Since
+// the small-batch GEMM (v20 run4) the 0.3b bf16's unfused step at 2 tokens
+// is 0.541 against the fused 0.595 ms (at 1 token 0.503 against 0.456), so
+// every model now fuses single-token steps only.
+int32_t FusedDecodeMaxRows(int asked) { return asked >= 0 ? asked : 1; }
 
 absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (c.architecture == Architecture::kErnie45Moe) {
@@ -188,7 +188,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   // as wide as the 21B-A3B's dense MLP, 12288).
   const auto decode_max_k = static_cast<int32_t>(std::max({c.hidden_size, c.q_size(), c.intermediate_size}));
   cudaError_t smem_error = cudaSuccess;
-  const int32_t fused_rows = FusedDecodeMaxRows(c, options.fused_decode_max_rows);
+  const int32_t fused_rows = FusedDecodeMaxRows(options.fused_decode_max_rows);
   b->decode_max_rows_ = fused_rows > 0 ? std::min(DecodeLinearMaxRows(decode_max_k, &smem_error), fused_rows) : 0;
   ERNIE_CUDA_RETURN_IF_ERROR(smem_error, "cudaDeviceGetAttribute(shared memory per block)");
   ERNIE_CUDA_RETURN_IF_ERROR(PrepareDecodeLinear(decode_max_k, b->decode_max_rows_), "decode kernels' shared memory");

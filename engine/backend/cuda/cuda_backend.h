@@ -51,10 +51,10 @@ struct CudaBackendOptions {
   // Steps of at most this many tokens run the fused decode kernels
   // (kernels/decode_linear.h, awq_decode_linear.h on AWQ int4 linears: GEMV
   // with the norms, SiLU and residual adds folded in) instead of cuBLAS or
-  // the plain int4 GEMV with the row-wise kernels. -1: by the model, where
-  // the H200 measured them faster than the unfused pass (NOTES.md v19; the
-  // fused bf16 linear's CUDA-core dots and the int4 one's per-row staging
-  // grow with every row): 2 for dense bf16 models, 1 for the others. 0: off
+  // the plain int4 GEMV with the row-wise kernels. -1: where the H200
+  // measured them faster than the unfused pass (NOTES.md v19, v20; the fused
+  // bf16 linear's CUDA-core dots and the int4 one's per-row staging grow
+  // with every row): single-token steps, for every model. 0: off
   // (every step unfused). At most kDecodeLinearMaxRows (fewer when a layer's
   // input rows do not fit shared memory).
   int fused_decode_max_rows = -1;
