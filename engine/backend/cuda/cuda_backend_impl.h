@@ -121,6 +121,11 @@ class CudaBackendImpl final : public CudaBackend {
   // (cuda_linear.cc).
   absl::Status RunLinear(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
                          const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out = GemmOutput::kF32);
+  // Whether RunLinear takes the small-batch GEMM for this linear at m rows
+  // (bf16 weights, m <= small_batch_gemm_max_rows_, a shape it supports);
+  // the forward then folds the next row-wise kernel into its epilogue.
+  bool OnSmallBatchGemm(const DeviceBuffer<uint16_t>& bf16, const DeviceAwqLinear& awq, int64_t m, int64_t n,
+                        int64_t k) const;
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
   // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);

@@ -16,13 +16,18 @@ constexpr int64_t kAwqGemvMaxRows = 16;
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 }
 
+bool CudaBackendImpl::OnSmallBatchGemm(const DeviceBuffer<uint16_t>& bf16, const DeviceAwqLinear& awq, int64_t m,
+                                       int64_t n, int64_t k) const {
+  // Every device buffer starts 256-byte aligned; the step's inputs are rows of k bf16 (k % 128 == 0).
+  return awq.empty() && m <= small_batch_gemm_max_rows_ && SmallBatchGemmSupports(n, k) && Aligned16(bf16.data());
+}
+
 absl::Status CudaBackendImpl::RunLinear(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
                                         const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out) {
   if (awq.empty()) {
     const auto* x_bf16 = reinterpret_cast<const __nv_bfloat16*>(x);
     const auto* w_bf16 = reinterpret_cast<const __nv_bfloat16*>(bf16.data());
-    if (m > small_batch_gemm_max_rows_ || !SmallBatchGemmSupports(n, k) || !Aligned16(x_bf16) || !Aligned16(w_bf16))
-      return gemm_.Run(x, m, k, bf16.data(), n, y, out);
+    if (!OnSmallBatchGemm(bf16, awq, m, n, k) || !Aligned16(x_bf16)) return gemm_.Run(x, m, k, bf16.data(), n, y, out);
     return CudaStatus(LaunchSmallBatchGemm({.x = x_bf16,
                                             .w = w_bf16,
                                             .y = y,

@@ -162,7 +162,7 @@ TEST(SmallBatchGemmTest, MatchesTheReferenceOnEverySliceAndTileCount) {
     const auto w_bf16 = RandomBf16(static_cast<size_t>(n) * k, gen);
     const auto w = Upload(w_bf16);
     const auto w_f = ToFloat(w_bf16);
-    for (int m : {1, 3, 16, 17, 33, 64}) {
+    for (int m : {1, 3, 16, 17, 29, 33, 64}) {
       const int x_stride = m == 17 ? k + 24 : k;  // a column block of a wider matrix
       SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " x_stride=" << x_stride);
       const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * x_stride, gen);

@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
         const int r = 2 * (i % (rows_of_cta / 2)), m = i / (rows_of_cta / 2);
         const int64_t a = int64_t{blockIdx.x} * rows_of_cta + r;
         if (a >= p.n) continue;
-        kernels::RotaryKvStore(p, m, a, kernels::StagedRowSum<1>(red, k_slices, r, m) + bias(a),
+        kernels::RotaryKvStore(p.rotary, p.y, p.n, m, a, kernels::StagedRowSum<1>(red, k_slices, r, m) + bias(a),
                                kernels::StagedRowSum<1>(red, k_slices, r + 1, m) + bias(a + 1));
       }
       break;

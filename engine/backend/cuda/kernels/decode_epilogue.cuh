@@ -1,5 +1,6 @@
 // Epilogue pieces shared by the fused decode linears (decode_linear.cu on
-// bf16 weights, awq_decode_linear.cu on AWQ int4).
+// bf16 weights, awq_decode_linear.cu on AWQ int4, cluster_decode_linear.cu,
+// small_batch_gemm.cu).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,9 +14,9 @@ namespace ernie::cuda::kernels {
 
 // kRotaryKv for input row r and the output pair (a, a + 1), a even, with
 // values va, vb (bias added): rotated by kernels::RotatePair, as
-// RotaryKvWriteKernel does.
-__device__ __forceinline__ void RotaryKvStore(const DecodeLinearParams& p, int r, int64_t a, float va, float vb) {
-  const DecodeRotaryKv& q = p.rotary;
+// RotaryKvWriteKernel does; q to y ([*, n] float32), k and v to the cache.
+__device__ __forceinline__ void RotaryKvStore(const DecodeRotaryKv& q, float* y, int64_t n, int r, int64_t a,
+                                              float va, float vb) {
   const int d = q.cache.head_dim;
   const int head = static_cast<int>(a / d), i = static_cast<int>(a % d) / 2;
   const int32_t slot = q.slots[r];
@@ -29,8 +30,8 @@ __device__ __forceinline__ void RotaryKvStore(const DecodeLinearParams& p, int r
   const float2 rotated = kernels::RotatePair(va, vb, static_cast<float>(q.positions[r]), q.inv_freq[i]);
   const float ra = rotated.x, rb = rotated.y;
   if (head < q.num_heads) {
-    p.y[int64_t{r} * p.n + a] = ra;
-    p.y[int64_t{r} * p.n + a + 1] = rb;
+    y[int64_t{r} * n + a] = ra;
+    y[int64_t{r} * n + a + 1] = rb;
     return;
   }
   __nv_bfloat16* dst = q.cache.k + KvOffset(q.cache, block, head - q.num_heads, block_row) + 2 * i;

@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
           p.y[int64_t{r} * (p.n / 2) + j] = va / (1.0f + expf(-va)) * vb;
           break;
         case DecodeEpilogue::kRotaryKv:
-          kernels::RotaryKvStore(p, r, a, va, vb);
+          kernels::RotaryKvStore(p.rotary, p.y, p.n, r, a, va, vb);
           break;
       }
     }
@@ -372,13 +372,14 @@ int32_t DecodeLinearMaxRows(int32_t max_k, cudaError_t* error) {
       std::min<int64_t>(kDecodeLinearMaxRows, optin / (static_cast<int64_t>(sizeof(float)) * max_k)));
 }
 
-bool RotaryKvParamsValid(const DecodeLinearParams& p) {
-  const DecodeRotaryKv& q = p.rotary;
+bool RotaryKvParamsValid(const DecodeRotaryKv& q, int64_t n) {
   return q.positions != nullptr && q.slots != nullptr && q.inv_freq != nullptr && q.cache.k != nullptr &&
          q.cache.v != nullptr && q.cache.block_size > 0 && q.cache.head_dim > 0 && q.cache.head_dim % 2 == 0 &&
          q.num_heads > 0 && q.cache.num_kv_heads > 0 &&
-         p.n == (q.num_heads + 2 * q.cache.num_kv_heads) * q.cache.head_dim;
+         n == int64_t{q.num_heads + 2 * q.cache.num_kv_heads} * q.cache.head_dim;
 }
+
+bool RotaryKvParamsValid(const DecodeLinearParams& p) { return RotaryKvParamsValid(p.rotary, p.n); }
 
 cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream) {
   const bool one_input = (p.x_f32 != nullptr) != (p.x_bf16 != nullptr);

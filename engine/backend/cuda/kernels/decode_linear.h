@@ -91,8 +91,9 @@ int32_t DecodeLinearMaxRows(int32_t max_k, cudaError_t* error);
 // launch's error.
 cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream);
 
-// Whether p.rotary holds what kRotaryKv needs, for p's n (host side; both
-// fused decode linears check it).
+// Whether p.rotary holds what kRotaryKv needs, for p's n (host side; the
+// fused decode linears and the small-batch GEMM check it).
+bool RotaryKvParamsValid(const DecodeRotaryKv& q, int64_t n);
 bool RotaryKvParamsValid(const DecodeLinearParams& p);
 
 }  // namespace ernie::cuda

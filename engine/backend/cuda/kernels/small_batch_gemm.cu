@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "engine/backend/cuda/kernels/common.cuh"
+#include "engine/backend/cuda/kernels/decode_epilogue.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
 
@@ -68,11 +69,19 @@ __global__ void __launch_bounds__(kThreads) SmallBatchGemmKernel(SmallBatchGemmP
   // cluster runs: arrive now, wait just before the first push.
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   const int rank = blockIdx.x;  // the cluster spans gridDim.x: rank = slice
-  const int64_t row0 = int64_t{blockIdx.y} * kTileRows;
+  // kSiluMul: gate rows half_row0 .. + 31 and the matching up rows; else rows row0 .. row0 + 63.
+  const bool silu = p.epilogue == SmallBatchEpilogue::kSiluMul;
+  const int64_t row0 = int64_t{blockIdx.y} * kTileRows, half_row0 = int64_t{blockIdx.y} * (kTileRows / 2);
   const int k0 = rank * slice_k;
-  const int valid_w = static_cast<int>(std::min<int64_t>(kTileRows, p.n - row0));
+  const int valid_w = silu ? kTileRows : static_cast<int>(std::min<int64_t>(kTileRows, p.n - row0));
   // The weights never depend on the kernels before: requested before the wait.
-  StageRows(ws, p.w + row0 * p.k + k0, p.k, kTileRows, valid_w, slice_k, pieces_log2);
+  if (silu) {
+    constexpr int kHalf = kTileRows / 2;
+    StageRows(ws, p.w + half_row0 * p.k + k0, p.k, kHalf, kHalf, slice_k, pieces_log2);
+    StageRows(ws + kHalf * stride, p.w + (p.n / 2 + half_row0) * p.k + k0, p.k, kHalf, kHalf, slice_k, pieces_log2);
+  } else {
+    StageRows(ws, p.w + row0 * p.k + k0, p.k, kTileRows, valid_w, slice_k, pieces_log2);
+  }
   kernels::CpAsyncCommit();
   kernels::WaitForPrerequisiteGrids();
   const int x_stride = p.x_stride > 0 ? p.x_stride : p.k;
@@ -136,23 +145,53 @@ __global__ void __launch_bounds__(kThreads) SmallBatchGemmKernel(SmallBatchGemmP
   }
   cluster.sync();  // every push has landed (release / acquire across the cluster)
 
-  // This rank's x rows, consecutive threads on consecutive weight rows (coalesced stores).
-  for (int e = threadIdx.x; e < owned * kTileRows; e += kThreads) {
-    const int mo = e / kTileRows, r = e % kTileRows, m = mo * slices + rank;
-    if (m >= p.m || r >= valid_w) continue;
+  // This rank's x rows: the sum of weight row r's slots, in rank order
+  // (adding +0.0f for absent slices keeps the bits).
+  auto sum_of = [&](int mo, int r) {
     float parts[kMaxSlices];
 #pragma unroll
     for (int s = 0; s < kMaxSlices; ++s) parts[s] = s < slices ? receive[(s * owned + mo) * kPartStride + r] : 0.0f;
     float sum = parts[0];
 #pragma unroll
-    for (int s = 1; s < kMaxSlices; ++s) sum += parts[s];  // rank order; adding +0.0f keeps the bits
-    const int64_t out = int64_t{m} * p.n + row0 + r;
-    if (p.out == LinearOutput::kBf16) {
-      static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(sum);
-    } else if (p.accumulate) {
-      static_cast<float*>(p.y)[out] += sum;
-    } else {
-      static_cast<float*>(p.y)[out] = sum;
+    for (int s = 1; s < kMaxSlices; ++s) sum += parts[s];
+    return sum;
+  };
+  auto bias = [&](int64_t n) { return p.bias != nullptr ? p.bias[n] : 0.0f; };
+  if (p.epilogue == SmallBatchEpilogue::kStore) {
+    // Consecutive threads on consecutive weight rows (coalesced stores).
+    for (int e = threadIdx.x; e < owned * kTileRows; e += kThreads) {
+      const int mo = e / kTileRows, r = e % kTileRows, m = mo * slices + rank;
+      if (m >= p.m || r >= valid_w) continue;
+      const float sum = sum_of(mo, r) + bias(row0 + r);
+      const int64_t out = int64_t{m} * p.n + row0 + r;
+      if (p.out == LinearOutput::kBf16) {
+        static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(sum);
+      } else if (p.accumulate) {
+        static_cast<float*>(p.y)[out] += sum;
+      } else {
+        static_cast<float*>(p.y)[out] = sum;
+      }
+    }
+    return;
+  }
+  // kSiluMul and kRotaryKv: one thread per (x row, pair of sums).
+  constexpr int kPairs = kTileRows / 2;
+  for (int e = threadIdx.x; e < owned * kPairs; e += kThreads) {
+    const int mo = e / kPairs, j = e % kPairs, m = mo * slices + rank;
+    if (m >= p.m) continue;
+    if (silu) {
+      const float g = sum_of(mo, j) + bias(half_row0 + j), u = sum_of(mo, kPairs + j) + bias(p.n / 2 + half_row0 + j);
+      const float v = g / (1.0f + expf(-g)) * u;  // the same expression as SiluAndMulKernel
+      const int64_t out = int64_t{m} * (p.n / 2) + half_row0 + j;
+      if (p.out == LinearOutput::kBf16) {
+        static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(v);
+      } else {
+        static_cast<float*>(p.y)[out] = v;
+      }
+    } else if (2 * j < valid_w) {
+      const int64_t a = row0 + 2 * j;  // a rotary pair: even, and n is even
+      kernels::RotaryKvStore(p.rotary, static_cast<float*>(p.y), p.n, m, a, sum_of(mo, 2 * j) + bias(a),
+                             sum_of(mo, 2 * j + 1) + bias(a + 1));
     }
   }
 }
@@ -204,7 +243,7 @@ struct SlicePlan {
 SlicePlan PickSlices(int64_t n, int k, int x_tiles, cudaError_t* error) {
   const int sms = kernels::MultiprocessorCount(error);
   if (sms == 0) return {};
-  const int64_t tiles = (n + kTileRows - 1) / kTileRows;
+  const int64_t tiles = (n + kTileRows - 1) / kTileRows;  // kSiluMul: n / 64 as well
   SlicePlan best;
   int64_t best_waves = 0, best_ctas = 0;
   for (int slice_k : {512, 256, 128}) {
@@ -231,7 +270,12 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
   const int x_stride = p.x_stride > 0 ? p.x_stride : p.k;
   if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kSmallBatchGemmMaxRows ||
       !SmallBatchGemmSupports(p.n, p.k) || x_stride < p.k || x_stride % 8 != 0 ||
-      (p.accumulate && p.out != LinearOutput::kF32) || !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
+      (p.accumulate && (p.out != LinearOutput::kF32 || p.epilogue != SmallBatchEpilogue::kStore)) ||
+      !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
+    return cudaErrorInvalidValue;
+  if (p.epilogue == SmallBatchEpilogue::kSiluMul && p.n % kTileRows != 0) return cudaErrorInvalidValue;
+  if (p.epilogue == SmallBatchEpilogue::kRotaryKv &&
+      (p.out != LinearOutput::kF32 || !RotaryKvParamsValid(p.rotary, p.n)))
     return cudaErrorInvalidValue;
   const int x_tiles = XTilesFor(p.m);
   cudaError_t error = x_tiles == 2 ? OptIn<2>() : x_tiles == 4 ? OptIn<4>() : OptIn<8>();

@@ -24,11 +24,23 @@
 
 #include <cstdint>
 
-#include "engine/backend/cuda/kernels/gemv_bf16.h"  // LinearOutput
+#include "engine/backend/cuda/kernels/decode_linear.h"  // DecodeRotaryKv
+#include "engine/backend/cuda/kernels/gemv_bf16.h"      // LinearOutput
 
 namespace ernie::cuda {
 
 constexpr int32_t kSmallBatchGemmMaxRows = 64;
+
+// What the CTA that owns an output does with its sum (bias added first):
+//   kStore     y[m, n] = sum (float32, += with accumulate, or bf16);
+//   kSiluMul   y[m, j] = silu(g) * u for gate row j and up row width + j
+//              (n = 2 width, width a multiple of 32: a CTA stages 32 gate
+//              rows and the 32 matching up rows), float32 or bf16, so the
+//              SiLU kernel after gate|up is not needed;
+//   kRotaryKv  the fused q|k|v projection as decode_linear.h's kRotaryKv:
+//              rotary on q and k, q to y (float32 [m, n]), k and v into the
+//              paged cache (the rotary + KV write kernel is not needed).
+enum class SmallBatchEpilogue : int32_t { kStore, kSiluMul, kRotaryKv };
 
 struct SmallBatchGemmParams {
   const __nv_bfloat16* x = nullptr;  // [m, k], rows x_stride elements apart, 16-byte aligned
@@ -39,7 +51,10 @@ struct SmallBatchGemmParams {
   int32_t k = 0;                     // see SmallBatchGemmSupports
   int32_t x_stride = 0;              // 0: k; else >= k, a multiple of 8
   LinearOutput out = LinearOutput::kF32;
-  bool accumulate = false;  // y += x W^T (float32 output only)
+  bool accumulate = false;  // y += x W^T (kStore with float32 output only)
+  SmallBatchEpilogue epilogue = SmallBatchEpilogue::kStore;
+  const float* bias = nullptr;  // [n] or nullptr
+  DecodeRotaryKv rotary;        // kRotaryKv only
 };
 
 // Whether a [n, k] weight fits the kernel: k a multiple of 128 and at most
