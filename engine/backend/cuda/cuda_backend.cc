@@ -103,6 +103,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.small_batch_gemm_max_rows < 0 || o.small_batch_gemm_max_rows > kSmallBatchGemmMaxRows)
     return absl::InvalidArgumentError(absl::StrCat("small_batch_gemm_max_rows must be in [0, ", kSmallBatchGemmMaxRows,
                                                    "], got ", o.small_batch_gemm_max_rows));
+  if (o.unsplit_attention_max_context < 0 || o.unsplit_attention_min_pairs < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsplit_attention_max_context must not be negative and unsplit_attention_min_pairs must be positive, got ",
+        o.unsplit_attention_max_context, " and ", o.unsplit_attention_min_pairs));
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
@@ -179,6 +183,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->logit_rows_per_pass_ = std::min(options.max_logit_rows, options.max_tokens_per_step);
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b->max_attention_splits_ = options.max_attention_splits;
+  b->unsplit_attention_max_context_ = options.unsplit_attention_max_context;
+  b->unsplit_attention_min_pairs_ = options.unsplit_attention_min_pairs;
   b->decode_swap_ab_ = options.decode_attention_swap_ab;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;

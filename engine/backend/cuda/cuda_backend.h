@@ -40,6 +40,16 @@ struct CudaBackendOptions {
   // Most CTAs one (attention item, KV head) pair's context is split over when
   // a step has too few pairs to fill the device (split-KV); 1 turns it off.
   int max_attention_splits = 32;
+  // Steps whose longest context is at most unsplit_attention_max_context
+  // keys and that have at least unsplit_attention_min_pairs (item, KV head)
+  // pairs run attention unsplit whatever the split rule says: there the
+  // split's merge kernel, a dependent step of ~2 us inside the graph, costs
+  // more than the parallelism gains. Measured on the 0.3b (NOTES.md v20):
+  // contexts of 128 - 256 keys 4 - 6% faster at 4 - 16 sequences, 2% slower
+  // at 1; 384 - 512 keys slower at 1 - 8. The step's graph key carries the
+  // choice. 0: split by the item count alone (the before).
+  int64_t unsplit_attention_max_context = 256;
+  int unsplit_attention_min_pairs = 8;
   // Attention on the tensor cores (kernels/mma_attention.h) for head dims
   // 16, 32, 64 and 128; false, or another head dim: the CUDA-core kernel
   // (kernels/paged_attention.h).

@@ -172,6 +172,9 @@ class CudaBackendImpl final : public CudaBackend {
   float attn_scale_ = 1.0f;  // head_dim ^ -0.5
   int32_t num_sms_ = 1;      // the device's SMs: how many attention CTAs fill it
   int32_t max_attention_splits_ = 1;  // CudaBackendOptions::max_attention_splits
+  int64_t unsplit_attention_max_context_ = 0;  // CudaBackendOptions::unsplit_attention_max_context
+  int32_t unsplit_attention_min_pairs_ = 1;    // CudaBackendOptions::unsplit_attention_min_pairs
+  bool step_unsplit_attention_ = false;        // this step's contexts are all that short (RunStep)
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
   bool decode_swap_ab_ = true;         // CudaBackendOptions::decode_attention_swap_ab
   bool decode_single_wave_ = true;     // CudaBackendOptions::decode_linear_single_wave

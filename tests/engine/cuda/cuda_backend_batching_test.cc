@@ -25,13 +25,15 @@ class CudaBatchingTest : public ::testing::Test {
     auto c = cpu::CpuBackend::Create(*model_, {.num_threads = 2, .block_size = 4, .num_blocks = 64, .max_tokens_per_step = 96});
     ASSERT_TRUE(c.ok()) << c.status();
     cpu_ = std::move(*c);
-    // Fused decode kernels up to 8 tokens a step (the default stops at 2 for
-    // this bf16 model, where they stop paying): multi-sequence decode steps
-    // below run them.
+    // Fused decode kernels up to 8 tokens a step (the default stops at 1,
+    // where they stop paying): multi-sequence decode steps below run them.
+    // Attention split by the item count however short the context (the
+    // default runs these tests' short contexts unsplit), so split-KV runs.
     auto g = CreateCudaBackend(*model_, {.block_size = 4,
                                          .num_blocks = 64,
                                          .max_tokens_per_step = 96,
                                          .max_logit_rows = 5,
+                                         .unsplit_attention_max_context = 0,
                                          .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});
     ASSERT_TRUE(g.ok()) << g.status();
     gpu_ = std::move(*g);
@@ -126,6 +128,8 @@ TEST_F(CudaBatchingTest, DecodeStepOfSeveralSequencesMatchesTheCpu) {
 // merged) against the same backend with splitting off and against the CPU:
 // chunks of 1 (decodes: 2 attention items' worth of heads, so 32 splits, most
 // of them empty while the context is short) and of 3 (multi-token items).
+// A third backend runs contexts up to 64 keys unsplit and longer ones split,
+// so one sequence crosses from one graph key to the other.
 TEST_F(CudaBatchingTest, SplitKvAttentionMatchesUnsplitAndTheCpu) {
   auto u = CreateCudaBackend(*model_, {.block_size = 4,
                                        .num_blocks = 64,
@@ -134,16 +138,27 @@ TEST_F(CudaBatchingTest, SplitKvAttentionMatchesUnsplitAndTheCpu) {
                                        .max_attention_splits = 1,
                                        .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});  // as gpu_
   ASSERT_TRUE(u.ok()) << u.status();
+  auto crossing = CreateCudaBackend(*model_, {.block_size = 4,
+                                              .num_blocks = 64,
+                                              .max_tokens_per_step = 96,
+                                              .max_logit_rows = 5,
+                                              .unsplit_attention_max_context = 64,
+                                              .unsplit_attention_min_pairs = 1,
+                                              .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});
+  ASSERT_TRUE(crossing.ok()) << crossing.status();
   const auto prompt = Prompt(150, 4);
   const auto table = ConsecutiveBlocks(150, 4, 3);
   for (int32_t chunk : {1, 3}) {
     const auto split = TeacherForced(*gpu_, prompt, 0, chunk, table);
     const auto unsplit = TeacherForced(**u, prompt, 0, chunk, table);
+    const auto crossed = TeacherForced(**crossing, prompt, 0, chunk, table);
     const auto ref = TeacherForced(*cpu_, prompt, 0, chunk, table);
     for (size_t t = 0; t < prompt.size(); ++t) {
       const size_t at = t * static_cast<size_t>(vocab_);
       // Same bf16 inputs, float32 sums in another order: far below bf16's own error.
       EXPECT_LE(RelativeL2(split.data() + at, unsplit.data() + at, vocab_), 2e-3) << "chunk " << chunk << " position " << t;
+      EXPECT_LE(RelativeL2(crossed.data() + at, unsplit.data() + at, vocab_), 2e-3)
+          << "chunk " << chunk << " position " << t << " (unsplit up to 64 keys)";
       EXPECT_LE(RelativeL2(split.data() + at, ref.data() + at, vocab_), kBound) << "chunk " << chunk << " position " << t;
     }
   }
@@ -186,6 +201,11 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   ASSERT_TRUE(m.ok()) << m.status();
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 0}, "num_blocks");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_grouped_gemm_min_rows = 12}, "moe_grouped_gemm_min_rows");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .unsplit_attention_max_context = -1},
+                "unsplit_attention_max_context");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .unsplit_attention_min_pairs = 0},
+                "unsplit_attention_min_pairs");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .small_batch_gemm_max_rows = 65}, "small_batch_gemm_max_rows");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 3}, "moe_awq_gemv_k_slices");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 2, .moe_awq_gemv_cta_warps = 3},
                 "moe_awq_gemv_cta_warps");

@@ -12,7 +12,8 @@
 //                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
-//                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64] [--timeline-batches 1,64]
+//                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 24] [--timeline-batches 1,64]
+//                    [--unsplit-attention-max-context 256]
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
 // the device (the 21B-A3B shape is 43.7 GB: ernie-make-model --config-only
@@ -29,7 +30,9 @@
 // --decode-linear-single-wave 0 one row pair a warp in the fused decode
 // linear however many CTAs that takes (the before of two where it pays);
 // --small-batch-gemm-max-rows 0 cuBLAS for every unfused bf16 linear (the
-// before of the small-batch GEMM).
+// before of the small-batch GEMM); --unsplit-attention-max-context 0
+// splits attention by the item count however short the contexts (the before
+// of unsplit short-context steps).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -76,6 +79,8 @@ struct Args {
   int profile_batch = 0;  // > 0: after the figures, one decode step of this batch inside cudaProfilerStart/Stop
   int profile_prefill = 0;  // > 0: then one prefill step of this many prompts, the same way
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
+  // 0: split-KV by the item count alone, however short the contexts (the before)
+  int64_t unsplit_attention_max_context = ernie::CudaBackendOptions{}.unsplit_attention_max_context;
   // -1: the model's default; 0 (--fused-decode 0): cuBLAS for decode steps too (the before)
   int fused_decode_max_rows = ernie::CudaBackendOptions{}.fused_decode_max_rows;
   int decode_attention_swap_ab = 1;  // 0: the general kernel's decode shape (the before)
@@ -144,6 +149,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->fused_decode_max_rows) || a->fused_decode_max_rows < -1) return false;
     } else if (f == "--cluster-decode-max-rows") {
       if (!absl::SimpleAtoi(v, &a->cluster_decode_max_rows) || a->cluster_decode_max_rows < 0) return false;
+    } else if (f == "--unsplit-attention-max-context") {
+      if (!absl::SimpleAtoi(v, &a->unsplit_attention_max_context) || a->unsplit_attention_max_context < 0) return false;
     } else if (f == "--small-batch-gemm-max-rows") {
       if (!absl::SimpleAtoi(v, &a->small_batch_gemm_max_rows) || a->small_batch_gemm_max_rows < 0) return false;
     } else if (f == "--tensor-core-attention") {
@@ -378,7 +385,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--unsplit-attention-max-context N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -424,6 +431,7 @@ int main(int argc, char** argv) {
                     {2048, max_batch, args.check_tokens, int64_t{args.profile_prefill} * args.prompt_len}),
                 .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
                 .max_attention_splits = args.max_attention_splits,
+                .unsplit_attention_max_context = args.unsplit_attention_max_context,
                 .tensor_core_attention = args.tensor_core_attention == 1,
                 .decode_attention_swap_ab = args.decode_attention_swap_ab == 1,
                 .fused_decode_max_rows = args.fused_decode_max_rows,
@@ -458,6 +466,7 @@ int main(int argc, char** argv) {
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.
                         {"active_weight_bytes", 2 * (*model)->config.ActiveParameterCount()},
                         {"max_attention_splits", args.max_attention_splits},
+                        {"unsplit_attention_max_context", args.unsplit_attention_max_context},
                         {"fused_decode", args.fused_decode_max_rows != 0},
                         {"fused_decode_max_rows", args.fused_decode_max_rows},
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},

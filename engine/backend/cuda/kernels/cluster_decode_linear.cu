@@ -232,7 +232,8 @@ __global__ void __launch_bounds__(kThreads, 2) ClusterDecodeLinearKernel(DecodeL
       }
       case DecodeEpilogue::kRotaryKv: {
         const int64_t a = group * kRowsW + 2 * u;
-        kernels::RotaryKvStore(p.rotary, p.y, p.n, col, a, full_sum(2 * u, col) + bias(a), full_sum(2 * u + 1, col) + bias(a + 1));
+        kernels::RotaryKvStore(p.rotary, p.y, p.n, col, a, full_sum(2 * u, col) + bias(a),
+                               full_sum(2 * u + 1, col) + bias(a + 1));
         break;
       }
     }
