@@ -251,7 +251,8 @@ SlicePlan PickSlices(int64_t n, int k, int x_tiles, cudaError_t* error) {
     const SlicePlan plan{slice_k, k / slice_k};
     const int64_t ctas = tiles * plan.slices;
     const int64_t resident = ResidentFor(x_tiles, SharedBytes(slice_k, plan.slices, 8 * x_tiles), error);
-    if (*error != cudaSuccess || resident <= 0) return {};
+    if (*error != cudaSuccess) return {};
+    if (resident <= 0) continue;  // its shared memory does not fit an SM
     const int64_t waves = (ctas + resident - 1) / resident;
     const bool better = best.slices == 0 || waves < best_waves ||
                         (waves == best_waves && best_ctas < sms && ctas > best_ctas);  // larger slices come first
@@ -282,6 +283,7 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
   if (error != cudaSuccess) return error;
   const SlicePlan plan = PickSlices(p.n, p.k, x_tiles, &error);
   if (error != cudaSuccess) return error;
+  if (plan.slices == 0) return cudaErrorInvalidValue;  // no slice whose CTA fits an SM
   cudaLaunchAttribute attrs[2];
   attrs[0].id = cudaLaunchAttributeClusterDimension;
   attrs[0].val.clusterDim.x = static_cast<unsigned>(plan.slices);
