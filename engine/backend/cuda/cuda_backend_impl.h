@@ -132,6 +132,9 @@ class CudaBackendImpl final : public CudaBackend {
   // Attention alone, once rotary and the KV write are done (the decode path
   // folds them into its qkv GEMV).
   absl::Status Attention(int64_t layer, int32_t tokens);
+  // Split-KV CTAs per (item, KV head) for the uploaded step by its item
+  // count alone (a captured graph fits every context); 1 is no split.
+  int32_t SplitsByItemCount() const;
   // Query rows of one attention work item: the size of the kernel in use.
   int32_t AttentionRowsPerItem() const { return mma_attention_ ? kMmaAttentionRows : kAttentionRowsPerCta; }
   absl::Status MlpBlock(int64_t layer, int32_t tokens);

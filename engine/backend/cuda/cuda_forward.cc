@@ -53,17 +53,18 @@ absl::Status CudaBackendImpl::RotaryAndAttention(int64_t layer, int32_t tokens) 
   return Attention(layer, tokens);
 }
 
+int32_t CudaBackendImpl::SplitsByItemCount() const {
+  return std::min(max_attention_splits_,
+                  PagedAttentionSplits(inputs_.num_items(), static_cast<int32_t>(config_.num_kv_heads), num_sms_));
+}
+
 absl::Status CudaBackendImpl::Attention(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
   // A function of the item count and the graph key's short-context bit, so
   // a captured graph fits every context its key admits.
-  const int32_t splits =
-      step_unsplit_attention_
-          ? 1
-          : std::min(max_attention_splits_,
-                     PagedAttentionSplits(inputs_.num_items(), static_cast<int32_t>(c.num_kv_heads), num_sms_));
+  const int32_t splits = step_unsplit_attention_ ? 1 : SplitsByItemCount();
   const PagedAttentionParams attention{.q = ws_.qkv.data(),
                                        .q_row_stride = qkv_width,
                                        .cache = LayerCache(layer),
@@ -255,8 +256,11 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   };
   int32_t max_position = 0;
   for (const int32_t position : batch.positions) max_position = std::max(max_position, position);
+  // Only where the item count would split: a larger step runs unsplit anyway, and a set bit there
+  // would capture a second, identical graph of its shape.
   step_unsplit_attention_ = int64_t{max_position} + 1 <= unsplit_attention_max_context_ &&
-                            int64_t{inputs_.num_items()} * config_.num_kv_heads >= unsplit_attention_min_pairs_;
+                            int64_t{inputs_.num_items()} * config_.num_kv_heads >= unsplit_attention_min_pairs_ &&
+                            SplitsByItemCount() > 1;
   if (tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_) {
     const uint64_t key = GraphCache::Key(tokens, inputs_.num_items(), rows, step_unsplit_attention_);
     ERNIE_RETURN_IF_ERROR(graphs_.Run(key, stream_.get(), [&] {
