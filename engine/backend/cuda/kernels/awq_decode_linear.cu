@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
         if (feature >= width) continue;
         const float gate = kernels::StagedRowSum<1>(red, k_slices, f, m) + bias(feature);
         const float up = kernels::StagedRowSum<1>(red, k_slices, features + f, m) + bias(width + feature);
-        p.y[int64_t{m} * width + feature] = gate / (1.0f + expf(-gate)) * up;  // as SiluAndMulKernel
+        p.y[int64_t{m} * width + feature] = kernels::Silu(gate) * up;
       }
       break;
     }

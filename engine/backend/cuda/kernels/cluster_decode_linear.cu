@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 2) ClusterDecodeLinearKernel(DecodeL
         const int64_t width = p.n / 2, feature = group * units + u;
         const float gate = full_sum(u, col) + bias(feature);
         const float up = full_sum(units + u, col) + bias(width + feature);
-        p.y[int64_t{col} * width + feature] = gate / (1.0f + expf(-gate)) * up;  // as SiluAndMulKernel
+        p.y[int64_t{col} * width + feature] = kernels::Silu(gate) * up;
         break;
       }
       case DecodeEpilogue::kRotaryKv: {

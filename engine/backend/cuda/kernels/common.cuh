@@ -80,6 +80,10 @@ __device__ __forceinline__ void StoreBf16x4(__nv_bfloat16* out, float a, float b
 inline bool AlignedTo(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 inline bool Aligned16(const void* ptr) { return AlignedTo(ptr, 16); }
 
+// SiLU, g sigmoid(g), in the one float expression every kernel that applies
+// it uses (SiLU-and-mul and the linears' fused epilogues agree bit for bit).
+__device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
+
 // Eight bf16 values (one 16-byte load, already made) widened to float.
 //
 // A bf16 is the top half of the float32 with the same value, so each one is

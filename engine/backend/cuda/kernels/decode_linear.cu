@@ -294,8 +294,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
           break;
         }
         case DecodeEpilogue::kSiluMul:
-          // The same expression as SiluAndMulKernel.
-          p.y[int64_t{r} * (p.n / 2) + j] = va / (1.0f + expf(-va)) * vb;
+          p.y[int64_t{r} * (p.n / 2) + j] = kernels::Silu(va) * vb;
           break;
         case DecodeEpilogue::kRotaryKv:
           kernels::RotaryKvStore(p.rotary, p.y, p.n, r, a, va, vb);

@@ -106,7 +106,7 @@ __global__ void AddRmsNormKernel(AddRmsNormParams p) {
   }
 }
 
-__device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
+using kernels::Silu;
 
 // Element i of a row, and four from element 4q (aligned), as float.
 __device__ __forceinline__ float ValueAt(const float* row, int64_t i) { return row[i]; }

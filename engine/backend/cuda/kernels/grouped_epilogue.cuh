@@ -43,7 +43,7 @@ __device__ __forceinline__ void StoreGroupedTile(float (*acc)[4], float* red, in
     if (cta_row0 + r >= n) continue;
     const float gate = StagedRowSum<kTiles>(red, k_slices, r, m);
     const float up = StagedRowSum<kTiles>(red, k_slices, r + 8, m);
-    out[(slot0 + m) * width + cta_row0 / 2 + f] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
+    out[(slot0 + m) * width + cta_row0 / 2 + f] = __float2bfloat16(kernels::Silu(gate) * up);
   }
 }
 

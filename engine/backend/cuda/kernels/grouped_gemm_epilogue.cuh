@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
 
 namespace ernie::cuda::kernels {
@@ -58,7 +59,7 @@ __device__ __forceinline__ void StoreGroupedGemmTile(const float (&acc)[kSlotTil
         const float* up = &acc[t][2 * jj + 1][2 * half];
         const int64_t slot = slot0 + 16 * t + g + 8 * half;
         y[slot * pairs + (row16 / 2 + 2 * c) / 2] =
-            __floats2bfloat162_rn(gate[0] / (1.0f + expf(-gate[0])) * up[0], gate[1] / (1.0f + expf(-gate[1])) * up[1]);
+            __floats2bfloat162_rn(Silu(gate[0]) * up[0], Silu(gate[1]) * up[1]);
       }
     }
 }

@@ -412,7 +412,7 @@ __global__ void MoeSiluMulKernel(MoeSiluMulParams p) {
   const float* row = p.gate_up + s * 2 * p.width;
   for (int f = threadIdx.x; f < p.width; f += blockDim.x) {
     const float g = row[(f / 8) * 16 + f % 8], u = row[(f / 8) * 16 + f % 8 + 8];
-    p.act[s * p.width + f] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
+    p.act[s * p.width + f] = __float2bfloat16(kernels::Silu(g) * u);
   }
 }
 
