@@ -16,6 +16,7 @@
 #include "engine/backend/cuda/graph_cache.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/mma_attention.h"
+#include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/backend/cuda/paged_kv_view.h"
 #include "engine/backend/cuda/step_plan.h"
 
@@ -121,11 +122,20 @@ class CudaBackendImpl final : public CudaBackend {
   // (cuda_linear.cc).
   absl::Status RunLinear(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
                          const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out = GemmOutput::kF32);
-  // Whether RunLinear takes the small-batch GEMM for this linear at m rows
-  // (bf16 weights, m <= small_batch_gemm_max_rows_, a shape it supports);
-  // the forward then folds the next row-wise kernel into its epilogue.
-  bool OnSmallBatchGemm(const DeviceBuffer<uint16_t>& bf16, const DeviceAwqLinear& awq, int64_t m, int64_t n,
-                        int64_t k) const;
+  // The row-wise work after a linear that its kernel may do instead, where
+  // the small-batch GEMM takes the step (small_batch_gemm.h's epilogues).
+  struct LinearEpilogue {
+    SmallBatchEpilogue kind = SmallBatchEpilogue::kStore;
+    void* y = nullptr;            // kSiluMul: where silu(g) * u goes, [m, n / 2] as `out` says
+    const float* bias = nullptr;  // the linear's bias, or nullptr
+    DecodeRotaryKv rotary;        // kRotaryKv: as decode_linear.h's
+  };
+  // RunLinear, with `epilogue` done by the linear's kernel where it can be:
+  // true when it was (the caller skips its own row-wise kernel), false when
+  // y holds the plain product (bias not added) as RunLinear leaves it.
+  absl::StatusOr<bool> RunLinearWithEpilogue(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
+                                             const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out,
+                                             const LinearEpilogue& epilogue);
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
   // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);

@@ -19,7 +19,6 @@
 #include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/backend/cuda/kernels/rotary_kv_write.h"
-#include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie::cuda {
@@ -96,27 +95,18 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
-  if (OnSmallBatchGemm(w.qkv, w.qkv_awq, tokens, qkv_width, c.hidden_size)) {
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchGemm({.x = Bf16(ws_.h),
-                                                     .w = Bf16(w.qkv),
-                                                     .y = ws_.qkv.data(),
-                                                     .m = tokens,
-                                                     .n = static_cast<int32_t>(qkv_width),
-                                                     .k = static_cast<int32_t>(c.hidden_size),
-                                                     .epilogue = SmallBatchEpilogue::kRotaryKv,
-                                                     .bias = OrNull(w.qkv_bias),
-                                                     .rotary = {.positions = inputs_.positions(),
-                                                                .slots = inputs_.slots(),
-                                                                .inv_freq = ws_.inv_freq.data(),
-                                                                .cache = LayerCache(layer),
-                                                                .num_heads = static_cast<int32_t>(c.num_heads)}},
-                                                    s),
-                               "small-batch qkv + rotary kernel");
-    ERNIE_RETURN_IF_ERROR(Attention(layer, tokens));
-  } else {
-    ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.h), tokens, c.hidden_size, w.qkv, w.qkv_awq, qkv_width, ws_.qkv.data()));
-    ERNIE_RETURN_IF_ERROR(RotaryAndAttention(layer, tokens));
-  }
+  ERNIE_ASSIGN_OR_RETURN(
+      const bool rotary_done,
+      RunLinearWithEpilogue(Raw(ws_.h), tokens, c.hidden_size, w.qkv, w.qkv_awq, qkv_width, ws_.qkv.data(),
+                            GemmOutput::kF32,
+                            {.kind = SmallBatchEpilogue::kRotaryKv,
+                             .bias = OrNull(w.qkv_bias),
+                             .rotary = {.positions = inputs_.positions(),
+                                        .slots = inputs_.slots(),
+                                        .inv_freq = ws_.inv_freq.data(),
+                                        .cache = LayerCache(layer),
+                                        .num_heads = static_cast<int32_t>(c.num_heads)}}));
+  ERNIE_RETURN_IF_ERROR(rotary_done ? Attention(layer, tokens) : RotaryAndAttention(layer, tokens));
   ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.attn), tokens, c.q_size(), w.o_proj, w.o_awq, c.hidden_size, ws_.proj.data()));
   return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
                                       .delta = ws_.proj.data(),
@@ -143,27 +133,16 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
   } else {
     // gate|up in bf16, as HF's bf16 model holds it: the SiLU kernel reads half the bytes.
     auto* gate_up = reinterpret_cast<__nv_bfloat16*>(ws_.gate_up.data());
-    // The SiLU epilogue pairs 32 gate rows with their up rows in a CTA.
-    if (c.intermediate_size % 32 == 0 &&
-        OnSmallBatchGemm(w.gate_up, w.gate_up_awq, tokens, 2 * c.intermediate_size, c.hidden_size)) {
-      ERNIE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchGemm({.x = Bf16(ws_.h),
-                                                       .w = Bf16(w.gate_up),
-                                                       .y = Bf16(ws_.act),
-                                                       .m = tokens,
-                                                       .n = static_cast<int32_t>(2 * c.intermediate_size),
-                                                       .k = static_cast<int32_t>(c.hidden_size),
-                                                       .out = LinearOutput::kBf16,
-                                                       .epilogue = SmallBatchEpilogue::kSiluMul,
-                                                       .bias = OrNull(w.gate_up_bias)},
-                                                      s),
-                                 "small-batch gate|up + SiLU kernel");
-    } else {
-      ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.h), tokens, c.hidden_size, w.gate_up, w.gate_up_awq,
-                                      2 * c.intermediate_size, gate_up, GemmOutput::kBf16));
+    ERNIE_ASSIGN_OR_RETURN(const bool silu_done,
+                           RunLinearWithEpilogue(Raw(ws_.h), tokens, c.hidden_size, w.gate_up, w.gate_up_awq,
+                                                 2 * c.intermediate_size, gate_up, GemmOutput::kBf16,
+                                                 {.kind = SmallBatchEpilogue::kSiluMul,
+                                                  .y = Bf16(ws_.act),
+                                                  .bias = OrNull(w.gate_up_bias)}));
+    if (!silu_done)
       ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(gate_up, OrNull(w.gate_up_bias), tokens,
                                                   static_cast<int32_t>(c.intermediate_size), Bf16(ws_.act), s),
                                  "SiLU-and-mul kernel");
-    }
     ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.act), tokens, c.intermediate_size, w.down_proj, w.down_awq,
                                     c.hidden_size, ws_.proj.data()));
   }

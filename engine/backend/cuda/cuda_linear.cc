@@ -16,42 +16,54 @@ constexpr int64_t kAwqGemvMaxRows = 16;
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 }
 
-bool CudaBackendImpl::OnSmallBatchGemm(const DeviceBuffer<uint16_t>& bf16, const DeviceAwqLinear& awq, int64_t m,
-                                       int64_t n, int64_t k) const {
-  // Every device buffer starts 256-byte aligned; the step's inputs are rows of k bf16 (k % 128 == 0).
-  return awq.empty() && m <= small_batch_gemm_max_rows_ && SmallBatchGemmSupports(n, k) && Aligned16(bf16.data());
-}
-
 absl::Status CudaBackendImpl::RunLinear(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
                                         const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out) {
-  if (awq.empty()) {
-    const auto* x_bf16 = reinterpret_cast<const __nv_bfloat16*>(x);
-    const auto* w_bf16 = reinterpret_cast<const __nv_bfloat16*>(bf16.data());
-    if (!OnSmallBatchGemm(bf16, awq, m, n, k) || !Aligned16(x_bf16)) return gemm_.Run(x, m, k, bf16.data(), n, y, out);
-    return CudaStatus(LaunchSmallBatchGemm({.x = x_bf16,
-                                            .w = w_bf16,
-                                            .y = y,
-                                            .m = static_cast<int32_t>(m),
-                                            .n = static_cast<int32_t>(n),
-                                            .k = static_cast<int32_t>(k),
-                                            .out = out == GemmOutput::kBf16 ? LinearOutput::kBf16 : LinearOutput::kF32},
-                                           stream_.get()),
-                      "small-batch GEMM kernel");
+  return RunLinearWithEpilogue(x, m, k, bf16, awq, n, y, out, {}).status();
+}
+
+absl::StatusOr<bool> CudaBackendImpl::RunLinearWithEpilogue(const uint16_t* x, int64_t m, int64_t k,
+                                                            const DeviceBuffer<uint16_t>& bf16,
+                                                            const DeviceAwqLinear& awq, int64_t n, void* y,
+                                                            GemmOutput out, const LinearEpilogue& epilogue) {
+  const LinearOutput linear_out = out == GemmOutput::kBf16 ? LinearOutput::kBf16 : LinearOutput::kF32;
+  if (awq.empty() && m <= small_batch_gemm_max_rows_ && SmallBatchGemmSupports(n, k, epilogue.kind) &&
+      Aligned16(x) && Aligned16(bf16.data())) {
+    ERNIE_CUDA_RETURN_IF_ERROR(
+        LaunchSmallBatchGemm({.x = reinterpret_cast<const __nv_bfloat16*>(x),
+                              .w = reinterpret_cast<const __nv_bfloat16*>(bf16.data()),
+                              .y = epilogue.kind == SmallBatchEpilogue::kSiluMul ? epilogue.y : y,
+                              .m = static_cast<int32_t>(m),
+                              .n = static_cast<int32_t>(n),
+                              .k = static_cast<int32_t>(k),
+                              .out = linear_out,
+                              .epilogue = epilogue.kind,
+                              .bias = epilogue.bias,
+                              .rotary = epilogue.rotary},
+                             stream_.get()),
+        "small-batch GEMM kernel");
+    return true;
   }
-  if (m <= kAwqGemvMaxRows)
-    return CudaStatus(LaunchAwqGemv({.x = reinterpret_cast<const __nv_bfloat16*>(x),
-                                     .w = awq.view(),
-                                     .y = y,
-                                     .m = static_cast<int32_t>(m),
-                                     .out = out == GemmOutput::kBf16 ? LinearOutput::kBf16 : LinearOutput::kF32},
-                                    stream_.get()),
-                      "AWQ int4 GEMV kernel");
+  if (awq.empty()) {
+    ERNIE_RETURN_IF_ERROR(gemm_.Run(x, m, k, bf16.data(), n, y, out));
+    return false;
+  }
+  if (m <= kAwqGemvMaxRows) {
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqGemv({.x = reinterpret_cast<const __nv_bfloat16*>(x),
+                                              .w = awq.view(),
+                                              .y = y,
+                                              .m = static_cast<int32_t>(m),
+                                              .out = linear_out},
+                                             stream_.get()),
+                               "AWQ int4 GEMV kernel");
+    return false;
+  }
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqDequantize({.w = awq.view(),
                                                   .out = reinterpret_cast<__nv_bfloat16*>(ws_.awq_weights.data()),
                                                   .out_bytes = ws_.awq_weights.bytes()},
                                                  stream_.get()),
                              "AWQ dequantise kernel");
-  return gemm_.Run(x, m, k, ws_.awq_weights.data(), n, y, out);
+  ERNIE_RETURN_IF_ERROR(gemm_.Run(x, m, k, ws_.awq_weights.data(), n, y, out));
+  return false;
 }
 
 }  // namespace ernie::cuda

@@ -236,6 +236,9 @@ TEST(SmallBatchGemmTest, RejectsBadParameters) {
             cudaErrorInvalidValue);
   EXPECT_TRUE(cuda::SmallBatchGemmSupports(2560, 1024));
   EXPECT_FALSE(cuda::SmallBatchGemmSupports(2560, 1000));
+  // kSiluMul stages 32 gate rows with their 32 up rows: n a multiple of 64.
+  EXPECT_TRUE(cuda::SmallBatchGemmSupports(6144, 1024, cuda::SmallBatchEpilogue::kSiluMul));
+  EXPECT_FALSE(cuda::SmallBatchGemmSupports(96, 1024, cuda::SmallBatchEpilogue::kSiluMul));
 }
 
 // ---- AWQ ----

@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) SmallBatchGemmKernel(SmallBatchGemmP
     if (m >= p.m) continue;
     if (silu) {
       const float g = sum_of(mo, j) + bias(half_row0 + j), u = sum_of(mo, kPairs + j) + bias(p.n / 2 + half_row0 + j);
-      const float v = g / (1.0f + expf(-g)) * u;  // the same expression as SiluAndMulKernel
+      const float v = kernels::Silu(g) * u;
       const int64_t out = int64_t{m} * (p.n / 2) + half_row0 + j;
       if (p.out == LinearOutput::kBf16) {
         static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(v);
@@ -263,18 +263,18 @@ SlicePlan PickSlices(int64_t n, int k, int x_tiles, cudaError_t* error) {
 
 }  // namespace
 
-bool SmallBatchGemmSupports(int64_t n, int64_t k) {
-  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= 128 && k % 128 == 0 && k <= 512 * kMaxSlices;
+bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue) {
+  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= 128 && k % 128 == 0 && k <= 512 * kMaxSlices &&
+         (epilogue != SmallBatchEpilogue::kSiluMul || n % kTileRows == 0);
 }
 
 cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t stream) {
   const int x_stride = p.x_stride > 0 ? p.x_stride : p.k;
   if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kSmallBatchGemmMaxRows ||
-      !SmallBatchGemmSupports(p.n, p.k) || x_stride < p.k || x_stride % 8 != 0 ||
+      !SmallBatchGemmSupports(p.n, p.k, p.epilogue) || x_stride < p.k || x_stride % 8 != 0 ||
       (p.accumulate && (p.out != LinearOutput::kF32 || p.epilogue != SmallBatchEpilogue::kStore)) ||
       !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
     return cudaErrorInvalidValue;
-  if (p.epilogue == SmallBatchEpilogue::kSiluMul && p.n % kTileRows != 0) return cudaErrorInvalidValue;
   if (p.epilogue == SmallBatchEpilogue::kRotaryKv &&
       (p.out != LinearOutput::kF32 || !RotaryKvParamsValid(p.rotary, p.n)))
     return cudaErrorInvalidValue;

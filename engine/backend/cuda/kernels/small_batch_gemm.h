@@ -57,9 +57,9 @@ struct SmallBatchGemmParams {
   DecodeRotaryKv rotary;        // kRotaryKv only
 };
 
-// Whether a [n, k] weight fits the kernel: k a multiple of 128 and at most
-// 8 slices of 512 (4,096).
-bool SmallBatchGemmSupports(int64_t n, int64_t k);
+// Whether a [n, k] weight fits the kernel with `epilogue`: k a multiple of
+// 128 and at most 8 slices of 512 (4,096); kSiluMul also n a multiple of 64.
+bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue = SmallBatchEpilogue::kStore);
 
 // cudaErrorInvalidValue for a null or misaligned pointer or a size out of
 // range (checked before any CUDA call); otherwise the launch's error.
