@@ -133,9 +133,9 @@ class CudaBackendImpl final : public CudaBackend {
   // RunLinear, with `epilogue` done by the linear's kernel where it can be:
   // true when it was (the caller skips its own row-wise kernel), false when
   // y holds the plain product (bias not added) as RunLinear leaves it.
-  absl::StatusOr<bool> RunLinearWithEpilogue(const uint16_t* x, int64_t m, int64_t k, const DeviceBuffer<uint16_t>& bf16,
-                                             const DeviceAwqLinear& awq, int64_t n, void* y, GemmOutput out,
-                                             const LinearEpilogue& epilogue);
+  absl::StatusOr<bool> RunLinearWithEpilogue(const uint16_t* x, int64_t m, int64_t k,
+                                             const DeviceBuffer<uint16_t>& bf16, const DeviceAwqLinear& awq, int64_t n,
+                                             void* y, GemmOutput out, const LinearEpilogue& epilogue);
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
   // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);
