@@ -87,6 +87,11 @@ struct CudaBackendOptions {
   // kernel before) instead of cuBLAS; 0: cuBLAS for every such step (the before).
   // 24: the H200 measured it faster up to 24 tokens, slower from 32 (NOTES.md v20).
   int small_batch_gemm_max_rows = 24;
+  // bf16 linears of steps above small_batch_gemm_max_rows and up to this many
+  // tokens (at most 256) run on the warpgroup GEMM (kernels/warpgroup_gemm.h:
+  // wgmma from swizzled shared memory, weights requested before it waits for
+  // the kernel before) instead of cuBLAS; 0: cuBLAS for them (the before).
+  int warpgroup_gemm_max_rows = 0;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
   // go in chunks.

@@ -15,7 +15,8 @@
 namespace ernie::testing {
 
 void ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
-    const std::function<cudaError_t(const cuda::DecodeLinearParams&)>& launch) {
+    const std::function<cudaError_t(const cuda::DecodeLinearParams&)>& launch,
+    const std::vector<int32_t>& row_counts) {
   constexpr int32_t kHeads = kRotaryCheckHeads, kKvHeads = kRotaryCheckKvHeads, kDim = kRotaryCheckHeadDim;
   constexpr int32_t kK = kRotaryCheckK, kN = kRotaryCheckN, kBlock = 4, kBlocks = 16;
   const size_t plane = size_t{kBlocks} * kKvHeads * kBlock * kDim;
@@ -23,7 +24,8 @@ void ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> inv_freq(kDim / 2);
   for (int i = 0; i < kDim / 2; ++i) inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * i / kDim);
-  for (const int32_t m : {1, 3, 8}) {
+  for (const int32_t m : row_counts) {
+    ASSERT_LE(m, kBlocks * kBlock) << "every row needs a slot of its own";
     SCOPED_TRACE(absl::StrCat("m=", m));
     std::vector<float> x(static_cast<size_t>(m) * kK), bias(kN);
     std::vector<uint16_t> cache0(plane);

@@ -2,14 +2,16 @@
 // (decode_linear_test.cc on bf16 weights, awq_decode_linear_test.cc on
 // int4): kRotaryKv must equal kStore (bias included) followed by
 // rotary_kv_write's kernel: q rotated in y, k rotated and v as they are in
-// the paged cache at each row's slot, for 1, 3 and 8 rows at scattered
-// positions and slots.
+// the paged cache at each row's slot, for 1, 3 and 8 rows (or the row
+// counts given, at most 64: the cache has 64 slots) at scattered positions
+// and slots.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "engine/backend/cuda/kernels/decode_linear.h"
 
@@ -22,6 +24,7 @@ inline constexpr int32_t kRotaryCheckN = (kRotaryCheckHeads + 2 * kRotaryCheckKv
 // `launch` runs the kernel under test on p (its weights: kRotaryCheckN x
 // kRotaryCheckK, bound by the caller); gtest failures name what differs.
 void ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
-    const std::function<cudaError_t(const cuda::DecodeLinearParams&)>& launch);
+    const std::function<cudaError_t(const cuda::DecodeLinearParams&)>& launch,
+    const std::vector<int32_t>& row_counts = {1, 3, 8});
 
 }  // namespace ernie::testing

@@ -3,20 +3,12 @@
 // A CTA: 4 warps, 64 weight rows (16 a warp, mma's A operand), one k slice,
 // every x row of the step (mma's B operand, 8 rows a tile). Shared memory
 // holds the weight tile and the x slice, each row padded by 16 bytes so the
-// 8 row addresses of an ldmatrix fall in 8 different bank groups, and a
-// receive area. The cluster's sum is pushed, not pulled: x row m belongs to
-// rank m % slices, and every CTA stores its partial sums of row m into that
-// rank's receive area (distributed shared memory, slot = its own rank); after
-// one cluster barrier each rank adds its rows' slots in rank order (so the
-// result is deterministic) from its own shared memory and writes them out.
-// Pulling instead took a second barrier (no CTA may leave while another
-// reads its shared memory) and a remote load's latency per output.
-#include <cooperative_groups.h>
-
+// 8 row addresses of an ldmatrix fall in 8 different bank groups, and the
+// receive area of the cluster's split-k sum (cluster_k_reduce.cuh).
 #include <algorithm>
 
+#include "engine/backend/cuda/kernels/cluster_k_reduce.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
-#include "engine/backend/cuda/kernels/decode_epilogue.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
 
@@ -24,21 +16,17 @@ namespace ernie::cuda {
 
 namespace {
 
-namespace cg = cooperative_groups;
+using kernels::kReduceMaxSlices;
+using kernels::kReduceTileRows;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kTileRows = 16 * kWarps;      // weight rows of a CTA
-constexpr int kMaxSlices = 8;               // CTAs of a cluster (a portable size)
-constexpr int kPartStride = kTileRows + 4;  // floats: a received row's length (4 apart in banks)
+constexpr int kTileRows = kReduceTileRows;  // weight rows of a CTA: 16 a warp
+static_assert(kTileRows == 16 * kWarps);
 
 constexpr int64_t StagedBytes(int slice_k, int x_rows) { return int64_t{kTileRows + x_rows} * (slice_k + 8) * 2; }
-// x rows a rank owns: ceil(x_rows / slices); its receive area holds them for every slice.
-constexpr int64_t ReceiveBytes(int slices, int x_rows) {
-  return int64_t{slices} * ((x_rows + slices - 1) / slices) * kPartStride * 4;
-}
 constexpr int64_t SharedBytes(int slice_k, int slices, int x_rows) {
-  return StagedBytes(slice_k, x_rows) + ReceiveBytes(slices, x_rows);
+  return StagedBytes(slice_k, x_rows) + kernels::ReceiveBytes(slices, x_rows);
 }
 
 // 16-byte pieces of `rows` rows of a k slice into padded shared rows; rows
@@ -65,9 +53,7 @@ __global__ void __launch_bounds__(kThreads) SmallBatchGemmKernel(SmallBatchGemmP
   const int pieces_log2 = __ffs(slice_k / 8) - 1;
 
   kernels::AllowDependentLaunch();
-  // Distributed shared memory may be written only once every CTA of the
-  // cluster runs: arrive now, wait just before the first push.
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  kernels::ClusterArrive();  // at the start: the receive area is its own
   const int rank = blockIdx.x;  // the cluster spans gridDim.x: rank = slice
   // kSiluMul: gate rows half_row0 .. + 31 and the matching up rows; else rows row0 .. row0 + 63.
   const bool silu = p.epilogue == SmallBatchEpilogue::kSiluMul;
@@ -119,81 +105,8 @@ __global__ void __launch_bounds__(kThreads) SmallBatchGemmKernel(SmallBatchGemmP
     multiply(a1, b1);
   }
 
-  // Push: x row m's partials to rank m % slices, row m / slices of slot `rank`.
-  cg::cluster_group cluster = cg::this_cluster();
-  const int owned = (kXRows + slices - 1) / slices;
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-  {
-    const int g = lane / 4, c = lane % 4, r = 16 * warp + g;
-    // Owner and row of x rows 2c + j + 8t, stepped along t without a
-    // division each (slices is a runtime value: ~20 instructions a division).
-    const int step_owner = 8 % slices, step_row = 8 / slices;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {  // x rows 8t + 2c + j: accumulators j and j + 2
-      int m = 2 * c + j, owner = m % slices, row = m / slices;
-#pragma unroll
-      for (int t = 0; t < kXTiles; ++t) {
-        if (m < p.m) {
-          float* slot = cluster.map_shared_rank(receive, owner) + (rank * owned + row) * kPartStride + r;
-          slot[0] = acc[t][j];
-          slot[8] = acc[t][j + 2];
-        }
-        m += 8, owner += step_owner, row += step_row;
-        if (owner >= slices) owner -= slices, ++row;
-      }
-    }
-  }
-  cluster.sync();  // every push has landed (release / acquire across the cluster)
-
-  // This rank's x rows: the sum of weight row r's slots, in rank order
-  // (adding +0.0f for absent slices keeps the bits).
-  auto sum_of = [&](int mo, int r) {
-    float parts[kMaxSlices];
-#pragma unroll
-    for (int s = 0; s < kMaxSlices; ++s) parts[s] = s < slices ? receive[(s * owned + mo) * kPartStride + r] : 0.0f;
-    float sum = parts[0];
-#pragma unroll
-    for (int s = 1; s < kMaxSlices; ++s) sum += parts[s];
-    return sum;
-  };
-  auto bias = [&](int64_t n) { return p.bias != nullptr ? p.bias[n] : 0.0f; };
-  if (p.epilogue == SmallBatchEpilogue::kStore) {
-    // Consecutive threads on consecutive weight rows (coalesced stores).
-    for (int e = threadIdx.x; e < owned * kTileRows; e += kThreads) {
-      const int mo = e / kTileRows, r = e % kTileRows, m = mo * slices + rank;
-      if (m >= p.m || r >= valid_w) continue;
-      const float sum = sum_of(mo, r) + bias(row0 + r);
-      const int64_t out = int64_t{m} * p.n + row0 + r;
-      if (p.out == LinearOutput::kBf16) {
-        static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(sum);
-      } else if (p.accumulate) {
-        static_cast<float*>(p.y)[out] += sum;
-      } else {
-        static_cast<float*>(p.y)[out] = sum;
-      }
-    }
-    return;
-  }
-  // kSiluMul and kRotaryKv: one thread per (x row, pair of sums).
-  constexpr int kPairs = kTileRows / 2;
-  for (int e = threadIdx.x; e < owned * kPairs; e += kThreads) {
-    const int mo = e / kPairs, j = e % kPairs, m = mo * slices + rank;
-    if (m >= p.m) continue;
-    if (silu) {
-      const float g = sum_of(mo, j) + bias(half_row0 + j), u = sum_of(mo, kPairs + j) + bias(p.n / 2 + half_row0 + j);
-      const float v = kernels::Silu(g) * u;
-      const int64_t out = int64_t{m} * (p.n / 2) + half_row0 + j;
-      if (p.out == LinearOutput::kBf16) {
-        static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(v);
-      } else {
-        static_cast<float*>(p.y)[out] = v;
-      }
-    } else if (2 * j < valid_w) {
-      const int64_t a = row0 + 2 * j;  // a rotary pair: even, and n is even
-      kernels::RotaryKvStore(p.rotary, static_cast<float*>(p.y), p.n, m, a, sum_of(mo, 2 * j) + bias(a),
-                             sum_of(mo, 2 * j + 1) + bias(a + 1));
-    }
-  }
+  kernels::PushPartials<kXTiles>(acc, receive, p.m, slices, rank);
+  kernels::SumAndFinish<kThreads>(p, receive, kXRows, slices, rank, row0, half_row0, valid_w, 0, p.m);
 }
 
 using KernelFn = void (*)(SmallBatchGemmParams, int, int);
@@ -208,15 +121,11 @@ KernelFn KernelFor(int x_tiles) {
 
 int XTilesFor(int m) { return m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 
-// Shared-memory opt-in for one instantiation, once per process.
+// Shared-memory opt-in for one instantiation (once per process): the
+// dynamic bytes a CTA may ask for, 0 with `*error` set on failure.
 template <int kXTiles>
-cudaError_t OptIn() {
-  static const cudaError_t result = [] {
-    cudaError_t e = cudaSuccess;
-    kernels::OptInToMaxDynamicShared<SmallBatchGemmKernel<kXTiles>>(&e);
-    return e;
-  }();
-  return result;
+int64_t OptIn(cudaError_t* error) {
+  return kernels::OptInToMaxDynamicShared<SmallBatchGemmKernel<kXTiles>>(error);
 }
 
 template <int kXTiles>
@@ -237,22 +146,25 @@ struct SlicePlan {
   int slice_k = 0, slices = 0;
 };
 
-// The k slice: fewest waves of resident CTAs first; within one wave, the
-// largest slice (fewest CTAs, least x re-read) whose grid covers every SM,
-// else the most CTAs.
-SlicePlan PickSlices(int64_t n, int k, int x_tiles, cudaError_t* error) {
+// The k slice, among those whose shared memory fits a CTA (`max_shared`
+// bytes): fewest waves of resident CTAs first; within one wave, the largest
+// slice (fewest CTAs, least x re-read) whose grid covers every SM, else the
+// most CTAs.
+SlicePlan PickSlices(int64_t n, int k, int x_tiles, int64_t max_shared, cudaError_t* error) {
   const int sms = kernels::MultiprocessorCount(error);
   if (sms == 0) return {};
   const int64_t tiles = (n + kTileRows - 1) / kTileRows;  // kSiluMul: n / 64 as well
   SlicePlan best;
   int64_t best_waves = 0, best_ctas = 0;
   for (int slice_k : {512, 256, 128}) {
-    if (k % slice_k != 0 || k / slice_k > kMaxSlices) continue;
+    if (k % slice_k != 0 || k / slice_k > kReduceMaxSlices) continue;
     const SlicePlan plan{slice_k, k / slice_k};
     const int64_t ctas = tiles * plan.slices;
-    const int64_t resident = ResidentFor(x_tiles, SharedBytes(slice_k, plan.slices, 8 * x_tiles), error);
+    const int64_t shared = SharedBytes(slice_k, plan.slices, 8 * x_tiles);
+    if (shared > max_shared) continue;
+    const int64_t resident = ResidentFor(x_tiles, shared, error);
     if (*error != cudaSuccess) return {};
-    if (resident <= 0) continue;  // its shared memory does not fit an SM
+    if (resident <= 0) continue;
     const int64_t waves = (ctas + resident - 1) / resident;
     const bool better = best.slices == 0 || waves < best_waves ||
                         (waves == best_waves && best_ctas < sms && ctas > best_ctas);  // larger slices come first
@@ -264,7 +176,8 @@ SlicePlan PickSlices(int64_t n, int k, int x_tiles, cudaError_t* error) {
 }  // namespace
 
 bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue) {
-  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= 128 && k % 128 == 0 && k <= 512 * kMaxSlices &&
+  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= 128 && k % 128 == 0 &&
+         k <= 512 * kReduceMaxSlices &&
          (epilogue != SmallBatchEpilogue::kSiluMul || n % kTileRows == 0);
 }
 
@@ -279,9 +192,10 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
       (p.out != LinearOutput::kF32 || !RotaryKvParamsValid(p.rotary, p.n)))
     return cudaErrorInvalidValue;
   const int x_tiles = XTilesFor(p.m);
-  cudaError_t error = x_tiles == 2 ? OptIn<2>() : x_tiles == 4 ? OptIn<4>() : OptIn<8>();
+  cudaError_t error = cudaSuccess;
+  const int64_t max_shared = x_tiles == 2 ? OptIn<2>(&error) : x_tiles == 4 ? OptIn<4>(&error) : OptIn<8>(&error);
   if (error != cudaSuccess) return error;
-  const SlicePlan plan = PickSlices(p.n, p.k, x_tiles, &error);
+  const SlicePlan plan = PickSlices(p.n, p.k, x_tiles, max_shared, &error);
   if (error != cudaSuccess) return error;
   if (plan.slices == 0) return cudaErrorInvalidValue;  // no slice whose CTA fits an SM
   cudaLaunchAttribute attrs[2];

@@ -46,7 +46,7 @@ struct SmallBatchGemmParams {
   const __nv_bfloat16* x = nullptr;  // [m, k], rows x_stride elements apart, 16-byte aligned
   const __nv_bfloat16* w = nullptr;  // [n, k] row-major (torch Linear [out, in]), 16-byte aligned
   void* y = nullptr;                 // [m, n] row-major, float or bf16 per `out`
-  int32_t m = 0;                     // 1 .. kSmallBatchGemmMaxRows
+  int32_t m = 0;                     // 1 .. kSmallBatchGemmMaxRows (warpgroup_gemm.h: kWarpgroupGemmMaxRows)
   int32_t n = 0;                     // >= 1
   int32_t k = 0;                     // see SmallBatchGemmSupports
   int32_t x_stride = 0;              // 0: k; else >= k, a multiple of 8
