@@ -15,7 +15,6 @@
 #include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
-#include "engine/backend/cuda/kernels/warpgroup_gemm.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie {
@@ -104,9 +103,6 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.small_batch_gemm_max_rows < 0 || o.small_batch_gemm_max_rows > kSmallBatchGemmMaxRows)
     return absl::InvalidArgumentError(absl::StrCat("small_batch_gemm_max_rows must be in [0, ", kSmallBatchGemmMaxRows,
                                                    "], got ", o.small_batch_gemm_max_rows));
-  if (o.warpgroup_gemm_max_rows < 0 || o.warpgroup_gemm_max_rows > kWarpgroupGemmMaxRows)
-    return absl::InvalidArgumentError(absl::StrCat("warpgroup_gemm_max_rows must be in [0, ", kWarpgroupGemmMaxRows,
-                                                   "], got ", o.warpgroup_gemm_max_rows));
   if (o.unsplit_attention_max_context < 0 || o.unsplit_attention_min_pairs < 1)
     return absl::InvalidArgumentError(absl::StrCat(
         "unsplit_attention_max_context must not be negative and unsplit_attention_min_pairs must be positive, got ",
@@ -193,7 +189,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;
   b->small_batch_gemm_max_rows_ = options.small_batch_gemm_max_rows;
-  b->warpgroup_gemm_max_rows_ = options.warpgroup_gemm_max_rows;
   // The fused decode kernels hold their input rows in shared memory: steps
   // of up to decode_max_rows_ tokens take them (fewer than 8 when a layer is
   // as wide as the 21B-A3B's dense MLP, 12288).

@@ -81,17 +81,15 @@ struct CudaBackendOptions {
   // 17,438 against 18,941 tok/s at batch 16, 39,726 against 63,765 at 64;
   // NOTES.md v12 says where its time goes).
   int cluster_decode_max_rows = 0;
-  // bf16 linears of steps of up to this many tokens (at most 64) that the
+  // bf16 linears of steps of up to this many tokens (at most 256) that the
   // fused decode kernels do not take run on the small-batch tensor-core GEMM
-  // (kernels/small_batch_gemm.h: weights requested before it waits for the
-  // kernel before) instead of cuBLAS; 0: cuBLAS for every such step (the before).
-  // 24: the H200 measured it faster up to 24 tokens, slower from 32 (NOTES.md v20).
-  int small_batch_gemm_max_rows = 24;
-  // bf16 linears of steps above small_batch_gemm_max_rows and up to this many
-  // tokens (at most 256) run on the warpgroup GEMM (kernels/warpgroup_gemm.h:
-  // wgmma from swizzled shared memory, weights requested before it waits for
-  // the kernel before) instead of cuBLAS; 0: cuBLAS for them (the before).
-  int warpgroup_gemm_max_rows = 0;
+  // (kernels/small_batch_gemm.h: wgmma on TMA-loaded tiles, weights requested
+  // before it waits for the kernel before) instead of cuBLAS; 0: cuBLAS for
+  // every such step (the before). 64: the H200 measured it faster from 2 to
+  // 64 tokens (0.3b step 0.625 -> 0.530 ms at 16, cuBLAS's 0.771 -> 0.590 at
+  // 32, 0.843 -> 0.797 at 64) and slower from 128 (0.94 -> 1.11), where every
+  // CTA re-reading the x rows costs more than the weights (NOTES.md v21).
+  int small_batch_gemm_max_rows = 64;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
   // go in chunks.

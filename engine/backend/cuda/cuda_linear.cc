@@ -2,13 +2,11 @@
 // between the int4 GEMV and dequantise + cuBLAS is where ernie-bench-gemv
 // measured it on the H200 (tools/bench/results/gemv-2026-12-02): the GEMV
 // wins at every m <= 16 on every shape, and loses at 32. bf16 linears of
-// decode-sized steps take the small-batch GEMM (small_batch_gemm.h) or, above
-// its rows, the warpgroup GEMM (warpgroup_gemm.h), both of which overlap
-// their weight reads with the kernel before; cuBLAS the rest.
+// decode-sized steps take the small-batch GEMM (small_batch_gemm.h), which
+// overlaps its weight reads with the kernel before; cuBLAS the rest.
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
-#include "engine/backend/cuda/kernels/warpgroup_gemm.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie::cuda {
@@ -28,27 +26,21 @@ absl::StatusOr<bool> CudaBackendImpl::RunLinearWithEpilogue(const uint16_t* x, i
                                                             const DeviceAwqLinear& awq, int64_t n, void* y,
                                                             GemmOutput out, const LinearEpilogue& epilogue) {
   const LinearOutput linear_out = out == GemmOutput::kBf16 ? LinearOutput::kBf16 : LinearOutput::kF32;
-  const bool aligned = Aligned16(x) && Aligned16(bf16.data());
-  const bool small_batch =
-      m <= small_batch_gemm_max_rows_ && SmallBatchGemmSupports(n, k, epilogue.kind) && aligned;
-  const bool warpgroup = !small_batch && m <= warpgroup_gemm_max_rows_ && WarpgroupGemmSupports(n, k, epilogue.kind) &&
-                         aligned;
-  if (awq.empty() && (small_batch || warpgroup)) {
-    const SmallBatchGemmParams params{.x = reinterpret_cast<const __nv_bfloat16*>(x),
-                                      .w = reinterpret_cast<const __nv_bfloat16*>(bf16.data()),
-                                      .y = epilogue.kind == SmallBatchEpilogue::kSiluMul ? epilogue.y : y,
-                                      .m = static_cast<int32_t>(m),
-                                      .n = static_cast<int32_t>(n),
-                                      .k = static_cast<int32_t>(k),
-                                      .out = linear_out,
-                                      .epilogue = epilogue.kind,
-                                      .bias = epilogue.bias,
-                                      .rotary = epilogue.rotary};
-    if (small_batch) {
-      ERNIE_CUDA_RETURN_IF_ERROR(LaunchSmallBatchGemm(params, stream_.get()), "small-batch GEMM kernel");
-    } else {
-      ERNIE_CUDA_RETURN_IF_ERROR(LaunchWarpgroupGemm(params, stream_.get()), "warpgroup GEMM kernel");
-    }
+  if (awq.empty() && m <= small_batch_gemm_max_rows_ && SmallBatchGemmSupports(n, k, epilogue.kind) &&
+      Aligned16(x) && Aligned16(bf16.data())) {
+    ERNIE_CUDA_RETURN_IF_ERROR(
+        LaunchSmallBatchGemm({.x = reinterpret_cast<const __nv_bfloat16*>(x),
+                              .w = reinterpret_cast<const __nv_bfloat16*>(bf16.data()),
+                              .y = epilogue.kind == SmallBatchEpilogue::kSiluMul ? epilogue.y : y,
+                              .m = static_cast<int32_t>(m),
+                              .n = static_cast<int32_t>(n),
+                              .k = static_cast<int32_t>(k),
+                              .out = linear_out,
+                              .epilogue = epilogue.kind,
+                              .bias = epilogue.bias,
+                              .rotary = epilogue.rotary},
+                             stream_.get()),
+        "small-batch GEMM kernel");
     return true;
   }
   if (awq.empty()) {

@@ -1,4 +1,4 @@
-// The small-M linear kernels (kernels/gemv_bf16, small_batch_gemm, warpgroup_gemm, awq_gemm) against
+// The small-M linear kernels (kernels/gemv_bf16, small_batch_gemm, awq_gemm) against
 // a CPU reference written here: bf16 x bf16 dot products and AutoAWQ
 // dequantisation (unpacked straight from the AutoAWQ tensors with the
 // documented nibble order, independently of awq_repack.cc), on odd sizes
@@ -28,7 +28,7 @@
 #include "engine/backend/cuda/kernels/awq_repack.h"
 #include "engine/backend/cuda/kernels/gemv_bf16.h"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
-#include "engine/backend/cuda/kernels/warpgroup_gemm.h"
+#include "engine/backend/cuda/kernels/tensor_map.h"
 #include "engine/util/half.h"
 #include "tests/engine/cuda/awq_test_case.h"
 #include "tests/engine/cuda/backend_runner.h"
@@ -148,18 +148,14 @@ TEST(GemvBf16Test, RejectsBadParameters) {
 
 // ---- Small-batch GEMM (k split over a cluster) ----
 
-using SmallBatchLaunch = cudaError_t (*)(const cuda::SmallBatchGemmParams&, cudaStream_t);
-
 struct GemmShape {
   int n, k;
 };
 
-// One launcher (the small-batch or the warpgroup GEMM) on every shape and x
-// row count given: float32 and bf16 outputs, the same bits from a second
-// launch (rank-order sums), and y += x W^T onto a nonzero y. m = 17 reads
-// rows of x inside a wider matrix.
-void ExpectSmallBatchLaunchMatchesTheReference(SmallBatchLaunch launch, const std::vector<GemmShape>& shapes,
-                                               const std::vector<int>& row_counts) {
+// Every shape and x row count given: float32 and bf16 outputs, the same
+// bits from a second launch (rank-order sums), and y += x W^T onto a nonzero
+// y. m = 17 reads rows of x inside a wider matrix.
+void ExpectSmallBatchGemmMatchesTheReference(const std::vector<GemmShape>& shapes, const std::vector<int>& row_counts) {
   std::mt19937 gen(4321);
   for (const GemmShape shape : shapes) {
     const int n = shape.n, k = shape.k;
@@ -188,12 +184,12 @@ void ExpectSmallBatchLaunchMatchesTheReference(SmallBatchLaunch launch, const st
         cuda::SmallBatchGemmParams p = base;
         p.y = y->data();
         p.out = out;
-        ASSERT_EQ(launch(p, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
         const auto first = Download(*y);
         EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, k, out), 1.0)
             << (out == cuda::LinearOutput::kF32 ? "float32" : "bf16") << " output";
         // The slices are summed in rank order: a second launch gives the same bits.
-        ASSERT_EQ(launch(p, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
         EXPECT_EQ(Download(*y), first);
       }
       // y += x W^T onto a nonzero y.
@@ -204,7 +200,7 @@ void ExpectSmallBatchLaunchMatchesTheReference(SmallBatchLaunch launch, const st
       cuda::SmallBatchGemmParams p = base;
       p.y = y.data();
       p.accumulate = true;
-      ASSERT_EQ(launch(p, nullptr), cudaSuccess);
+      ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
       for (size_t i = 0; i < y0.size(); ++i) {
         ref.y[i] += y0[i];
         ref.abs_sum[i] += std::fabs(y0[i]);
@@ -214,60 +210,18 @@ void ExpectSmallBatchLaunchMatchesTheReference(SmallBatchLaunch launch, const st
   }
 }
 
-// Every k-slice count (1 - 8 CTAs a cluster, slices of 128 - 512), each x
-// tile count (m 1 - 16, 17 - 32, 33 - 64), a partial last row tile, rows of
-// x inside a wider matrix, and the three outputs.
+// Every k-slice count (1 - 8 CTAs a cluster, slices of 64 - 512; k = 192 is
+// three 64-wide chunks in one slice), every wgmma width (x rows padded to 16
+// / 32 / 64 / 128), a second block of x rows on grid z (m > 128), a partial
+// last row tile, rows of x inside a wider matrix, and the three outputs.
 TEST(SmallBatchGemmTest, MatchesTheReferenceOnEverySliceAndTileCount) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  ExpectSmallBatchLaunchMatchesTheReference(cuda::LaunchSmallBatchGemm,
-                                            {{24, 128}, {333, 384}, {1000, 1024}, {2560, 1024}, {1024, 3072},
-                                             {100, 4096}, {1024, 2048}},
-                                            {1, 3, 16, 17, 29, 33, 64});
-}
-
-// The warpgroup GEMM: slices of 64 - 512 (k = 192 is three 64-wide chunks
-// in one slice), every wgmma width (x rows padded to 16 / 32 / 64 / 128 /
-// 256), partial row tiles.
-TEST(WarpgroupGemmTest, MatchesTheReferenceOnEverySliceAndTileCount) {
-  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  ExpectSmallBatchLaunchMatchesTheReference(cuda::LaunchWarpgroupGemm,
-                                            {{24, 128}, {200, 192}, {333, 384}, {2560, 1024}, {1024, 3072},
-                                             {100, 4096}, {1024, 2048}},
-                                            {2, 17, 24, 33, 64, 100, 129, 256});
+  ExpectSmallBatchGemmMatchesTheReference({{24, 128}, {200, 192}, {333, 384}, {1000, 1024}, {2560, 1024}, {1024, 3072},
+                                           {100, 4096}, {1024, 2048}},
+                                          {1, 3, 16, 17, 29, 33, 64, 100, 129, 256});
 }
 
 TEST(SmallBatchGemmTest, RejectsBadParameters) {
-  // Checked before any CUDA call, so this runs without a device too.
-  alignas(16) static uint16_t data[64] = {};
-  const auto* x = reinterpret_cast<const __nv_bfloat16*>(data);
-  const cuda::SmallBatchGemmParams ok{.x = x, .w = x, .y = data, .m = 1, .n = 1, .k = 128};
-  auto bad = [&](auto edit) {
-    cuda::SmallBatchGemmParams p = ok;
-    edit(p);
-    return cuda::LaunchSmallBatchGemm(p, nullptr);
-  };
-  EXPECT_EQ(bad([](auto& p) { p.m = 0; }), cudaErrorInvalidValue);
-  EXPECT_EQ(bad([](auto& p) { p.m = cuda::kSmallBatchGemmMaxRows + 1; }), cudaErrorInvalidValue);
-  EXPECT_EQ(bad([](auto& p) { p.k = 192; }), cudaErrorInvalidValue);   // not a multiple of 128
-  EXPECT_EQ(bad([](auto& p) { p.k = 4224; }), cudaErrorInvalidValue);  // more than 8 slices of 512
-  EXPECT_EQ(bad([](auto& p) { p.n = 0; }), cudaErrorInvalidValue);
-  EXPECT_EQ(bad([](auto& p) { p.x_stride = 120; }), cudaErrorInvalidValue);  // shorter than k
-  EXPECT_EQ(bad([](auto& p) { p.x_stride = 132; }), cudaErrorInvalidValue);  // rows not 16-byte aligned
-  EXPECT_EQ(bad([](auto& p) { p.w = nullptr; }), cudaErrorInvalidValue);
-  EXPECT_EQ(bad([&](auto& p) { p.x = x + 1; }), cudaErrorInvalidValue);  // 2-byte aligned only
-  EXPECT_EQ(bad([](auto& p) {
-              p.accumulate = true;
-              p.out = cuda::LinearOutput::kBf16;
-            }),
-            cudaErrorInvalidValue);
-  EXPECT_TRUE(cuda::SmallBatchGemmSupports(2560, 1024));
-  EXPECT_FALSE(cuda::SmallBatchGemmSupports(2560, 1000));
-  // kSiluMul stages 32 gate rows with their 32 up rows: n a multiple of 64.
-  EXPECT_TRUE(cuda::SmallBatchGemmSupports(6144, 1024, cuda::SmallBatchEpilogue::kSiluMul));
-  EXPECT_FALSE(cuda::SmallBatchGemmSupports(96, 1024, cuda::SmallBatchEpilogue::kSiluMul));
-}
-
-TEST(WarpgroupGemmTest, RejectsBadParameters) {
   // Checked before any CUDA call, so this runs without a device too.
   alignas(16) static uint16_t data[64] = {};
   const auto* x = reinterpret_cast<const __nv_bfloat16*>(data);
@@ -275,10 +229,10 @@ TEST(WarpgroupGemmTest, RejectsBadParameters) {
   auto bad = [&](auto edit) {
     cuda::SmallBatchGemmParams p = ok;
     edit(p);
-    return cuda::LaunchWarpgroupGemm(p, nullptr);
+    return cuda::LaunchSmallBatchGemm(p, nullptr);
   };
   EXPECT_EQ(bad([](auto& p) { p.m = 0; }), cudaErrorInvalidValue);
-  EXPECT_EQ(bad([](auto& p) { p.m = cuda::kWarpgroupGemmMaxRows + 1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.m = cuda::kSmallBatchGemmMaxRows + 1; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.k = 96; }), cudaErrorInvalidValue);    // not a multiple of 64
   EXPECT_EQ(bad([](auto& p) { p.k = 4160; }), cudaErrorInvalidValue);  // more than 8 slices of 512
   EXPECT_EQ(bad([](auto& p) { p.n = 0; }), cudaErrorInvalidValue);
@@ -291,11 +245,18 @@ TEST(WarpgroupGemmTest, RejectsBadParameters) {
               p.out = cuda::LinearOutput::kBf16;
             }),
             cudaErrorInvalidValue);
-  EXPECT_TRUE(cuda::WarpgroupGemmSupports(2560, 1024));
-  EXPECT_TRUE(cuda::WarpgroupGemmSupports(200, 192));
-  EXPECT_FALSE(cuda::WarpgroupGemmSupports(2560, 1000));
-  EXPECT_TRUE(cuda::WarpgroupGemmSupports(6144, 1024, cuda::SmallBatchEpilogue::kSiluMul));
-  EXPECT_FALSE(cuda::WarpgroupGemmSupports(96, 1024, cuda::SmallBatchEpilogue::kSiluMul));
+  // The TMA descriptor's own rules, also checked before any CUDA call.
+  CUtensorMap map;
+  EXPECT_EQ(cuda::EncodeBf16TensorMap128B(&map, x + 1, 4, 64, 64, 32), cudaErrorInvalidValue);  // base alignment
+  EXPECT_EQ(cuda::EncodeBf16TensorMap128B(&map, x, 4, 64, 68, 32), cudaErrorInvalidValue);  // row bytes % 16
+  EXPECT_EQ(cuda::EncodeBf16TensorMap128B(&map, x, 4, 64, 32, 32), cudaErrorInvalidValue);  // stride < columns
+  EXPECT_EQ(cuda::EncodeBf16TensorMap128B(&map, x, 4, 64, 64, 257), cudaErrorInvalidValue);  // box rows
+  EXPECT_EQ(cuda::EncodeBf16TensorMap128B(&map, x, 0, 64, 64, 32), cudaErrorInvalidValue);
+  EXPECT_TRUE(cuda::SmallBatchGemmSupports(2560, 1024));
+  EXPECT_TRUE(cuda::SmallBatchGemmSupports(200, 192));
+  EXPECT_FALSE(cuda::SmallBatchGemmSupports(2560, 1000));
+  EXPECT_TRUE(cuda::SmallBatchGemmSupports(6144, 1024, cuda::SmallBatchEpilogue::kSiluMul));
+  EXPECT_FALSE(cuda::SmallBatchGemmSupports(96, 1024, cuda::SmallBatchEpilogue::kSiluMul));
 }
 
 // ---- AWQ ----

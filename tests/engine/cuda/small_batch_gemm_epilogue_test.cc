@@ -1,6 +1,5 @@
-// The fused epilogues of the small-batch GEMM (kernels/small_batch_gemm.h)
-// and of the warpgroup GEMM (kernels/warpgroup_gemm.h, the same epilogue
-// code) against the kernels they replace: kSiluMul against its own kStore sums
+// The small-batch GEMM's fused epilogues (kernels/small_batch_gemm.h)
+// against the kernels they replace: kSiluMul against its own kStore sums
 // put through SiLU-and-mul on the host (the same float expression), and
 // kRotaryKv against kStore followed by rotary_kv_write's kernel
 // (rotary_epilogue_check.h). The plain kStore output is checked against a
@@ -15,7 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
-#include "engine/backend/cuda/kernels/warpgroup_gemm.h"
 #include "engine/util/half.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
@@ -35,11 +33,9 @@ std::vector<uint16_t> RandomBf16(size_t count, std::mt19937& gen, float scale) {
   return out;
 }
 
-using Launch = cudaError_t (*)(const cuda::SmallBatchGemmParams&, cudaStream_t);
-
 // Gate rows [0, width) and up rows [width, 2 width) of a bias-carrying
 // gate|up, for each row count given and slice counts 2 - 8.
-void ExpectSiluMulEqualsSiluOfTheStoredSums(Launch launch, const std::vector<int>& row_counts) {
+void ExpectSiluMulEqualsSiluOfTheStoredSums(const std::vector<int>& row_counts) {
   std::mt19937 gen(11);
   for (const int width : {32, 96, 1536})
     for (const int k : {256, 1024})
@@ -63,13 +59,13 @@ void ExpectSiluMulEqualsSiluOfTheStoredSums(Launch launch, const std::vector<int
                                      .n = n,
                                      .k = k,
                                      .bias = bias.data()};
-        ASSERT_EQ(launch(p, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
         p.epilogue = SmallBatchEpilogue::kSiluMul;
         p.y = act->data();
-        ASSERT_EQ(launch(p, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
         p.y = act_bf16->data();
         p.out = LinearOutput::kBf16;
-        ASSERT_EQ(launch(p, nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
         const auto s = Download(*sums), a = Download(*act);
         const auto a16 = Download(*act_bf16);
         for (int r = 0; r < m; ++r)
@@ -85,17 +81,12 @@ void ExpectSiluMulEqualsSiluOfTheStoredSums(Launch launch, const std::vector<int
 
 TEST(SmallBatchGemmEpilogueTest, SiluMulEqualsSiluOfTheStoredSums) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  ExpectSiluMulEqualsSiluOfTheStoredSums(cuda::LaunchSmallBatchGemm, {1, 5, 16, 23});
-}
-
-TEST(WarpgroupGemmEpilogueTest, SiluMulEqualsSiluOfTheStoredSums) {
-  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  ExpectSiluMulEqualsSiluOfTheStoredSums(cuda::LaunchWarpgroupGemm, {3, 23, 40, 130, 256});
+  ExpectSiluMulEqualsSiluOfTheStoredSums({1, 5, 16, 23, 40, 130, 256});
 }
 
 // kRotaryKv against kStore + rotary_kv_write's kernel (rotary_epilogue_check.h),
 // the check's float32 inputs rounded to bf16 first (the GEMM's input type).
-void ExpectRotaryKvEpilogueEqualsTheRotaryKernelFor(Launch launch, const std::vector<int32_t>& row_counts) {
+void ExpectRotaryKvEpilogueEqualsTheRotaryKernelFor(const std::vector<int32_t>& row_counts) {
   std::mt19937 gen(7);
   const auto w = Upload(RandomBf16(static_cast<size_t>(kRotaryCheckN) * kRotaryCheckK, gen, 0.1f));
   DeviceBuffer<uint16_t> x;  // the launch's input, alive until the check has synchronised
@@ -108,7 +99,7 @@ void ExpectRotaryKvEpilogueEqualsTheRotaryKernelFor(Launch launch, const std::ve
     cudaError_t synced = cudaDeviceSynchronize();  // the previous launch's input may be freed now
     if (synced != cudaSuccess) return synced;
     x = Upload(x_bf16);
-    return launch(
+    return cuda::LaunchSmallBatchGemm(
         {.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
          .w = reinterpret_cast<const __nv_bfloat16*>(w.data()),
          .y = d.y,
@@ -125,12 +116,7 @@ void ExpectRotaryKvEpilogueEqualsTheRotaryKernelFor(Launch launch, const std::ve
 
 TEST(SmallBatchGemmEpilogueTest, RotaryKvEpilogueEqualsTheRotaryKernel) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  ExpectRotaryKvEpilogueEqualsTheRotaryKernelFor(cuda::LaunchSmallBatchGemm, {1, 3, 8});
-}
-
-TEST(WarpgroupGemmEpilogueTest, RotaryKvEpilogueEqualsTheRotaryKernel) {
-  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  ExpectRotaryKvEpilogueEqualsTheRotaryKernelFor(cuda::LaunchWarpgroupGemm, {3, 40, 64});
+  ExpectRotaryKvEpilogueEqualsTheRotaryKernelFor({1, 3, 8, 40, 64});
 }
 
 TEST(SmallBatchGemmEpilogueTest, RejectsEpiloguesItCannotRun) {

@@ -12,8 +12,8 @@
 //                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
-//                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 24]
-//                    [--warpgroup-gemm-max-rows 256] [--timeline-batches 1,64]
+//                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
+//                    [--timeline-batches 1,64]
 //                    [--unsplit-attention-max-context 256]
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
@@ -31,9 +31,7 @@
 // --decode-linear-single-wave 0 one row pair a warp in the fused decode
 // linear however many CTAs that takes (the before of two where it pays);
 // --small-batch-gemm-max-rows 0 cuBLAS for every unfused bf16 linear (the
-// before of the small-batch GEMM); --warpgroup-gemm-max-rows 0 cuBLAS for
-// bf16 linears of steps above the small-batch GEMM's rows (the before of the
-// warpgroup GEMM); --unsplit-attention-max-context 0
+// before of the small-batch GEMM); --unsplit-attention-max-context 0
 // splits attention by the item count however short the contexts (the before
 // of unsplit short-context steps).
 //
@@ -93,7 +91,6 @@ struct Args {
   int tensor_core_attention = 1;  // 0: the CUDA-core attention kernel (the before)
   // 0: cuBLAS for the bf16 linears of unfused steps of up to 64 tokens (the before)
   int small_batch_gemm_max_rows = ernie::CudaBackendOptions{}.small_batch_gemm_max_rows;
-  int warpgroup_gemm_max_rows = ernie::CudaBackendOptions{}.warpgroup_gemm_max_rows;
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
   int moe_shared_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_shared_gemm_min_tokens);
@@ -155,8 +152,6 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->cluster_decode_max_rows) || a->cluster_decode_max_rows < 0) return false;
     } else if (f == "--unsplit-attention-max-context") {
       if (!absl::SimpleAtoi(v, &a->unsplit_attention_max_context) || a->unsplit_attention_max_context < 0) return false;
-    } else if (f == "--warpgroup-gemm-max-rows") {
-      if (!absl::SimpleAtoi(v, &a->warpgroup_gemm_max_rows) || a->warpgroup_gemm_max_rows < 0) return false;
     } else if (f == "--small-batch-gemm-max-rows") {
       if (!absl::SimpleAtoi(v, &a->small_batch_gemm_max_rows) || a->small_batch_gemm_max_rows < 0) return false;
     } else if (f == "--tensor-core-attention") {
@@ -391,7 +386,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--warpgroup-gemm-max-rows N] [--unsplit-attention-max-context N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--unsplit-attention-max-context N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -444,7 +439,6 @@ int main(int argc, char** argv) {
                 .decode_linear_single_wave = args.decode_linear_single_wave == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
                 .small_batch_gemm_max_rows = args.small_batch_gemm_max_rows,
-                .warpgroup_gemm_max_rows = args.warpgroup_gemm_max_rows,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
                 .moe_grouped_gemm_min_rows = args.moe_grouped_gemm_min_rows,
@@ -478,7 +472,6 @@ int main(int argc, char** argv) {
                         {"fused_decode_max_rows", args.fused_decode_max_rows},
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},
                         {"small_batch_gemm_max_rows", args.small_batch_gemm_max_rows},
-                        {"warpgroup_gemm_max_rows", args.warpgroup_gemm_max_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
                         {"decode_linear_single_wave", args.decode_linear_single_wave == 1},

@@ -1,23 +1,21 @@
-// The split-k sum and the epilogues of the tensor-core GEMMs for decode-sized
-// steps (small_batch_gemm.cu on mma.sync, warpgroup_gemm.cu on wgmma).
+// The split-k sum and the epilogues of the small-batch GEMM
+// (small_batch_gemm.cu): its CTAs own 64 weight rows and one k slice each;
+// the slices of a row tile form a thread-block cluster (rank = slice, at
+// most 8). The accumulators have mma.m16n8k16's D layout per 8 x rows (which
+// is wgmma's m64nN accumulator, the tiles side by side): warp w's lane
+// 4 g + c holds (weight row 16 w + g, x rows 8 t + 2 c + {0, 1}) in
+// acc[t][0..1] and weight row 16 w + g + 8 in acc[t][2..3].
 //
-// Both give a CTA 64 weight rows and one k slice; the slices of a row tile
-// form a thread-block cluster (rank = slice, at most 8). Their accumulators
-// have one layout, mma.m16n8k16's D tile per 8 x rows: warp w's lane 4 g + c
-// holds (weight row 16 w + g, x rows 8 t + 2 c + {0, 1}) in acc[t][0..1] and
-// weight row 16 w + g + 8 in acc[t][2..3] (wgmma's m64nN accumulator is
-// the same tiles side by side).
-//
-// The sum is pushed, not pulled: x row m belongs to rank m % slices, and
-// every CTA stores its partial sums of row m into that rank's receive area
-// (distributed shared memory, slot = its own rank); after one cluster barrier
-// each rank adds its rows' slots in rank order (so the result is
-// deterministic) from its own shared memory and writes them out. Pulling
-// instead took a second barrier (no CTA may leave while another reads its
-// shared memory) and a remote load's latency per output.
+// x row m belongs to rank m % slices. Every CTA stores its partial sums
+// grouped by owner into its own shared memory (StorePartialsByOwner), then
+// sends each owner its block with one bulk copy into the owner's receive
+// area (slot = the sender's rank); each rank adds its rows' slots in rank
+// order (SumAndFinish, so the result is deterministic) and writes them out.
+// The mma.sync version before it stored every accumulator remotely (~600
+// instructions a warp at 64 rows, NOTES.md v21); pulling instead took a
+// second cluster barrier and a remote load's latency per output (v20).
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -34,109 +32,129 @@ constexpr int kPartStride = kReduceTileRows + 4;  // floats: a received row's le
 
 // x rows a rank owns: ceil(x_rows / slices); its receive area holds them for every slice.
 constexpr int OwnedRows(int slices, int x_rows) { return (x_rows + slices - 1) / slices; }
-constexpr int64_t ReceiveBytes(int slices, int x_rows) {
-  return int64_t{slices} * OwnedRows(slices, x_rows) * kPartStride * 4;
-}
 
 // Distributed shared memory may be written only once every CTA of the
-// cluster runs: each CTA arrives, and PushPartials waits for every arrival
-// before its first store. The small-batch GEMM arrives at its start, so the
-// rule costs nothing; the warpgroup GEMM only once its products are done,
-// because its receive area reuses the shared memory the operands sat in.
+// cluster runs; the small-batch GEMM's CTAs arrive once their products are
+// done (their receive areas reuse the operands' shared memory) and wait for
+// every arrival before they send.
 __device__ __forceinline__ void ClusterArrive() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
+__device__ __forceinline__ void ClusterWait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 
-// This CTA's partial sums (x rows below `m` only) into their owners' receive
-// areas, then the cluster barrier after which every push has landed. `rank`
-// is this CTA's slice; its x rows are 8 kXTiles (padded), `m` of them real.
+// This CTA's partial sums into its own `send` area, grouped by owner:
+// owner o's block (OwnedRows x kPartStride floats, in the layout of its
+// receive slot) at send + o x owned x kPartStride, x row m at row m / slices
+// of block m % slices; padding rows too, so each block goes out as one bulk
+// copy.
 template <int kXTiles>
-__device__ __forceinline__ void PushPartials(const float (&acc)[kXTiles][4], float* receive, int m, int slices,
-                                             int rank) {
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
+__device__ __forceinline__ void StorePartialsByOwner(const float (&acc)[kXTiles][4], float* send, int slices) {
   const int owned = OwnedRows(slices, 8 * kXTiles);
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4, r = 16 * warp + g;
-  // Owner and row of x rows 2c + j + 8t, stepped along t without a
-  // division each (slices is a runtime value: ~20 instructions a division).
   const int step_owner = 8 % slices, step_row = 8 / slices;
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {  // x rows 8t + 2c + j: accumulators j and j + 2
+  for (int j = 0; j < 2; ++j) {
     int row_m = 2 * c + j, owner = row_m % slices, row = row_m / slices;
 #pragma unroll
     for (int t = 0; t < kXTiles; ++t) {
-      if (row_m < m) {
-        float* slot = cluster.map_shared_rank(receive, owner) + (rank * owned + row) * kPartStride + r;
-        slot[0] = acc[t][j];
-        slot[8] = acc[t][j + 2];
-      }
-      row_m += 8, owner += step_owner, row += step_row;
+      float* slot = send + (owner * owned + row) * kPartStride + r;
+      slot[0] = acc[t][j];
+      slot[8] = acc[t][j + 2];
+      owner += step_owner, row += step_row;
       if (owner >= slices) owner -= slices, ++row;
     }
   }
-  cluster.sync();  // every push has landed (release / acquire across the cluster)
 }
 
-// This rank's x rows: each output's slots summed in rank order (adding +0.0f
-// for absent slices keeps the bits), the bias added, then p.epilogue's work
-// (small_batch_gemm.h). row0: the CTA's first weight row (kSiluMul:
-// half_row0 its first gate row); valid_w: its weight rows inside n. The CTA
-// covers x rows x_row0 .. x_row0 + rows - 1 (x_rows: that count padded).
+// This rank's x rows: each output's slots summed in rank order, the bias
+// added, then p.epilogue's work (small_batch_gemm.h). A thread takes four
+// consecutive weight rows of one x row (float4 loads of the slots). row0:
+// the CTA's first weight row (kSiluMul: half_row0 its first gate row);
+// valid_w: its weight rows inside n. The CTA covers x rows x_row0 .. x_row0 +
+// rows - 1 (x_rows: that count padded).
 template <int kThreads>
 __device__ __forceinline__ void SumAndFinish(const SmallBatchGemmParams& p, const float* receive, int x_rows,
                                              int slices, int rank, int64_t row0, int64_t half_row0, int valid_w,
                                              int x_row0, int rows) {
   const int owned = OwnedRows(slices, x_rows);
-  auto sum_of = [&](int mo, int r) {
-    float parts[kReduceMaxSlices];
-#pragma unroll
-    for (int s = 0; s < kReduceMaxSlices; ++s)
-      parts[s] = s < slices ? receive[(s * owned + mo) * kPartStride + r] : 0.0f;
-    float sum = parts[0];
-#pragma unroll
-    for (int s = 1; s < kReduceMaxSlices; ++s) sum += parts[s];
+  auto sum4 = [&](int mo, int r) {  // r a multiple of 4
+    const float* at = receive + mo * kPartStride + r;
+    float4 sum = *reinterpret_cast<const float4*>(at);
+    for (int s = 1; s < slices; ++s) {
+      const float4 v = *reinterpret_cast<const float4*>(at + s * owned * kPartStride);
+      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
     return sum;
   };
-  auto bias = [&](int64_t n) { return p.bias != nullptr ? p.bias[n] : 0.0f; };
+  auto add_bias = [&](float4 v, int64_t n) {  // bias of rows n .. n + 3 (all inside p.n)
+    if (p.bias != nullptr) v.x += p.bias[n], v.y += p.bias[n + 1], v.z += p.bias[n + 2], v.w += p.bias[n + 3];
+    return v;
+  };
+  constexpr int kQuads = kReduceTileRows / 4;
   if (p.epilogue == SmallBatchEpilogue::kStore) {
     // Consecutive threads on consecutive weight rows (coalesced stores).
-    for (int e = threadIdx.x; e < owned * kReduceTileRows; e += kThreads) {
-      const int mo = e / kReduceTileRows, r = e % kReduceTileRows, m = x_row0 + mo * slices + rank;
+    for (int e = threadIdx.x; e < owned * kQuads; e += kThreads) {
+      const int mo = e / kQuads, r = 4 * (e % kQuads), m = x_row0 + mo * slices + rank;
       if (m >= x_row0 + rows || r >= valid_w) continue;
-      const float sum = sum_of(mo, r) + bias(row0 + r);
+      float4 v = sum4(mo, r);
       const int64_t out = int64_t{m} * p.n + row0 + r;
-      if (p.out == LinearOutput::kBf16) {
-        static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(sum);
-      } else if (p.accumulate) {
-        static_cast<float*>(p.y)[out] += sum;
-      } else {
-        static_cast<float*>(p.y)[out] = sum;
+      if (r + 4 <= valid_w && p.n % 4 == 0) {  // the quad's four outputs, 16 (8) bytes aligned
+        v = add_bias(v, row0 + r);
+        if (p.out == LinearOutput::kBf16) {
+          StoreBf16x4(static_cast<__nv_bfloat16*>(p.y) + out, v.x, v.y, v.z, v.w);
+        } else {
+          float4* y = reinterpret_cast<float4*>(static_cast<float*>(p.y) + out);
+          if (p.accumulate) {
+            const float4 old = *y;
+            v.x += old.x, v.y += old.y, v.z += old.z, v.w += old.w;
+          }
+          *y = v;
+        }
+        continue;
+      }
+      const float quad[4] = {v.x, v.y, v.z, v.w};
+      for (int i = 0; i < 4 && r + i < valid_w; ++i) {
+        const float sum = quad[i] + (p.bias != nullptr ? p.bias[row0 + r + i] : 0.0f);
+        if (p.out == LinearOutput::kBf16) {
+          static_cast<__nv_bfloat16*>(p.y)[out + i] = __float2bfloat16(sum);
+        } else if (p.accumulate) {
+          static_cast<float*>(p.y)[out + i] += sum;
+        } else {
+          static_cast<float*>(p.y)[out + i] = sum;
+        }
       }
     }
     return;
   }
-  // kSiluMul and kRotaryKv: one thread per (x row, pair of sums).
-  constexpr int kPairs = kReduceTileRows / 2;
-  const bool silu = p.epilogue == SmallBatchEpilogue::kSiluMul;
-  for (int e = threadIdx.x; e < owned * kPairs; e += kThreads) {
-    const int mo = e / kPairs, j = e % kPairs, m = x_row0 + mo * slices + rank;
-    if (m >= x_row0 + rows) continue;
-    if (silu) {
-      const float g = sum_of(mo, j) + bias(half_row0 + j), u = sum_of(mo, kPairs + j) + bias(p.n / 2 + half_row0 + j);
-      const float v = Silu(g) * u;
-      const int64_t out = int64_t{m} * (p.n / 2) + half_row0 + j;
+  if (p.epilogue == SmallBatchEpilogue::kSiluMul) {
+    // Gate rows j .. j + 3 (slots 0 - 31) with their up rows (slots 32 - 63).
+    constexpr int kHalfQuads = kQuads / 2;
+    for (int e = threadIdx.x; e < owned * kHalfQuads; e += kThreads) {
+      const int mo = e / kHalfQuads, j = 4 * (e % kHalfQuads), m = x_row0 + mo * slices + rank;
+      if (m >= x_row0 + rows) continue;
+      const float4 g = add_bias(sum4(mo, j), half_row0 + j);
+      const float4 u = add_bias(sum4(mo, kReduceTileRows / 2 + j), p.n / 2 + half_row0 + j);
+      const float4 v = make_float4(Silu(g.x) * u.x, Silu(g.y) * u.y, Silu(g.z) * u.z, Silu(g.w) * u.w);
+      const int64_t out = int64_t{m} * (p.n / 2) + half_row0 + j;  // n / 2 a multiple of 32
       if (p.out == LinearOutput::kBf16) {
-        static_cast<__nv_bfloat16*>(p.y)[out] = __float2bfloat16(v);
+        StoreBf16x4(static_cast<__nv_bfloat16*>(p.y) + out, v.x, v.y, v.z, v.w);
       } else {
-        static_cast<float*>(p.y)[out] = v;
+        *reinterpret_cast<float4*>(static_cast<float*>(p.y) + out) = v;
       }
-    } else if (2 * j < valid_w) {
-      const int64_t a = row0 + 2 * j;  // a rotary pair: even, and n is even
-      RotaryKvStore(p.rotary, static_cast<float*>(p.y), p.n, m, a, sum_of(mo, 2 * j) + bias(a),
-                    sum_of(mo, 2 * j + 1) + bias(a + 1));
     }
+    return;
+  }
+  // kRotaryKv: two rotary pairs a quad (n is even, so valid_w is too).
+  for (int e = threadIdx.x; e < owned * kQuads; e += kThreads) {
+    const int mo = e / kQuads, r = 4 * (e % kQuads), m = x_row0 + mo * slices + rank;
+    if (m >= x_row0 + rows || r >= valid_w) continue;
+    const float4 v = sum4(mo, r);
+    auto bias = [&](int64_t n) { return p.bias != nullptr ? p.bias[n] : 0.0f; };
+    const int64_t a = row0 + r;
+    RotaryKvStore(p.rotary, static_cast<float*>(p.y), p.n, m, a, v.x + bias(a), v.y + bias(a + 1));
+    if (r + 2 < valid_w)
+      RotaryKvStore(p.rotary, static_cast<float*>(p.y), p.n, m, a + 2, v.z + bias(a + 2), v.w + bias(a + 3));
   }
 }
 

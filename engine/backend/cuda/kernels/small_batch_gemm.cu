@@ -1,144 +1,177 @@
-// The small-batch tensor-core GEMM (see small_batch_gemm.h).
+// The small-batch GEMM on wgmma (see small_batch_gemm.h).
 //
-// A CTA: 4 warps, 64 weight rows (16 a warp, mma's A operand), one k slice,
-// every x row of the step (mma's B operand, 8 rows a tile). Shared memory
-// holds the weight tile and the x slice, each row padded by 16 bytes so the
-// 8 row addresses of an ldmatrix fall in 8 different bank groups, and the
-// receive area of the cluster's split-k sum (cluster_k_reduce.cuh).
+// A CTA: one warpgroup (4 warps), 64 weight rows (wgmma's M, the A operand),
+// one k slice of 64 - 512, and up to 128 x rows (wgmma's N, the B operand,
+// padded with zero rows to N); steps of more rows take a second block of 128
+// on grid z (its CTAs read the same weights, mostly from L2). Shared memory,
+// 1,024-byte aligned: the weight tile as slice_k / 64 swizzled [64 x 64]
+// chunks and the x slice as as many [N x 64] chunks (wgmma.cuh gives the
+// layout), both loaded by the TMA (tensor_map.h, tma.cuh), one instruction
+// a box: the weights before the programmatic wait (they never depend on
+// earlier kernels), each x chunk after it with an mbarrier of its own, so
+// chunk q's four k-steps of wgmma start as soon as its bytes are in.
+//
+// The split-k sum (cluster_k_reduce.cuh) then reuses the operands' shared
+// memory: each CTA stores its partial tile grouped by owner rank into a send
+// area, and once every CTA of the cluster is past its products (a cluster
+// barrier whose arrival comes after them) sends each owner its block with one
+// bulk copy into the owner's receive area, counted by the owner's mbarrier.
+// Without the reuse down_proj's k = 3,072 (six slices of 512) did not fit at
+// 65 - 128 rows. The first wgmma version staged with cp.async and pushed
+// every accumulator as a remote store: 2,750 instructions a warp at 64 rows
+// (ncu, v21 run5), 16.7 us for the 0.3b gate|up where cuBLAS took 6.1; this
+// one, 976 instructions and 12.2 us (run6; inside the graph the weights'
+// load overlaps the kernel before).
 #include <algorithm>
 
 #include "engine/backend/cuda/kernels/cluster_k_reduce.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
+#include "engine/backend/cuda/kernels/tensor_map.h"
+#include "engine/backend/cuda/kernels/tma.cuh"
+#include "engine/backend/cuda/kernels/wgmma.cuh"
 
 namespace ernie::cuda {
 
 namespace {
 
+using kernels::kPartStride;
 using kernels::kReduceMaxSlices;
 using kernels::kReduceTileRows;
 
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
-constexpr int kTileRows = kReduceTileRows;  // weight rows of a CTA: 16 a warp
-static_assert(kTileRows == 16 * kWarps);
-
-constexpr int64_t StagedBytes(int slice_k, int x_rows) { return int64_t{kTileRows + x_rows} * (slice_k + 8) * 2; }
-constexpr int64_t SharedBytes(int slice_k, int slices, int x_rows) {
-  return StagedBytes(slice_k, x_rows) + kernels::ReceiveBytes(slices, x_rows);
+constexpr int kThreads = 128;  // one warpgroup
+constexpr int kTileRows = kReduceTileRows;
+constexpr int kChunkK = 64;                        // bf16 of one 128-byte swizzled row
+constexpr int kMaxChunks = 512 / kChunkK;          // the largest slice
+constexpr int kBoxRows = 32;                       // weight rows a TMA box (kSiluMul's gate / up halves)
+constexpr int64_t kAlignSlack = 1024;              // dynamic shared memory is only 16-byte aligned
+constexpr int kMaxXRows = 128;                     // x rows of a CTA (wgmma's N)
+constexpr int64_t ChunkBytes(int rows) { return int64_t{rows} * kChunkK * 2; }
+// One owner's block of partial sums (the bytes a bulk copy sends).
+constexpr int64_t OwnerBlockBytes(int slices, int x_rows) {
+  return int64_t{kernels::OwnedRows(slices, x_rows)} * kPartStride * 4;
 }
 
-// 16-byte pieces of `rows` rows of a k slice into padded shared rows; rows
-// at or past `valid_rows` are zero-filled (their source is row 0, not read).
-__device__ __forceinline__ void StageRows(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t src_stride,
-                                          int rows, int valid_rows, int slice_k, int pieces_log2) {
-  const int pieces = 1 << pieces_log2, stride = slice_k + 8;
-  for (int i = threadIdx.x; i < rows << pieces_log2; i += kThreads) {
-    const int r = i >> pieces_log2, piece = i & (pieces - 1);
-    const bool valid = r < valid_rows;
-    kernels::CpAsync16OrZero(dst + r * stride + 8 * piece, src + (valid ? r : 0) * src_stride + 8 * piece, valid);
-  }
+constexpr int64_t SharedBytes(int slice_k, int slices, int x_rows) {
+  const int64_t staged = int64_t{slice_k / kChunkK} * (ChunkBytes(kTileRows) + ChunkBytes(x_rows));
+  const int64_t summed = 2 * slices * OwnerBlockBytes(slices, x_rows);  // send and receive areas
+  return kAlignSlack + std::max(staged, summed);
 }
 
 template <int kXTiles>
-__global__ void __launch_bounds__(kThreads) SmallBatchGemmKernel(SmallBatchGemmParams p, int slice_k, int slices) {
-  static_assert(kXTiles % 2 == 0, "x tiles are read in pairs");
+__global__ void __launch_bounds__(kThreads)
+    SmallBatchGemmKernel(const SmallBatchGemmParams p, const __grid_constant__ CUtensorMap w_map,
+                        const __grid_constant__ CUtensorMap x_map, int slice_k, int slices) {
   constexpr int kXRows = 8 * kXTiles;
-  extern __shared__ __align__(16) unsigned char smem[];
-  auto* ws = reinterpret_cast<__nv_bfloat16*>(smem);
-  const int stride = slice_k + 8;
-  __nv_bfloat16* xs = ws + kTileRows * stride;
-  auto* receive = reinterpret_cast<float*>(xs + kXRows * stride);
-  const int pieces_log2 = __ffs(slice_k / 8) - 1;
+  extern __shared__ __align__(16) unsigned char smem_raw[];  // aligned to 1,024 below
+  // [0]: the weights; [1]: the partial sums this CTA receives; [2 + q]: x chunk q.
+  __shared__ uint64_t bars[2 + kMaxChunks];
+  unsigned char* smem = smem_raw + ((1024 - (kernels::SharedAddress(smem_raw) & 1023)) & 1023);
+  const int chunks = slice_k / kChunkK;
+  auto* ws = reinterpret_cast<__nv_bfloat16*>(smem);      // chunks x [64 x 64]
+  __nv_bfloat16* xs = ws + chunks * kTileRows * kChunkK;  // chunks x [kXRows x 64]
+  // Once the products are done: the send area, then the receive area.
+  const int owned = kernels::OwnedRows(slices, kXRows);
+  auto* send = reinterpret_cast<float*>(smem);
+  float* receive = send + slices * owned * kPartStride;
 
-  kernels::AllowDependentLaunch();
-  kernels::ClusterArrive();  // at the start: the receive area is its own
   const int rank = blockIdx.x;  // the cluster spans gridDim.x: rank = slice
+  const int x_row0 = static_cast<int>(blockIdx.z) * kMaxXRows, rows = min(p.m - x_row0, kMaxXRows);
   // kSiluMul: gate rows half_row0 .. + 31 and the matching up rows; else rows row0 .. row0 + 63.
   const bool silu = p.epilogue == SmallBatchEpilogue::kSiluMul;
-  const int64_t row0 = int64_t{blockIdx.y} * kTileRows, half_row0 = int64_t{blockIdx.y} * (kTileRows / 2);
+  const int row0 = static_cast<int>(blockIdx.y) * kTileRows, half_row0 = static_cast<int>(blockIdx.y) * kBoxRows;
   const int k0 = rank * slice_k;
-  const int valid_w = silu ? kTileRows : static_cast<int>(std::min<int64_t>(kTileRows, p.n - row0));
-  // The weights never depend on the kernels before: requested before the wait.
-  if (silu) {
-    constexpr int kHalf = kTileRows / 2;
-    StageRows(ws, p.w + half_row0 * p.k + k0, p.k, kHalf, kHalf, slice_k, pieces_log2);
-    StageRows(ws + kHalf * stride, p.w + (p.n / 2 + half_row0) * p.k + k0, p.k, kHalf, kHalf, slice_k, pieces_log2);
-  } else {
-    StageRows(ws, p.w + row0 * p.k + k0, p.k, kTileRows, valid_w, slice_k, pieces_log2);
-  }
-  kernels::CpAsyncCommit();
-  kernels::WaitForPrerequisiteGrids();
-  const int x_stride = p.x_stride > 0 ? p.x_stride : p.k;
-  StageRows(xs, p.x + k0, x_stride, kXRows, p.m, slice_k, pieces_log2);
-  kernels::CpAsyncCommit();
-  kernels::CpAsyncWait<0>();
-  __syncthreads();
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // ldmatrix addresses: A (16 weight rows x 16 k) as matrices rows 0-7 / 8-15
-  // x k 0-7 / 8-15; B pairs of x tiles as tile t k 0-7, k 8-15, tile t+1 alike.
-  const __nv_bfloat16* a_at = ws + (16 * warp + lane % 16) * stride + 8 * (lane / 16);
-  const __nv_bfloat16* b_at = xs + (lane % 8 + 8 * (lane / 16)) * stride + 8 * (lane / 8 % 2);
-  float acc[kXTiles][4] = {};
-  // Fragments of two k-steps in flight: the next step's ldmatrix are issued
-  // before this step's mma (the asm is volatile, so issue order is source order).
-  uint32_t a0[4], a1[4], b0[kXTiles / 2][4], b1[kXTiles / 2][4];
-  auto load = [&](uint32_t* a, uint32_t (*b)[4], int kk) {
-    kernels::LdMatrixX4(a, a_at + kk);
-#pragma unroll
-    for (int t = 0; t < kXTiles / 2; ++t) kernels::LdMatrixX4(b[t], b_at + 16 * t * stride + kk);
-  };
-  auto multiply = [&](const uint32_t* a, const uint32_t (*b)[4]) {
-#pragma unroll
-    for (int t = 0; t < kXTiles / 2; ++t) {
-      kernels::MmaBf16(acc[2 * t], a, b[t][0], b[t][1]);
-      kernels::MmaBf16(acc[2 * t + 1], a, b[t][2], b[t][3]);
+  const int valid_w = silu ? kTileRows : min(kTileRows, p.n - row0);
+  if (threadIdx.x == 0) {
+    kernels::MbarrierInit(&bars[0], 1);
+    kernels::MbarrierInit(&bars[1], 1);
+    for (int q = 0; q < chunks; ++q) kernels::MbarrierInit(&bars[2 + q], 1);
+    kernels::FenceMbarrierInit();
+    // The weights never depend on the kernels before: requested before the wait.
+    kernels::MbarrierArriveExpectBytes(&bars[0], static_cast<uint32_t>(chunks * ChunkBytes(kTileRows)));
+    const int first = silu ? half_row0 : row0, second = silu ? p.n / 2 + half_row0 : row0 + kBoxRows;
+    for (int q = 0; q < chunks; ++q) {
+      __nv_bfloat16* tile = ws + q * kTileRows * kChunkK;
+      kernels::TmaLoad2d(tile, &w_map, k0 + q * kChunkK, first, &bars[0]);
+      kernels::TmaLoad2d(tile + kBoxRows * kChunkK, &w_map, k0 + q * kChunkK, second, &bars[0]);
     }
-  };
-  load(a0, b0, 0);
-  for (int kk = 0; kk < slice_k; kk += 32) {  // slice_k is a multiple of 128
-    load(a1, b1, kk + 16);
-    multiply(a0, b0);
-    if (kk + 32 < slice_k) load(a0, b0, kk + 32);
-    multiply(a1, b1);
+    // Every slice's block of this rank's rows, announced now (the copies may come before the wait below).
+    kernels::MbarrierArriveExpectBytes(&bars[1], static_cast<uint32_t>(slices * OwnerBlockBytes(slices, kXRows)));
+  }
+  kernels::AllowDependentLaunch();
+  __syncthreads();  // the mbarriers are initialised for every thread
+  kernels::WaitForPrerequisiteGrids();
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < chunks; ++q) {
+      kernels::MbarrierArriveExpectBytes(&bars[2 + q], static_cast<uint32_t>(ChunkBytes(kXRows)));
+      kernels::TmaLoad2d(xs + q * kXRows * kChunkK, &x_map, k0 + q * kChunkK, x_row0, &bars[2 + q]);
+    }
   }
 
-  kernels::PushPartials<kXTiles>(acc, receive, p.m, slices, rank);
-  kernels::SumAndFinish<kThreads>(p, receive, kXRows, slices, rank, row0, half_row0, valid_w, 0, p.m);
-}
-
-using KernelFn = void (*)(SmallBatchGemmParams, int, int);
-
-KernelFn KernelFor(int x_tiles) {
-  switch (x_tiles) {
-    case 2: return SmallBatchGemmKernel<2>;
-    case 4: return SmallBatchGemmKernel<4>;
-    default: return SmallBatchGemmKernel<8>;
+  float acc[kXTiles][4] = {};
+  const uint32_t w_at = kernels::SharedAddress(ws), x_at = kernels::SharedAddress(xs);
+  kernels::MbarrierWait(&bars[0], 0);
+  for (int q = 0; q < chunks; ++q) {
+    kernels::MbarrierWait(&bars[2 + q], 0);
+    kernels::WgmmaFence();
+#pragma unroll
+    for (int s = 0; s < kChunkK / 16; ++s) {
+      const uint64_t a = kernels::WgmmaDescriptor128B(w_at + static_cast<uint32_t>(ChunkBytes(kTileRows) * q + 32 * s));
+      const uint64_t b = kernels::WgmmaDescriptor128B(x_at + static_cast<uint32_t>(ChunkBytes(kXRows) * q + 32 * s));
+      kernels::WgmmaBf16<kXTiles>(acc, a, b, true);
+    }
+    kernels::WgmmaCommit();
   }
+  kernels::WgmmaWait<0>();
+  __syncthreads();  // every warp's products are done: the operands' shared memory is free
+  // The cluster barrier: once every CTA has arrived, each runs (distributed shared memory's
+  // rule), has its mbarriers initialised (fenced above) and may receive.
+  kernels::ClusterArrive();
+
+  kernels::StorePartialsByOwner<kXTiles>(acc, send, slices);
+  kernels::FenceSharedForAsyncProxy();  // the bulk copies read the send area through the async proxy
+  __syncthreads();
+  kernels::ClusterWait();  // every CTA of the cluster may receive
+  if (threadIdx.x == 0) {
+    const uint32_t block_bytes = static_cast<uint32_t>(OwnerBlockBytes(slices, kXRows));
+    for (int owner = 0; owner < slices; ++owner)
+      kernels::BulkCopyToCluster(kernels::ClusterSharedAddress(receive + rank * owned * kPartStride, owner),
+                                 send + owner * owned * kPartStride, block_bytes,
+                                 kernels::ClusterSharedAddress(&bars[1], owner));
+    kernels::BulkCopiesWaitRead();
+  }
+  kernels::MbarrierWait(&bars[1], 0);  // every slice's block of this rank's rows is in
+  kernels::SumAndFinish<kThreads>(p, receive, kXRows, slices, rank, row0, half_row0, valid_w, x_row0, rows);
 }
 
-int XTilesFor(int m) { return m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+using KernelFn = void (*)(const SmallBatchGemmParams, const CUtensorMap, const CUtensorMap, int, int);
 
-// Shared-memory opt-in for one instantiation (once per process): the
-// dynamic bytes a CTA may ask for, 0 with `*error` set on failure.
+// wgmma's N for a CTA's rows: the rows of its first block of x, rounded up.
+int XTilesFor(int m) { return m <= 16 ? 2 : m <= 32 ? 4 : m <= 64 ? 8 : 16; }
+
 template <int kXTiles>
-int64_t OptIn(cudaError_t* error) {
-  return kernels::OptInToMaxDynamicShared<SmallBatchGemmKernel<kXTiles>>(error);
-}
+struct Bucket {
+  static constexpr KernelFn kKernel = SmallBatchGemmKernel<kXTiles>;
+  // Shared-memory opt-in (once per process): the dynamic bytes a CTA may
+  // ask for, 0 with `*error` set on failure.
+  static int64_t OptIn(cudaError_t* error) {
+    return kernels::OptInToMaxDynamicShared<SmallBatchGemmKernel<kXTiles>>(error);
+  }
+  static int64_t Resident(int64_t shared_bytes, cudaError_t* error) {
+    return kernels::ResidentCtasWithShared<SmallBatchGemmKernel<kXTiles>>(static_cast<size_t>(shared_bytes), error,
+                                                                         kThreads / 32);
+  }
+};
 
-template <int kXTiles>
-int64_t Resident(int64_t shared_bytes, cudaError_t* error) {
-  return kernels::ResidentCtasWithShared<SmallBatchGemmKernel<kXTiles>>(static_cast<size_t>(shared_bytes), error,
-                                                                         kWarps);
-}
-
-int64_t ResidentFor(int x_tiles, int64_t shared_bytes, cudaError_t* error) {
+// f(Bucket<x_tiles>{}) for the bucket of x_tiles.
+template <typename F>
+auto WithBucket(int x_tiles, F f) {
   switch (x_tiles) {
-    case 2: return Resident<2>(shared_bytes, error);
-    case 4: return Resident<4>(shared_bytes, error);
-    default: return Resident<8>(shared_bytes, error);
+    case 2: return f(Bucket<2>{});
+    case 4: return f(Bucket<4>{});
+    case 8: return f(Bucket<8>{});
+    default: return f(Bucket<16>{});
   }
 }
 
@@ -146,23 +179,23 @@ struct SlicePlan {
   int slice_k = 0, slices = 0;
 };
 
-// The k slice, among those whose shared memory fits a CTA (`max_shared`
-// bytes): fewest waves of resident CTAs first; within one wave, the largest
-// slice (fewest CTAs, least x re-read) whose grid covers every SM, else the
-// most CTAs.
-SlicePlan PickSlices(int64_t n, int k, int x_tiles, int64_t max_shared, cudaError_t* error) {
+// The k slice as the small-batch GEMM picks it, among those whose shared
+// memory fits a CTA (`max_shared` bytes): fewest waves of resident CTAs
+// first; within one wave, the largest slice (fewest CTAs, least x re-read)
+// whose grid covers every SM, else the most CTAs.
+SlicePlan PickSlices(int64_t n, int k, int x_tiles, int x_blocks, int64_t max_shared, cudaError_t* error) {
   const int sms = kernels::MultiprocessorCount(error);
   if (sms == 0) return {};
-  const int64_t tiles = (n + kTileRows - 1) / kTileRows;  // kSiluMul: n / 64 as well
+  const int64_t tiles = (n + kTileRows - 1) / kTileRows * x_blocks;  // kSiluMul: n / 64 as well
   SlicePlan best;
   int64_t best_waves = 0, best_ctas = 0;
-  for (int slice_k : {512, 256, 128}) {
+  for (int slice_k : {512, 256, 128, 64}) {
     if (k % slice_k != 0 || k / slice_k > kReduceMaxSlices) continue;
     const SlicePlan plan{slice_k, k / slice_k};
     const int64_t ctas = tiles * plan.slices;
     const int64_t shared = SharedBytes(slice_k, plan.slices, 8 * x_tiles);
     if (shared > max_shared) continue;
-    const int64_t resident = ResidentFor(x_tiles, shared, error);
+    const int64_t resident = WithBucket(x_tiles, [&](auto bucket) { return bucket.Resident(shared, error); });
     if (*error != cudaSuccess) return {};
     if (resident <= 0) continue;
     const int64_t waves = (ctas + resident - 1) / resident;
@@ -176,8 +209,8 @@ SlicePlan PickSlices(int64_t n, int k, int x_tiles, int64_t max_shared, cudaErro
 }  // namespace
 
 bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue) {
-  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= 128 && k % 128 == 0 &&
-         k <= 512 * kReduceMaxSlices &&
+  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= kChunkK && k % kChunkK == 0 &&
+         k <= int64_t{kMaxChunks} * kChunkK * kReduceMaxSlices &&
          (epilogue != SmallBatchEpilogue::kSiluMul || n % kTileRows == 0);
 }
 
@@ -191,11 +224,12 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
   if (p.epilogue == SmallBatchEpilogue::kRotaryKv &&
       (p.out != LinearOutput::kF32 || !RotaryKvParamsValid(p.rotary, p.n)))
     return cudaErrorInvalidValue;
-  const int x_tiles = XTilesFor(p.m);
+  const int x_tiles = XTilesFor(std::min(p.m, kMaxXRows));
+  const int x_blocks = (p.m + kMaxXRows - 1) / kMaxXRows;
   cudaError_t error = cudaSuccess;
-  const int64_t max_shared = x_tiles == 2 ? OptIn<2>(&error) : x_tiles == 4 ? OptIn<4>(&error) : OptIn<8>(&error);
+  const int64_t max_shared = WithBucket(x_tiles, [&](auto bucket) { return bucket.OptIn(&error); });
   if (error != cudaSuccess) return error;
-  const SlicePlan plan = PickSlices(p.n, p.k, x_tiles, max_shared, &error);
+  const SlicePlan plan = PickSlices(p.n, p.k, x_tiles, x_blocks, max_shared, &error);
   if (error != cudaSuccess) return error;
   if (plan.slices == 0) return cudaErrorInvalidValue;  // no slice whose CTA fits an SM
   cudaLaunchAttribute attrs[2];
@@ -206,13 +240,19 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
   attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(plan.slices), static_cast<unsigned>((p.n + kTileRows - 1) / kTileRows));
+  config.gridDim = dim3(static_cast<unsigned>(plan.slices), static_cast<unsigned>((p.n + kTileRows - 1) / kTileRows),
+                        static_cast<unsigned>(x_blocks));
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = static_cast<size_t>(SharedBytes(plan.slice_k, plan.slices, 8 * x_tiles));
   config.stream = stream;
   config.attrs = attrs;
   config.numAttrs = 2;
-  return cudaLaunchKernelEx(&config, KernelFor(x_tiles), p, plan.slice_k, plan.slices);
+  CUtensorMap w_map, x_map;
+  error = EncodeBf16TensorMap128B(&w_map, p.w, p.n, p.k, p.k, kBoxRows);
+  if (error == cudaSuccess) error = EncodeBf16TensorMap128B(&x_map, p.x, p.m, p.k, x_stride, 8 * x_tiles);
+  if (error != cudaSuccess) return error;
+  const KernelFn kernel = WithBucket(x_tiles, [](auto bucket) { return decltype(bucket)::kKernel; });
+  return cudaLaunchKernelEx(&config, kernel, p, w_map, x_map, plan.slice_k, plan.slices);
 }
 
 }  // namespace ernie::cuda

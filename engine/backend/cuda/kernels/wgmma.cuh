@@ -1,5 +1,5 @@
 // Hopper's warpgroup tensor-core instructions (wgmma, sm_90a) as the
-// warpgroup GEMM (warpgroup_gemm.cu) uses them: both operands bf16 in shared
+// small-batch GEMM (small_batch_gemm.cu) uses them: both operands bf16 in shared
 // memory, K-major, in the 128-byte swizzled layout, float32 accumulators.
 //
 // Shared-memory layout (PTX ISA, "Shared memory matrix layout", 128B
