@@ -221,8 +221,11 @@ inline int MultiprocessorCount(cudaError_t* error) {
 
 // SMs x CTAs of `kKernel` (`warps` warps, 256 threads by default) resident
 // per SM with `shared_bytes` of dynamic shared memory a CTA, 0 with `*error`
-// set on failure. Asked of the runtime once per (warps, shared bytes) and
-// process: launchers whose CTA shape varies by launch ask on every launch.
+// set on failure. Never less than one a SM, so callers may divide by it: a
+// CTA that does not fit at all also answers one, and launchers whose shared
+// memory varies check it against OptInToMaxDynamicShared's bytes first.
+// Asked of the runtime once per (warps, shared bytes) and process: launchers
+// whose CTA shape varies by launch ask on every launch.
 template <auto kKernel>
 inline int64_t ResidentCtasWithShared(size_t shared_bytes, cudaError_t* error, int warps = kLinearWarps) {
   static std::mutex mu;

@@ -197,7 +197,6 @@ SlicePlan PickSlices(int64_t n, int k, int x_tiles, int x_blocks, int64_t max_sh
     if (shared > max_shared) continue;
     const int64_t resident = WithBucket(x_tiles, [&](auto bucket) { return bucket.Resident(shared, error); });
     if (*error != cudaSuccess) return {};
-    if (resident <= 0) continue;
     const int64_t waves = (ctas + resident - 1) / resident;
     const bool better = best.slices == 0 || waves < best_waves ||
                         (waves == best_waves && best_ctas < sms && ctas > best_ctas);  // larger slices come first
