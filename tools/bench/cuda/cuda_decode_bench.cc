@@ -13,8 +13,12 @@
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
-//                    [--timeline-batches 1,64]
+//                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
 //                    [--unsplit-attention-max-context 256]
+//
+// --mixed-steps D:P times serving-shaped steps: D decode rows beside P whole
+// prompts of --prompt-len tokens (eager, as the worker runs a step of ~2,048
+// tokens), then breaks one down by kernel through CUPTI.
 //
 // --load-format dummy reads only DIR/config.json and makes random weights on
 // the device (the 21B-A3B shape is 43.7 GB: ernie-make-model --config-only
@@ -61,6 +65,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "nlohmann/json.hpp"
@@ -99,7 +104,24 @@ struct Args {
   int moe_awq_gemv_k_slices = ernie::CudaBackendOptions{}.moe_awq_gemv_k_slices;
   int moe_awq_gemv_cta_warps = ernie::CudaBackendOptions{}.moe_awq_gemv_cta_warps;
   std::vector<int> timeline_batches;  // --timeline-batches: in-graph kernel timelines of these decode steps
+  // --mixed-steps D:P,...: steps of D decode rows beside P whole prompts (a serving step when a wave of
+  // requests arrives), timed and, where CUPTI is built, broken down by kernel.
+  std::vector<std::pair<int, int>> mixed_steps;
 };
+
+// "256:14,0:16" -> {{256, 14}, {0, 16}}: decode rows (>= 0) and prompts (>= 0), not both 0.
+bool ParseMixedSteps(const std::string& text, std::vector<std::pair<int, int>>* out) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> dp = absl::StrSplit(part, ':');
+    int d = 0, p = 0;
+    if (dp.size() != 2 || !absl::SimpleAtoi(dp[0], &d) || !absl::SimpleAtoi(dp[1], &p) || d < 0 || p < 0 ||
+        d + p == 0)
+      return false;
+    out->emplace_back(d, p);
+  }
+  return !out->empty();
+}
 
 bool Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -122,6 +144,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->moe_max_tile_rows)) return false;
     } else if (f == "--timeline-batches") {
       if (!ernie::bench::ParsePositiveIntList(v, &a->timeline_batches)) return false;
+    } else if (f == "--mixed-steps") {
+      if (!ParseMixedSteps(v, &a->mixed_steps)) return false;
     } else if (f == "--batch-sizes") {
       if (!ernie::bench::ParsePositiveIntList(v, &a->batch_sizes)) return false;
     } else if (f == "--prompt-len") {
@@ -295,6 +319,54 @@ std::vector<std::vector<int32_t>> BackToBackTables(int sequences, int64_t tokens
   return tables;
 }
 
+// One serving-shaped step: a token for each of sequences [0, decode_rows)
+// (prompt_len tokens already cached) beside the whole prompts of sequences
+// [decode_rows, decode_rows + prompts), every chunk's last row a greedy
+// device-sampled row, as the engine's steps are when a wave of requests
+// arrives while others decode.
+absl::Status MixedStep(ernie::Backend& backend, const std::vector<std::vector<int32_t>>& tables, int decode_rows,
+                       int prompts, int prompt_len) {
+  static const ernie::SamplingParams kGreedy{.temperature = 0.0f};
+  std::vector<int32_t> ids, pos, rows;
+  std::vector<ernie::SequenceSlice> seqs;
+  for (int s = 0; s < decode_rows + prompts; ++s) {
+    const bool decoding = s < decode_rows;
+    const int first = decoding ? prompt_len : 0, count = decoding ? 1 : prompt_len;
+    seqs.push_back({static_cast<int32_t>(ids.size()), count, first, tables[static_cast<size_t>(s)]});
+    for (int p = first; p < first + count; ++p) {
+      ids.push_back(TokenFor(s, p, backend.vocab_size()));
+      pos.push_back(p);
+    }
+    rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+  }
+  std::vector<ernie::DeviceSampleRow> sample_rows;
+  for (size_t r = 0; r < rows.size(); ++r)
+    sample_rows.push_back({.logit_row = static_cast<int32_t>(r), .params = &kGreedy, .seed = 1});
+  std::vector<ernie::SampledToken> sampled(rows.size());
+  return backend.ForwardAndSample({ids, pos, seqs, rows}, {.rows = sample_rows, .host_logit_rows = {}}, sampled, {});
+}
+
+// Sequences [0, decode_rows) prefilled, then the mixed step twice to warm
+// its shapes and `reps` times timed; the sorted wall times (ms).
+absl::StatusOr<std::vector<double>> TimeMixedSteps(ernie::Backend& backend, int decode_rows, int prompts,
+                                                   int prompt_len, int reps) {
+  const auto tables = BackToBackTables(decode_rows + prompts, prompt_len + 1, backend.kv_shape().block_size);
+  std::vector<float> logits(static_cast<size_t>(decode_rows * backend.vocab_size()));
+  const int per_step = std::max<int>(1, static_cast<int>(backend.max_tokens_per_step() / prompt_len));
+  for (int first = 0; first < decode_rows; first += per_step)
+    if (auto st = PrefillStep(backend, tables, first, std::min(per_step, decode_rows - first), prompt_len, logits);
+        !st.ok())
+      return st;
+  std::vector<double> walls;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    const auto t0 = Clock::now();
+    if (auto st = MixedStep(backend, tables, decode_rows, prompts, prompt_len); !st.ok()) return st;
+    if (rep >= 2) walls.push_back(Ms(Clock::now() - t0));
+  }
+  std::sort(walls.begin(), walls.end());
+  return walls;
+}
+
 // B sequences of prompt_len tokens prefilled (as many whole prompts per step
 // as fit), then decode_tokens steps of B tokens.
 absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const Args& a) {
@@ -364,6 +436,25 @@ absl::StatusOr<nlohmann::json> RecordTimeline(ernie::Backend& backend, ernie::be
   return out;
 }
 
+// The kernels of one mixed step (TimeMixedSteps has prefilled its decode
+// rows and warmed its shapes): the median of three by span.
+absl::StatusOr<nlohmann::json> RecordMixedTimeline(ernie::Backend& backend, ernie::bench::KernelTimeline& timeline,
+                                                   int decode_rows, int prompts, int prompt_len) {
+  const auto tables = BackToBackTables(decode_rows + prompts, prompt_len + 1, backend.kv_shape().block_size);
+  std::vector<std::pair<double, nlohmann::json>> steps;
+  for (int rep = 0; rep < 3; ++rep) {
+    if (auto drop = timeline.Collect(); !drop.ok()) return drop.status();
+    if (auto st = MixedStep(backend, tables, decode_rows, prompts, prompt_len); !st.ok()) return st;
+    auto kernels = timeline.Collect();
+    if (!kernels.ok()) return kernels.status();
+    nlohmann::json summary = ernie::bench::Summarize(*kernels, /*sequence_len=*/0);
+    const double span = summary.value("span_us", 0.0);
+    steps.emplace_back(span, std::move(summary));
+  }
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return steps[1].second;
+}
+
 void PrintTimeline(const nlohmann::json& t) {
   std::printf("timeline: batch %d, context %d: %zu kernels, span %.1f us (host wall %.3f ms), gaps %.1f us, "
               "sum of kernel durations %.1f us\n",
@@ -390,7 +481,7 @@ int main(int argc, char** argv) {
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
-                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--timeline-batches 1,64]\n";
+                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -403,6 +494,11 @@ int main(int argc, char** argv) {
   int max_batch = std::max({*std::max_element(args.batch_sizes.begin(), args.batch_sizes.end()),
                             args.profile_batch, args.profile_prefill});
   for (int b : args.timeline_batches) max_batch = std::max(max_batch, b);
+  int64_t mixed_max_tokens = 0;
+  for (const auto& [d, p] : args.mixed_steps) {
+    max_batch = std::max(max_batch, d + p);
+    mixed_max_tokens = std::max<int64_t>(mixed_max_tokens, d + int64_t{p} * args.prompt_len);
+  }
   // Before the backend: CUPTI instruments a graph's kernels when it is instantiated.
 #if ERNIE_HAVE_CUPTI
   std::unique_ptr<ernie::bench::KernelTimeline> timeline;
@@ -429,7 +525,8 @@ int main(int argc, char** argv) {
       **model, {.block_size = block,
                 .num_blocks = std::max<int64_t>(max_batch * blocks_per_seq, (args.check_tokens + block - 1) / block),
                 .max_tokens_per_step = std::max<int64_t>(
-                    {2048, max_batch, args.check_tokens, int64_t{args.profile_prefill} * args.prompt_len}),
+                    {2048, max_batch, args.check_tokens, int64_t{args.profile_prefill} * args.prompt_len,
+                     mixed_max_tokens}),
                 .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
                 .max_attention_splits = args.max_attention_splits,
                 .unsplit_attention_max_context = args.unsplit_attention_max_context,
@@ -526,6 +623,43 @@ int main(int argc, char** argv) {
     log["timelines"].push_back(*t);
   }
 #endif
+  for (const auto& [d, p] : args.mixed_steps) {
+    auto walls = TimeMixedSteps(**backend, d, p, args.prompt_len, /*reps=*/7);
+    if (!walls.ok()) {
+      std::cerr << "ernie-bench-cuda: mixed step " << d << ":" << p << ": " << walls.status() << "\n";
+      return 1;
+    }
+    const double median = (*walls)[walls->size() / 2];
+    const int64_t tokens = d + int64_t{p} * args.prompt_len;
+    nlohmann::json entry = {{"decode_rows", d},           {"prompts", p},
+                            {"tokens", tokens},           {"median_wall_ms", median},
+                            {"min_wall_ms", walls->front()}, {"tok_s", tokens / (median / 1e3)}};
+    std::printf("mixed step: %d decode rows + %d prompts of %d (%lld tokens): %.3f ms wall (min %.3f), %.0f tok/s\n",
+                d, p, args.prompt_len, static_cast<long long>(tokens), median, walls->front(), tokens / (median / 1e3));
+#if ERNIE_HAVE_CUPTI
+    // After the wall times: CUPTI's records cost host time a launch.
+    if (!timeline) {
+      auto started = ernie::bench::KernelTimeline::Start();
+      if (!started.ok()) {
+        std::cerr << "ernie-bench-cuda: " << started.status() << "\n";
+        return 1;
+      }
+      timeline = std::move(*started);
+    }
+    auto t = RecordMixedTimeline(**backend, *timeline, d, p, args.prompt_len);
+    if (!t.ok()) {
+      std::cerr << "ernie-bench-cuda: timeline of mixed step " << d << ":" << p << ": " << t.status() << "\n";
+      return 1;
+    }
+    std::printf("  kernels %d, span %.1f us, gaps %.1f us, sum of durations %.1f us\n", (*t)["kernels"].get<int>(),
+                (*t)["span_us"].get<double>(), (*t)["gaps_us"].get<double>(), (*t)["sum_duration_us"].get<double>());
+    for (const auto& k : (*t)["by_kernel"])
+      std::printf("  %-70s %5d %12.1f %12.1f\n", k["kernel"].get<std::string>().c_str(), k["count"].get<int>(),
+                  k["increment_us"].get<double>(), k["duration_us"].get<double>());
+    entry["timeline"] = *t;
+#endif
+    log["mixed_steps"].push_back(entry);
+  }
   if (args.profile_batch > 0) {
     // One decode step of profile_batch sequences between cudaProfilerStart
     // and Stop, for `ncu --profile-from-start off` (kernel-time breakdown).
