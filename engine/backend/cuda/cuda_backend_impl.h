@@ -141,7 +141,8 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);
   // Attention alone, once rotary and the KV write are done (the decode path
   // folds them into its qkv GEMV).
-  absl::Status Attention(int64_t layer, int32_t tokens);
+  // The kernel shape follows the uploaded step's items (AttentionItemsOf).
+  absl::Status Attention(int64_t layer);
   // Split-KV CTAs per (item, KV head) for the uploaded step by its item
   // count alone (a captured graph fits every context); 1 is no split.
   int32_t SplitsByItemCount() const;

@@ -71,7 +71,7 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                        .cache = LayerCache(layer),
                                        .num_heads = static_cast<int32_t>(c.num_heads)}},
                            w.qkv_awq, "decode qkv + rotary kernel", layer));
-    ERNIE_RETURN_IF_ERROR(Attention(layer, tokens));
+    ERNIE_RETURN_IF_ERROR(Attention(layer));
     ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_bf16 = Bf16(ws_.attn),
                                                    .w = Bf16(w.o_proj),
                                                    .bias = OrNull(w.o_bias),

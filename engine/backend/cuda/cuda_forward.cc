@@ -49,7 +49,7 @@ absl::Status CudaBackendImpl::RotaryAndAttention(int64_t layer, int32_t tokens) 
                                                   .head_dim = static_cast<int32_t>(c.head_dim)},
                                                  s),
                              "rotary + KV write kernel");
-  return Attention(layer, tokens);
+  return Attention(layer);
 }
 
 int32_t CudaBackendImpl::SplitsByItemCount() const {
@@ -57,7 +57,7 @@ int32_t CudaBackendImpl::SplitsByItemCount() const {
                   PagedAttentionSplits(inputs_.num_items(), static_cast<int32_t>(config_.num_kv_heads), num_sms_));
 }
 
-absl::Status CudaBackendImpl::Attention(int64_t layer, int32_t tokens) {
+absl::Status CudaBackendImpl::Attention(int64_t layer) {
   const ModelConfig& c = config_;
   cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
@@ -81,8 +81,10 @@ absl::Status CudaBackendImpl::Attention(int64_t layer, int32_t tokens) {
                                        .partial_ml = ws_.attn_partial_ml.data(),
                                        .decode_swap_ab = decode_swap_ab_};
   // Items of one token each (a decode step: the graph key's items == tokens)
-  // take the tensor-core kernel's key-split shape.
-  ERNIE_CUDA_RETURN_IF_ERROR(mma_attention_ ? LaunchMmaAttention(attention, inputs_.num_items() == tokens, s)
+  // take the tensor-core kernel's key-split shape; decodes beside prefill
+  // chunks the mixed kernel.
+  const AttentionItems items = AttentionItemsOf(inputs_.num_items(), inputs_.num_single_token_items());
+  ERNIE_CUDA_RETURN_IF_ERROR(mma_attention_ ? LaunchMmaAttention(attention, items, s)
                                             : LaunchPagedAttention(attention, s),
                              "paged attention kernel");
   return absl::OkStatus();
@@ -106,7 +108,7 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
                                         .inv_freq = ws_.inv_freq.data(),
                                         .cache = LayerCache(layer),
                                         .num_heads = static_cast<int32_t>(c.num_heads)}}));
-  ERNIE_RETURN_IF_ERROR(rotary_done ? Attention(layer, tokens) : RotaryAndAttention(layer, tokens));
+  ERNIE_RETURN_IF_ERROR(rotary_done ? Attention(layer) : RotaryAndAttention(layer, tokens));
   ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.attn), tokens, c.q_size(), w.o_proj, w.o_awq, c.hidden_size, ws_.proj.data()));
   return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
                                       .delta = ws_.proj.data(),

@@ -40,6 +40,7 @@ absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int3
   int32_t* tables = host + kTables * max_tokens_;
   int64_t entries = 0;
   num_items_ = 0;
+  num_single_token_items_ = 0;
   for (const SequenceSlice& seq : batch.sequences) {
     const int64_t context = int64_t{seq.num_cached_tokens} + seq.num_new_tokens;
     const int64_t needed = (context + block_size - 1) / block_size;
@@ -53,9 +54,11 @@ absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int3
                                    static_cast<int32_t>(pos % block_size);
     }
     for (int32_t j = 0; j < seq.num_new_tokens; j += tokens_per_item) {
+      const int32_t item_tokens = std::min(tokens_per_item, seq.num_new_tokens - j);
       items[num_items_++] = AttentionWorkItem{.token_begin = seq.first_token + j,
-                                              .num_tokens = std::min(tokens_per_item, seq.num_new_tokens - j),
+                                              .num_tokens = item_tokens,
                                               .block_table_offset = static_cast<int32_t>(entries)};
+      if (item_tokens == 1) ++num_single_token_items_;
     }
     entries += needed;
   }

@@ -41,6 +41,9 @@ class StepInputs {
   }
   const int32_t* block_tables() const { return device_.data() + kTables * max_tokens_; }  // [entries]
   int32_t num_items() const { return num_items_; }
+  // Items of one token (decodes, or a prefill chunk's last token when the
+  // chunk is not a multiple of an item's tokens).
+  int32_t num_single_token_items() const { return num_single_token_items_; }
 
  private:
   // Region starts, in units of max_tokens_ int32s; items take 4 per token.
@@ -49,6 +52,7 @@ class StepInputs {
   int64_t max_tokens_ = 0;
   int64_t max_table_entries_ = 0;
   int32_t num_items_ = 0;
+  int32_t num_single_token_items_ = 0;
   PinnedBuffer<int32_t> staging_;  // host copy of the layout below
   DeviceBuffer<int32_t> device_;   // [8 * max_tokens + max_table_entries] int32, regions as above
 };

@@ -3,7 +3,8 @@
 // planner (StepInputs): decode steps (single-token items: the tensor-core
 // decode kernel with the queries as the mma's 8-wide side, and the general
 // kernel's key-split shape), prefill chunks over cached prefixes and mixed
-// steps (its row shape), each without and with split-KV, for every head dim
+// steps (its row shape; with swap-AB on, one-token items of such steps take
+// the swap-AB body in the same launch), each without and with split-KV, for every head dim
 // the tensor-core kernel takes and GQA groups of 1, 3 and 8. Contexts cross
 // tile (64), block and split boundaries; block tables are scattered.
 //
@@ -153,8 +154,9 @@ class AttentionKernelTest : public ::testing::TestWithParam<Shape> {
         .partial_ml = partial_ml.data(),
         .decode_swap_ab = swap_ab};
     ASSERT_GE(p.num_splits, 1);
-    const bool single_token = inputs->num_items() == num_tokens;
-    ASSERT_EQ(mma ? cuda::LaunchMmaAttention(p, single_token, nullptr) : cuda::LaunchPagedAttention(p, nullptr),
+    const cuda::AttentionItems items = cuda::AttentionItemsOf(inputs->num_items(), inputs->num_single_token_items());
+    ASSERT_EQ(items == cuda::AttentionItems::kSingleToken, inputs->num_items() == num_tokens);
+    ASSERT_EQ(mma ? cuda::LaunchMmaAttention(p, items, nullptr) : cuda::LaunchPagedAttention(p, nullptr),
               cudaSuccess);
     const std::vector<uint16_t> got = Download(out);
 
@@ -253,8 +255,20 @@ TEST_P(AttentionKernelTest, PrefillChunksOverCachedPrefixes) {
 }
 
 TEST_P(AttentionKernelTest, MixedStep) {
-  // Decodes beside prefill chunks: the row shape takes one-token items too.
+  // Decodes beside prefill chunks: the row shape takes one-token items too
+  // (without swap-AB), or the mixed kernel gives them the swap-AB body.
   CheckBothKernels({{90, 1}, {0, 33}, {5, 1}, {64, 65}, {250, 1}});
+}
+
+TEST_P(AttentionKernelTest, ManyDecodesBesideAPrompt) {
+  // A serving step while a request arrives: many decodes (contexts across
+  // tile and block boundaries), one whole prompt, and a chunk over a cached
+  // prefix whose last item holds one token.
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 100; ++i) seqs.push_back({(i * 37) % 60, 1});
+  seqs.push_back({0, 128});
+  seqs.push_back({64, 129});
+  CheckBothKernels(seqs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,

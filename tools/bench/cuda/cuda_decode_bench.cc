@@ -623,6 +623,8 @@ int main(int argc, char** argv) {
     log["timelines"].push_back(*t);
   }
 #endif
+  // Every mixed step's wall times first, then (where CUPTI is built) one of
+  // each broken down by kernel: CUPTI's records cost host time a launch.
   for (const auto& [d, p] : args.mixed_steps) {
     auto walls = TimeMixedSteps(**backend, d, p, args.prompt_len, /*reps=*/7);
     if (!walls.ok()) {
@@ -631,13 +633,18 @@ int main(int argc, char** argv) {
     }
     const double median = (*walls)[walls->size() / 2];
     const int64_t tokens = d + int64_t{p} * args.prompt_len;
-    nlohmann::json entry = {{"decode_rows", d},           {"prompts", p},
-                            {"tokens", tokens},           {"median_wall_ms", median},
-                            {"min_wall_ms", walls->front()}, {"tok_s", tokens / (median / 1e3)}};
+    log["mixed_steps"].push_back({{"decode_rows", d},
+                                  {"prompts", p},
+                                  {"tokens", tokens},
+                                  {"median_wall_ms", median},
+                                  {"min_wall_ms", walls->front()},
+                                  {"tok_s", tokens / (median / 1e3)}});
     std::printf("mixed step: %d decode rows + %d prompts of %d (%lld tokens): %.3f ms wall (min %.3f), %.0f tok/s\n",
                 d, p, args.prompt_len, static_cast<long long>(tokens), median, walls->front(), tokens / (median / 1e3));
+  }
 #if ERNIE_HAVE_CUPTI
-    // After the wall times: CUPTI's records cost host time a launch.
+  for (size_t i = 0; i < args.mixed_steps.size(); ++i) {
+    const auto [d, p] = args.mixed_steps[i];
     if (!timeline) {
       auto started = ernie::bench::KernelTimeline::Start();
       if (!started.ok()) {
@@ -646,20 +653,26 @@ int main(int argc, char** argv) {
       }
       timeline = std::move(*started);
     }
+    // The decode rows' cache as TimeMixedSteps left it (the later steps' prefills rewrote only
+    // their own sequences' rows, the same values): re-prefilled for this step's sequences.
+    if (auto w = TimeMixedSteps(**backend, d, p, args.prompt_len, /*reps=*/0); !w.ok()) {
+      std::cerr << "ernie-bench-cuda: mixed step " << d << ":" << p << ": " << w.status() << "\n";
+      return 1;
+    }
     auto t = RecordMixedTimeline(**backend, *timeline, d, p, args.prompt_len);
     if (!t.ok()) {
       std::cerr << "ernie-bench-cuda: timeline of mixed step " << d << ":" << p << ": " << t.status() << "\n";
       return 1;
     }
-    std::printf("  kernels %d, span %.1f us, gaps %.1f us, sum of durations %.1f us\n", (*t)["kernels"].get<int>(),
-                (*t)["span_us"].get<double>(), (*t)["gaps_us"].get<double>(), (*t)["sum_duration_us"].get<double>());
+    std::printf("mixed step %d:%d by kernel: %d kernels, span %.1f us, gaps %.1f us, sum of durations %.1f us\n", d, p,
+                (*t)["kernels"].get<int>(), (*t)["span_us"].get<double>(), (*t)["gaps_us"].get<double>(),
+                (*t)["sum_duration_us"].get<double>());
     for (const auto& k : (*t)["by_kernel"])
       std::printf("  %-70s %5d %12.1f %12.1f\n", k["kernel"].get<std::string>().c_str(), k["count"].get<int>(),
                   k["increment_us"].get<double>(), k["duration_us"].get<double>());
-    entry["timeline"] = *t;
-#endif
-    log["mixed_steps"].push_back(entry);
+    log["mixed_steps"][i]["timeline"] = *t;
   }
+#endif
   if (args.profile_batch > 0) {
     // One decode step of profile_batch sequences between cudaProfilerStart
     // and Stop, for `ncu --profile-from-start off` (kernel-time breakdown).

@@ -251,7 +251,7 @@ __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p
 // every warp's rows, and warp w takes keys 16w .. 16w+15 of each tile;
 // otherwise warp w takes rows 16w .. 16w+15 and every key of each tile.
 template <int D, bool kSplitKeys, int kStages>
-__global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttentionParams p) {
+__device__ __forceinline__ void MmaAttentionBody(const PagedAttentionParams& p) {
   static_assert(kStages >= 2 && kStages <= 4, "CpAsyncWait below takes up to 3 later tiles");
   constexpr int kRow = kRowElems<D>;
   constexpr int kKSteps = D / 16;   // mma k-steps of the scores, over head_dim
@@ -474,7 +474,7 @@ __device__ __forceinline__ uint32_t MovMatrixTrans(uint32_t x) {
 // ldmatrix.trans (V is stored [key][dim]). Same split, partial and output
 // layout as MmaAttentionKernel, so the merge kernel serves both.
 template <int D, int kStages>
-__global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAttentionParams p) {
+__device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParams& p) {
   static_assert(kStages >= 2 && kStages <= 4, "CpAsyncWait below takes up to 3 later tiles");
   constexpr int kRow = kRowElems<D>;
   constexpr int kKSteps = D / 16;    // mma k-steps of the scores, over head_dim
@@ -633,6 +633,35 @@ __global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAtt
 // one round and the weighted float4s in a second (2.0 - 2.6 us a layer
 // inside the graph at batch 1 and 16); ~8 us serialized before that.
 constexpr int kMergeLoadsAtOnce = 8;
+template <int D, bool kSplitKeys, int kStages>
+__global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttentionParams p) {
+  MmaAttentionBody<D, kSplitKeys, kStages>(p);
+}
+
+template <int D, int kStages>
+__global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAttentionParams p) {
+  MmaDecodeAttentionBody<D, kStages>(p);
+}
+
+// Steps that mix single-token items (decodes) with longer ones (prefill
+// chunks): each CTA takes its item's shape, the swap-AB decode body for one
+// token (at most 8 query heads a KV head: the launcher checks), the general
+// row shape otherwise. Under the general shape alone a decode item's 8 rows
+// sat in one warp of four, which walked its whole context alone: 256 decodes
+// beside 14 prompts doubled the attention's time (ernie-bench-cuda
+// --mixed-steps, v22). Both bodies stage the same tiles in the same dynamic
+// shared memory; each has its own static table. Three CTAs an SM, as the
+// general kernel runs at head_dim 128 (168 registers; the union of the two
+// bodies took 171, two CTAs an SM).
+template <int D, int kStages>
+__global__ void __launch_bounds__(kWarps * 32, 3) MmaMixedAttentionKernel(PagedAttentionParams p) {
+  if (p.items[blockIdx.x].num_tokens == 1) {
+    MmaDecodeAttentionBody<D, kStages>(p);
+  } else {
+    MmaAttentionBody<D, false, kStages>(p);
+  }
+}
+
 template <int D>
 __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAttentionParams p) {
   kernels::AllowDependentLaunch();
@@ -683,13 +712,24 @@ __global__ void __launch_bounds__(kMergeThreads) MmaMergeSplitsKernel(PagedAtten
 
 using AttentionKernel = void (*)(PagedAttentionParams);
 
-// The kernel of a step's shape: prefill / mixed steps the general kernel's
-// row shape; decode steps the swap-AB kernel when the group fits its 8
-// columns (and p.decode_swap_ab), else the general kernel's key-split shape.
+// The kernel of a step's shape: prefill steps the general kernel's row
+// shape, mixed ones too unless swap-AB applies (then the mixed kernel,
+// whose union of both bodies costs the prefill CTAs a few spilled
+// registers: 2 - 4% slower on prefill alone, v22); decode steps the swap-AB
+// kernel when the group fits its 8 columns (and p.decode_swap_ab), else the
+// general kernel's key-split shape.
 template <int D, int kStages>
-AttentionKernel KernelOf(bool single_token_items, bool swap_ab) {
-  if (!single_token_items) return MmaAttentionKernel<D, false, kStages>;
-  return swap_ab ? MmaDecodeAttentionKernel<D, kStages> : MmaAttentionKernel<D, true, kStages>;
+AttentionKernel KernelOf(AttentionItems items, bool swap_ab) {
+  switch (items) {
+    case AttentionItems::kSingleToken:
+      return swap_ab ? MmaDecodeAttentionKernel<D, kStages> : MmaAttentionKernel<D, true, kStages>;
+    case AttentionItems::kMixed:
+      if (swap_ab) return MmaMixedAttentionKernel<D, kStages>;
+      break;
+    case AttentionItems::kMultiToken:
+      break;
+  }
+  return MmaAttentionKernel<D, false, kStages>;
 }
 
 template <int D, int kStages>
@@ -713,7 +753,7 @@ template <int D, int kStages, bool kSwapAb>
 int64_t ResidentDecodeCtas() {
   thread_local int64_t resident = [] {
     int device = 0, sms = 0, per_sm = 0;
-    const AttentionKernel kernel = KernelOf<D, kStages>(/*single_token_items=*/true, kSwapAb);
+    const AttentionKernel kernel = KernelOf<D, kStages>(AttentionItems::kSingleToken, kSwapAb);
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes<D, kStages>()) !=
@@ -732,15 +772,17 @@ cudaError_t LaunchDecode(const PagedAttentionParams& p, cudaStream_t stream) {
   auto waves = [&](int64_t resident) { return resident > 0 ? (ctas + resident - 1) / resident : INT64_MAX; };
   const int64_t w4 = waves(ResidentDecodeCtas<D, 4, kSwapAb>()), w3 = waves(ResidentDecodeCtas<D, 3, kSwapAb>()),
                 w2 = waves(ResidentDecodeCtas<D, 2, kSwapAb>());
-  if (w4 <= w3 && w4 <= w2) return Launch<D, 4>(KernelOf<D, 4>(true, kSwapAb), p, stream);
-  if (w3 <= w2) return Launch<D, 3>(KernelOf<D, 3>(true, kSwapAb), p, stream);
-  return Launch<D, 2>(KernelOf<D, 2>(true, kSwapAb), p, stream);
+  constexpr AttentionItems kDecode = AttentionItems::kSingleToken;
+  if (w4 <= w3 && w4 <= w2) return Launch<D, 4>(KernelOf<D, 4>(kDecode, kSwapAb), p, stream);
+  if (w3 <= w2) return Launch<D, 3>(KernelOf<D, 3>(kDecode, kSwapAb), p, stream);
+  return Launch<D, 2>(KernelOf<D, 2>(kDecode, kSwapAb), p, stream);
 }
 
 template <int D>
-cudaError_t LaunchShape(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream) {
-  if (!single_token_items) return Launch<D, 2>(KernelOf<D, 2>(false, false), p, stream);
-  if (p.decode_swap_ab && p.num_heads / p.num_kv_heads <= kSwapAbMaxGroup) return LaunchDecode<D, true>(p, stream);
+cudaError_t LaunchShape(const PagedAttentionParams& p, AttentionItems items, cudaStream_t stream) {
+  const bool swap_ab = p.decode_swap_ab && p.num_heads / p.num_kv_heads <= kSwapAbMaxGroup;
+  if (items != AttentionItems::kSingleToken) return Launch<D, 2>(KernelOf<D, 2>(items, swap_ab), p, stream);
+  if (swap_ab) return LaunchDecode<D, true>(p, stream);
   return LaunchDecode<D, false>(p, stream);
 }
 
@@ -750,7 +792,13 @@ bool MmaAttentionSupportsHeadDim(int32_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
 
-cudaError_t LaunchMmaAttention(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream) {
+AttentionItems AttentionItemsOf(int32_t num_items, int32_t single_token_items) {
+  if (single_token_items >= num_items) return AttentionItems::kSingleToken;
+  return single_token_items > 0 ? AttentionItems::kMixed : AttentionItems::kMultiToken;
+}
+
+cudaError_t LaunchMmaAttention(const PagedAttentionParams& p, AttentionItems items, cudaStream_t stream) {
+  const bool single_token_items = items == AttentionItems::kSingleToken;
   const int32_t group = p.num_kv_heads > 0 ? p.num_heads / p.num_kv_heads : 0;
   if (p.q == nullptr || p.items == nullptr || p.block_tables == nullptr || p.positions == nullptr || p.out == nullptr ||
       p.cache.k == nullptr || p.cache.v == nullptr || p.num_items <= 0 || p.num_kv_heads <= 0 ||
@@ -761,13 +809,13 @@ cudaError_t LaunchMmaAttention(const PagedAttentionParams& p, bool single_token_
     return cudaErrorInvalidValue;
   switch (p.head_dim) {
     case 16:
-      return LaunchShape<16>(p, single_token_items, stream);
+      return LaunchShape<16>(p, items, stream);
     case 32:
-      return LaunchShape<32>(p, single_token_items, stream);
+      return LaunchShape<32>(p, items, stream);
     case 64:
-      return LaunchShape<64>(p, single_token_items, stream);
+      return LaunchShape<64>(p, items, stream);
     case 128:
-      return LaunchShape<128>(p, single_token_items, stream);
+      return LaunchShape<128>(p, items, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -16,7 +16,10 @@
 //     group) take a kernel of their own with the queries as the mma's
 //     8-wide side (S^T = K Q^T, O^T = V^T P^T): the 16-wide side holds a
 //     warp's 16 keys and then 16 dims of the output, where 16 query rows
-//     would be half padding (PagedAttentionParams::decode_swap_ab).
+//     would be half padding (PagedAttentionParams::decode_swap_ab). Steps
+//     of longer items take the general row shape, except that with swap-AB
+//     on, each one-token item among them (a decode beside prefill chunks)
+//     takes the swap-AB body within the same launch.
 //   - Split-KV as paged_attention.h, but a split holds a multiple of 64 keys,
 //     so a short context runs in a few full CTAs (the rest return at once)
 //     and the merge reads only the splits that hold keys.
@@ -41,12 +44,22 @@ inline constexpr int32_t kMmaAttentionRows = 64;
 
 bool MmaAttentionSupportsHeadDim(int32_t head_dim);
 
+// What a step's items hold; it picks the kernel shape and, like the item
+// count, must be the same for every replay of a graph. Each kernel is
+// correct for any items; the shape is about speed.
+enum class AttentionItems {
+  kSingleToken,  // every item one token (a decode step; then at most 16 rows an item)
+  kMultiToken,   // no item of one token (prefill chunks)
+  kMixed,        // some of one token beside longer ones (decodes beside prefill chunks)
+};
+
+// What StepInputs planned: `num_items` items of which `single_token_items` hold one token.
+AttentionItems AttentionItemsOf(int32_t num_items, int32_t single_token_items);
+
 // `p` as for LaunchPagedAttention, except: items hold up to
 // kMmaAttentionRows rows; partial_out / partial_ml (needed when
 // num_splits > 1) are [PagedAttentionPartialCtas, kMmaAttentionRows, head_dim]
-// and [.., kMmaAttentionRows, 2]. `single_token_items`: every item of the
-// step holds one token (then at most 16 rows); it picks the kernel shape
-// and, like the item count, must be the same for every replay of a graph.
-cudaError_t LaunchMmaAttention(const PagedAttentionParams& p, bool single_token_items, cudaStream_t stream);
+// and [.., kMmaAttentionRows, 2].
+cudaError_t LaunchMmaAttention(const PagedAttentionParams& p, AttentionItems items, cudaStream_t stream);
 
 }  // namespace ernie::cuda
