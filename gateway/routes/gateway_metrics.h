@@ -1,7 +1,8 @@
 // The gateway's Prometheus metrics, on the in-tree library: HTTP requests by
 // route and status, requests and streams in flight, client disconnects,
 // upstream errors and retries, streams ended by an error event, time to first
-// token / inter-token latency / end-to-end latency as the client sees them,
+// token (and its tokenization and worker parts) / inter-token latency /
+// end-to-end latency as the client sees them,
 // drain state, and the process metrics. Thread-safe; updates are atomics (a request's route/status series
 // is looked up once per request, never per token).
 #pragma once
@@ -48,6 +49,12 @@ class GatewayMetrics {
   void StreamErrorEvent(StreamErrorReason reason) { stream_errors_[static_cast<size_t>(reason)]->Increment(); }
   // Streaming latencies, measured from the request's arrival at the gateway.
   void ObserveFirstToken(double seconds) { ttft_->Observe(seconds); }
+  // The two parts of the time to first token outside the HTTP write: the
+  // prompt's token ids ready (chat template and tokenization) after the
+  // request's arrival, and a worker's first tokens after its stream opened
+  // (the worker's queue and prefill, plus both gRPC hops).
+  void ObservePromptReady(double seconds) { prompt_ready_->Observe(seconds); }
+  void ObserveWorkerFirstToken(double seconds) { worker_first_token_->Observe(seconds); }
   // `tokens` tokens arrived `seconds` after the previous ones: each gets seconds / tokens.
   void ObserveTokenGap(double seconds, int64_t tokens);
   void ObserveRequestLatency(double seconds) { e2e_->Observe(seconds); }
@@ -77,6 +84,8 @@ class GatewayMetrics {
   // Indexed by StreamErrorReason: every series exists (at 0) from the start.
   std::array<metrics::Counter*, kStreamErrorReasonCount> stream_errors_{};
   metrics::Histogram* ttft_ = nullptr;
+  metrics::Histogram* prompt_ready_ = nullptr;
+  metrics::Histogram* worker_first_token_ = nullptr;
   metrics::Histogram* itl_ = nullptr;
   metrics::Histogram* e2e_ = nullptr;
   metrics::Gauge* draining_ = nullptr;

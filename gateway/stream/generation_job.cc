@@ -35,6 +35,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   }
 
   void Start() {
+    if (services_.metrics != nullptr)
+      services_.metrics->ObservePromptReady(std::chrono::duration<double>(Clock::now() - start_).count());
     std::weak_ptr<GenerationJob> weak = weak_from_this();
     channel_->SetOnClosed([weak] {
       if (auto job = weak.lock()) job->OnClientClosed();
@@ -49,6 +51,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     std::vector<std::string> tried;  // worker addresses already tried
     uint64_t affinity_key = 0;
     bool received = false;           // a message arrived: no retry any more
+    std::chrono::steady_clock::time_point opened;  // when the current call's stream was opened
     bool cancelled = false;          // we ended the call (stop string, failure, client gone)
     bool done = false;               // every choice of the group finished
     int attempt = 0;                 // counts StartGroup calls: a stale call is never stored
@@ -85,6 +88,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     request.set_request_id(absl::StrCat(spec_.header.id, "-", g, "-", group.tried.size()));
     request.mutable_prompt_token_ids()->Assign(spec_.prompts[g].token_ids.begin(), spec_.prompts[g].token_ids.end());
     *request.mutable_sampling() = ToSamplingParams(spec_.params, spec_.defaults, spec_.prompts[g].max_tokens);
+    group.opened = Clock::now();
     lock.unlock();
 
     std::shared_ptr<GenerationJob> self = shared_from_this();
@@ -108,6 +112,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     std::unique_lock<std::mutex> lock(mutex_);
     Group& group = groups_[g];
     if (ended_ || group.cancelled) return;
+    if (!group.received && services_.metrics != nullptr)
+      services_.metrics->ObserveWorkerFirstToken(std::chrono::duration<double>(Clock::now() - group.opened).count());
     group.received = true;
     RecordTokensLocked(message.token_ids_size());
     group.prompt_tokens = message.prompt_tokens();
