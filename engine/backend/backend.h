@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/backend/step_batch.h"
 #include "engine/sample/sampler.h"
 #include "engine/sample/sampling_params.h"
@@ -112,6 +113,14 @@ class Backend {
   // captured CUDA graph, steps that captured one, and steps launched kernel
   // by kernel. Backends without CUDA graphs (cpu, instant) report all 0.
   virtual BackendStepCounters step_counters() const { return {}; }
+
+  // Prepares what serving will replay before the first request, so no step
+  // of a running server pays a one-time cost (the CUDA backend captures a
+  // decode-step graph for every batch size up to max_sequences); returns how
+  // many it prepared. The cache's contents are unspecified afterwards: call
+  // it before any sequence is live. Its steps count in step_counters().
+  // Backends with nothing to prepare return 0.
+  virtual absl::StatusOr<int32_t> WarmUp(int32_t /*max_sequences*/) { return 0; }
 
   // Whether ForwardAndSample is available. The CPU and instant backends
   // keep the plain logits path (their logits are already in host memory).

@@ -69,7 +69,7 @@ absl::Status EngineCore::AddRequest(EngineRequest request) {
   req->min_tokens_bans = config_.eos_token_ids;
   req->min_tokens_bans.insert(req->min_tokens_bans.end(), req->sampling.stop_token_ids.begin(),
                               req->sampling.stop_token_ids.end());
-  if (observer_ != nullptr) req->arrival_time = Clock::now();
+  if (observer_ != nullptr) req->arrival_time = request.arrival_time.value_or(Clock::now());
   if (req->sampling.repetition_penalty != 1.0f) req->prompt_set = std::make_shared<PromptTokenSet>(prompt);
   auto slot = std::make_unique<SampleSlot>();
   slot->max_tokens = EffectiveMaxTokens(req->sampling, config_.max_model_len, prompt_len);
@@ -219,6 +219,7 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
   if (rows.empty()) return;
 
   auto sampled = SampleRows(rows, row_logits);
+  if (observer_ != nullptr) token_time_ = Clock::now();
   if (!sampled.ok()) {
     for (RequestState* req : touched)
       if (requests_.contains(req->id)) FailRequest(*req, sampled.status());
@@ -354,13 +355,13 @@ void EngineCore::AppendToken(RequestState& req, SampleSlot& slot, const SampledT
   ++generated_tokens_;
   if (observer_ != nullptr) {
     if (!slot.first_token_time) {
-      slot.first_token_time = step_time_;
-      observer_->OnFirstToken(std::chrono::duration<double>(step_time_ - req.arrival_time).count(),
+      slot.first_token_time = token_time_;
+      observer_->OnFirstToken(std::chrono::duration<double>(token_time_ - req.arrival_time).count(),
                               slot.seq.num_prompt_tokens);
     } else {
-      observer_->OnInterTokenGap(std::chrono::duration<double>(step_time_ - *slot.last_token_time).count());
+      observer_->OnInterTokenGap(std::chrono::duration<double>(token_time_ - *slot.last_token_time).count());
     }
-    slot.last_token_time = step_time_;
+    slot.last_token_time = token_time_;
   }
   const int64_t outputs = slot.seq.num_output_tokens();
   const auto& eos = config_.eos_token_ids;

@@ -84,7 +84,7 @@ class EngineCore {
     std::vector<int32_t> min_tokens_bans;  // eos + stop ids, banned while outputs < min_tokens
     std::vector<std::unique_ptr<SampleSlot>> samples;  // [0] is the parent; the rest fork after prefill
     int32_t num_unfinished = 0;
-    Clock::time_point arrival_time;                      // AddRequest
+    Clock::time_point arrival_time;                      // EngineRequest::arrival_time, else AddRequest
     std::optional<Clock::time_point> first_scheduled_time;  // its first chunk in a batch
   };
 
@@ -140,6 +140,9 @@ class EngineCore {
 
   EngineObserver* observer_ = nullptr;  // not owned; null: nothing is timed
   Clock::time_point step_time_;         // when the current step started (observer only)
+  // When the current step's tokens were sampled (observer only): a token's
+  // time, so a first token's time includes the prefill step that made it.
+  Clock::time_point token_time_;
   int32_t step_prefill_tokens_ = 0;     // prompt tokens computed in the current step
   double step_model_s_ = 0;             // the current step's time in the backend call (StepStats::model_s)
 };

@@ -24,6 +24,8 @@ absl::Status EngineLoop::Submit(EngineRequest request) {
 }
 
 void EngineLoop::SubmitAsync(EngineRequest request, std::function<void(const absl::Status&)> done) {
+  // The engine thread takes it after the step in progress: that wait is queue time too.
+  if (!request.arrival_time) request.arrival_time = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopping_) {

@@ -2,6 +2,7 @@
 // and what comes out (per-sample token deltas). Text never enters the engine.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,6 +49,10 @@ struct EngineRequest {
   SamplingParams sampling;
   int32_t priority = 0;                 // lower first, FIFO within
   std::shared_ptr<RequestSink> sink;
+  // When the request reached the engine's thread-safe front (EngineLoop
+  // stamps it): its latency metrics start here, so the wait for the step
+  // in progress counts as queue time. Unset: when EngineCore takes it.
+  std::optional<std::chrono::steady_clock::time_point> arrival_time;
 };
 
 // A snapshot for routing and metrics, readable from any thread.

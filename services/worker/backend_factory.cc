@@ -53,6 +53,11 @@ absl::StatusOr<int64_t> CreateCudaServing(const WorkerConfig& c, const LoadedMod
                              .max_logit_rows = std::max(1, c.max_num_seqs),
                              .max_blocks_per_step =
                                  int64_t{c.max_num_batched_tokens} * ((max_len + c.block_size - 1) / c.block_size)};
+  if (c.enforce_eager) options.graph_max_tokens = 0;
+  // Room for the start's warm-up (a decode graph per batch size up to
+  // max_num_seqs, two for the small ones whose attention splits) and the
+  // mixed steps that recur in serving.
+  options.max_graphs = std::max(options.max_graphs, c.max_num_seqs + 128);
   std::string sized_by;
   if (c.kv_cache_bytes > 0) {
     options.num_blocks = c.kv_cache_bytes / per_block;

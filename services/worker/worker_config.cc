@@ -87,6 +87,7 @@ const std::map<std::string, Setter>& Fields() {
       {"max_model_len", Int(&WorkerConfig::max_model_len, 0, 1 << 24)},
       {"max_waiting_requests", Int(&WorkerConfig::max_waiting_requests, 1, 1 << 24)},
       {"enable_prefix_caching", Bool(&WorkerConfig::enable_prefix_caching)},
+      {"enforce_eager", Bool(&WorkerConfig::enforce_eager)},
       {"threads", Int(&WorkerConfig::threads, 0, 1024)},
       {"drain_timeout_s", Int(&WorkerConfig::drain_timeout_s, 0, 86400)},
       {"metrics_port", Int(&WorkerConfig::metrics_port, 0, 65535)},
@@ -150,7 +151,7 @@ absl::StatusOr<WorkerConfig> ParseWorkerFlags(const std::vector<std::string>& ar
     } else if (flag == "--no-enable-prefix-caching") {
       flag = "--enable-prefix-caching";
       value = "false";
-    } else if (flag == "--enable-prefix-caching") {
+    } else if (flag == "--enable-prefix-caching" || flag == "--enforce-eager") {
       value = "true";
     } else {
       if (i + 1 >= args.size()) return Bad(flag, "needs a value");
@@ -181,6 +182,7 @@ std::string WorkerUsage() {
          "         [--kv-cache-bytes N] [--gpu-memory-utilization F]\n"
          "         [--block-size 16] [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--max-model-len N]\n"
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
+         "         [--enforce-eager]\n"
          "         [--threads N] [--drain-timeout-s 30] [--instant-vocab N] [--seed S]\n"
          "         [--metrics-port 0] [--metrics-host HOST] [--served-model-name NAME]\n"
          "         [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]  (TLS; with a CA, mutual TLS)\n"

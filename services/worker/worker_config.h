@@ -25,6 +25,9 @@ struct WorkerConfig {
   int max_model_len = 0;                // 0: min(model's max_position_embeddings, 32768)
   int max_waiting_requests = 4096;      // beyond: RESOURCE_EXHAUSTED (HTTP 429)
   bool enable_prefix_caching = true;
+  // vLLM's --enforce-eager: no CUDA graphs (every step launched kernel by
+  // kernel), so no graph warm-up at start either.
+  bool enforce_eager = false;
   int threads = 0;                      // CPU backend threads; 0: all cores
   int drain_timeout_s = 30;             // on SIGTERM: wait this long for running requests
   // Vocabulary of the instant (measurement) backend; 0: the model's

@@ -97,6 +97,7 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
                                 std::span<SampledToken> sampled, std::span<float> host_logits) override;
   absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
+  absl::StatusOr<int32_t> WarmUp(int32_t max_sequences) override;  // graph_warmup.cc
   ~CudaBackendImpl() override;
 
   // What CreateCudaBackend does (cuda_backend.cc).

@@ -13,6 +13,12 @@ inline std::vector<double> FirstTokenBuckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80,
           160, 640, 2560};
 }
+// The parts of a time to first token (tokenization, a worker's answer):
+// a few milliseconds each when all is well, so millisecond steps up to 20.
+inline std::vector<double> LatencyPartBuckets() {
+  return {0.00025, 0.0005, 0.001, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.025,
+          0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
 // Inter-token latency and step duration.
 inline std::vector<double> TokenGapBuckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,

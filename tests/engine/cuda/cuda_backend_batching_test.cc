@@ -124,6 +124,46 @@ TEST_F(CudaBatchingTest, DecodeStepOfSeveralSequencesMatchesTheCpu) {
   ExpectSameStep({tokens, pos, seqs, rows});
 }
 
+// Backend::WarmUp captures a decode graph for every batch size (two for
+// those whose attention splits: short contexts run unsplit); a later decode
+// step of such a size replays one, captures nothing, and still matches the CPU.
+TEST_F(CudaBatchingTest, WarmUpCapturesDecodeGraphsThatLaterStepsReplay) {
+  auto w = CreateCudaBackend(*model_, {.block_size = 4,
+                                       .num_blocks = 64,
+                                       .max_tokens_per_step = 96,
+                                       .max_logit_rows = 5,
+                                       .max_graphs = 32,
+                                       .unsplit_attention_max_context = 64});
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto warmed = (*w)->WarmUp(/*max_sequences=*/8);  // max_logit_rows bounds it to batches of 1 - 5
+  ASSERT_TRUE(warmed.ok()) << warmed.status();
+  EXPECT_GE(*warmed, 5);
+  EXPECT_LE(*warmed, 10);
+  const BackendStepCounters after_warmup = (*w)->step_counters();
+  EXPECT_EQ(after_warmup.graph_captures, *warmed);
+
+  const auto a = Prompt(20, 8), b = Prompt(9, 9), c = Prompt(33, 10);
+  const auto table_a = ConsecutiveBlocks(20, 4, 0), table_b = ConsecutiveBlocks(9, 4, 10),
+             table_c = ConsecutiveBlocks(33, 4, 20);
+  for (Backend* be : {static_cast<Backend*>(cpu_.get()), static_cast<Backend*>(w->get())}) {
+    TeacherForced(*be, std::span(a).first(19), 0, 19, table_a);
+    TeacherForced(*be, std::span(b).first(8), 0, 8, table_b);
+    TeacherForced(*be, std::span(c).first(32), 0, 32, table_c);
+  }
+  const BackendStepCounters before_decode = (*w)->step_counters();
+  const std::vector<int32_t> tokens = {a[19], b[8], c[32]}, pos = {19, 8, 32}, rows = {0, 1, 2};
+  const SequenceSlice seqs[] = {{0, 1, 19, table_a}, {1, 1, 8, table_b}, {2, 1, 32, table_c}};
+  const StepBatch batch{tokens, pos, seqs, rows};
+  std::vector<float> ref(3 * static_cast<size_t>(vocab_)), got(ref.size(), std::nanf(""));
+  ASSERT_TRUE(cpu_->Forward(batch, ref).ok());
+  ASSERT_TRUE((*w)->Forward(batch, got).ok());
+  for (size_t r = 0; r < 3; ++r)
+    EXPECT_LE(RelativeL2(got.data() + r * vocab_, ref.data() + r * vocab_, vocab_), kBound) << "logit row " << r;
+  const BackendStepCounters after_decode = (*w)->step_counters();
+  EXPECT_EQ(after_decode.graph_captures, before_decode.graph_captures);
+  EXPECT_EQ(after_decode.graph_replays, before_decode.graph_replays + 1);
+}
+
 // Split-KV attention (a lone sequence's context cut over many CTAs, then
 // merged) against the same backend with splitting off and against the CPU:
 // chunks of 1 (decodes: 2 attention items' worth of heads, so 32 splits, most
