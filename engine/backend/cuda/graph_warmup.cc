@@ -55,13 +55,15 @@ absl::StatusOr<int32_t> CudaBackendImpl::WarmUp(int32_t max_sequences) {
   // stale memory (no sequence is live yet; each later one writes before it reads).
   ERNIE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(kv_cache_.data(), 0, kv_cache_.size() * sizeof(uint16_t), stream_.get()),
                              "cudaMemsetAsync of the KV cache");
+  // A batch whose attention splits has two keys (graph_cache.h): a short
+  // context runs unsplit (position 0 here), a longer one split.
+  std::vector<int64_t> warm_positions = {0};
+  if (unsplit_attention_max_context_ > 0) warm_positions.push_back(unsplit_attention_max_context_);
   const int32_t before = graphs_.size();
   for (int32_t batch = 1; batch <= max_batch; ++batch) {
-    // A batch whose attention splits has two keys (graph_cache.h): a short
-    // context runs unsplit (position 0 here), a longer one split.
     const bool splits = std::min(max_attention_splits_, PagedAttentionSplits(batch, static_cast<int32_t>(config_.num_kv_heads),
                                                                              num_sms_)) > 1;
-    for (const int64_t position : {int64_t{0}, unsplit_attention_max_context_}) {
+    for (const int64_t position : warm_positions) {
       if (position > 0 && !splits) continue;
       const int64_t blocks_per_sequence = position / block + 1;
       if (batch * blocks_per_sequence > kv_shape_.num_blocks || position + 1 > config_.max_position_embeddings) continue;
