@@ -64,16 +64,15 @@ void GatewayMetrics::Register(const std::string& model_name) {
                                        "Time from the request's arrival to its first generated token, at the gateway.",
                                        metrics::FirstTokenBuckets()))
                ->Get();
-  // Finer buckets than the time to first token's: each part is a few milliseconds at most when all is well.
   prompt_ready_ = &Must(registry_.AddHistogram("ernie_gateway_prompt_ready_seconds",
                                                "Time from a generation request's arrival to its prompt token ids "
                                                "(chat template and tokenization), at the gateway.",
-                                               metrics::TokenGapBuckets()))
+                                               metrics::LatencyPartBuckets()))
                        ->Get();
   worker_first_token_ = &Must(registry_.AddHistogram("ernie_gateway_worker_first_token_seconds",
                                                      "Time from opening a worker's Generate stream to its first "
                                                      "tokens, at the gateway.",
-                                                     metrics::TokenGapBuckets()))
+                                                     metrics::LatencyPartBuckets()))
                              ->Get();
   itl_ = &Must(registry_.AddHistogram("ernie_gateway_inter_token_latency_seconds",
                                       "Time between generated tokens as the gateway receives them.",
