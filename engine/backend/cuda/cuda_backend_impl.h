@@ -144,9 +144,10 @@ class CudaBackendImpl final : public CudaBackend {
   // folds them into its qkv GEMV).
   // The kernel shape follows the uploaded step's items (AttentionItemsOf).
   absl::Status Attention(int64_t layer);
-  // Split-KV CTAs per (item, KV head) for the uploaded step by its item
-  // count alone (a captured graph fits every context); 1 is no split.
-  int32_t SplitsByItemCount() const;
+  // Split-KV CTAs per (item, KV head) for a step of `num_items` attention
+  // items, by that count alone (a captured graph fits every context); 1 is
+  // no split. The graph warm-up asks it for steps not yet uploaded.
+  int32_t SplitsByItemCount(int32_t num_items) const;
   // Query rows of one attention work item: the size of the kernel in use.
   int32_t AttentionRowsPerItem() const { return mma_attention_ ? kMmaAttentionRows : kAttentionRowsPerCta; }
   absl::Status MlpBlock(int64_t layer, int32_t tokens);

@@ -52,9 +52,9 @@ absl::Status CudaBackendImpl::RotaryAndAttention(int64_t layer, int32_t tokens) 
   return Attention(layer);
 }
 
-int32_t CudaBackendImpl::SplitsByItemCount() const {
+int32_t CudaBackendImpl::SplitsByItemCount(int32_t num_items) const {
   return std::min(max_attention_splits_,
-                  PagedAttentionSplits(inputs_.num_items(), static_cast<int32_t>(config_.num_kv_heads), num_sms_));
+                  PagedAttentionSplits(num_items, static_cast<int32_t>(config_.num_kv_heads), num_sms_));
 }
 
 absl::Status CudaBackendImpl::Attention(int64_t layer) {
@@ -63,7 +63,7 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
   // A function of the item count and the graph key's short-context bit, so
   // a captured graph fits every context its key admits.
-  const int32_t splits = step_unsplit_attention_ ? 1 : SplitsByItemCount();
+  const int32_t splits = step_unsplit_attention_ ? 1 : SplitsByItemCount(inputs_.num_items());
   const PagedAttentionParams attention{.q = ws_.qkv.data(),
                                        .q_row_stride = qkv_width,
                                        .cache = LayerCache(layer),
@@ -241,7 +241,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   // would capture a second, identical graph of its shape.
   step_unsplit_attention_ = int64_t{max_position} + 1 <= unsplit_attention_max_context_ &&
                             int64_t{inputs_.num_items()} * config_.num_kv_heads >= unsplit_attention_min_pairs_ &&
-                            SplitsByItemCount() > 1;
+                            SplitsByItemCount(inputs_.num_items()) > 1;
   if (tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_) {
     const uint64_t key = GraphCache::Key(tokens, inputs_.num_items(), rows, step_unsplit_attention_);
     ERNIE_RETURN_IF_ERROR(graphs_.Run(key, stream_.get(), [&] {

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "engine/backend/cuda/cuda_backend_impl.h"
-#include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie::cuda {
@@ -61,8 +60,7 @@ absl::StatusOr<int32_t> CudaBackendImpl::WarmUp(int32_t max_sequences) {
   if (unsplit_attention_max_context_ > 0) warm_positions.push_back(unsplit_attention_max_context_);
   const int32_t before = graphs_.size();
   for (int32_t batch = 1; batch <= max_batch; ++batch) {
-    const bool splits = std::min(max_attention_splits_, PagedAttentionSplits(batch, static_cast<int32_t>(config_.num_kv_heads),
-                                                                             num_sms_)) > 1;
+    const bool splits = SplitsByItemCount(batch) > 1;  // a decode step's items: one a sequence
     for (const int64_t position : warm_positions) {
       if (position > 0 && !splits) continue;
       const int64_t blocks_per_sequence = position / block + 1;

@@ -653,8 +653,8 @@ int main(int argc, char** argv) {
       }
       timeline = std::move(*started);
     }
-    // The decode rows' cache as TimeMixedSteps left it (the later steps' prefills rewrote only
-    // their own sequences' rows, the same values): re-prefilled for this step's sequences.
+    // The steps timed after this one laid their sequences over the same blocks: this step's
+    // decode rows are prefilled again (and the step run twice, untimed) before it is traced.
     if (auto w = TimeMixedSteps(**backend, d, p, args.prompt_len, /*reps=*/0); !w.ok()) {
       std::cerr << "ernie-bench-cuda: mixed step " << d << ":" << p << ": " << w.status() << "\n";
       return 1;
