@@ -85,6 +85,9 @@ struct BackendStepCounters {
   int64_t graph_replays = 0;
   int64_t graph_captures = 0;
   int64_t eager_steps = 0;
+  // Of all of those, the steps run as one persistent decode kernel (the
+  // CUDA backend's batch-1 decode of a dense bf16 model).
+  int64_t persistent_steps = 0;
 };
 
 class Backend {

@@ -322,6 +322,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->kv_shape_.num_blocks = std::min<int64_t>(blocks, ((int64_t{1} << 31) - 1) / options.block_size);
   }
   ERNIE_ASSIGN_OR_RETURN(b->kv_cache_, Alloc<uint16_t>(b->kv_shape_.total_bytes() / 2, "KV cache"));
+  ERNIE_RETURN_IF_ERROR(b->SetUpPersistentDecode(options));  // needs the cache's address
   b->memory_ = CudaMemoryBreakdown{.weights = b->weights_.bytes(),
                                    .kv_cache = static_cast<int64_t>(b->kv_cache_.bytes()),
                                    .workspace = ws.bytes() + (8 * t + table_entries) * 4 + b->sampler_.bytes() +

@@ -90,6 +90,14 @@ struct CudaBackendOptions {
   // 32, 0.843 -> 0.797 at 64) and slower from 128 (0.94 -> 1.11), where every
   // CTA re-reading the x rows costs more than the weights (NOTES.md v21).
   int small_batch_gemm_max_rows = 64;
+  // Dense bf16 models: a one-token step (batch-1 decode) at a context of at
+  // most persistent_decode_max_context keys (capped at 1,024) runs as one
+  // persistent kernel, its phases separated by grid barriers instead of
+  // ~110 kernel boundaries (kernels/persistent_decode.h). Off, or a model
+  // or device it does not fit: the per-layer kernels. Off by default until
+  // it measures faster (NOTES.md v23).
+  bool persistent_decode = false;
+  int64_t persistent_decode_max_context = 1024;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
   // go in chunks.

@@ -16,6 +16,7 @@
 #include "engine/backend/cuda/graph_cache.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/mma_attention.h"
+#include "engine/backend/cuda/kernels/persistent_decode.h"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/backend/cuda/paged_kv_view.h"
 #include "engine/backend/cuda/step_plan.h"
@@ -65,6 +66,10 @@ struct Workspace {
   DeviceBuffer<uint32_t> moe_route_arrivals;  // [1] the fused routing kernel's CTA count (zeroed at start)
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
+  // The persistent one-token decode kernel's (empty where it is not used).
+  DeviceBuffer<PersistentDecodeLayer> persistent_layers;  // [num_layers] device pointers
+  DeviceBuffer<float> persistent_partial;   // [PersistentDecodePartialFloats] split attention partials
+  DeviceBuffer<uint32_t> persistent_barrier;  // [2] its grid barrier
   DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
   PinnedBuffer<int32_t> copies_staging;  // host side of `copies`
 
@@ -73,7 +78,8 @@ struct Workspace {
                                 act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes() +
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
-                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_act.bytes() + moe_expert_out.bytes());
+                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
+                                persistent_layers.bytes() + persistent_partial.bytes() + persistent_barrier.bytes());
   }
 };
 
@@ -89,7 +95,8 @@ class CudaBackendImpl final : public CudaBackend {
   BackendStepCounters step_counters() const override {
     return {.graph_replays = graphs_.replays(),
             .graph_captures = graphs_.captured(),
-            .eager_steps = graphs_.direct_runs() + ungraphed_steps_};
+            .eager_steps = graphs_.direct_runs() + ungraphed_steps_,
+            .persistent_steps = persistent_steps_};
   }
   absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
   bool SupportsDeviceSampling() const override { return true; }
@@ -177,6 +184,14 @@ class CudaBackendImpl final : public CudaBackend {
                             int64_t layer);
   absl::Status EnqueueDecodeLogitPass(int32_t first_row, int32_t rows);
   absl::Status CopyLogits(int32_t first_row, int32_t rows, std::span<float> logits);
+  // The persistent one-token decode kernel (cuda_persistent_decode.cc):
+  // set up at start where the model and device allow (else left off);
+  // whether a step of `tokens` tokens, `rows` logit rows and that largest
+  // position takes it; the step as that one launch.
+  absl::Status SetUpPersistentDecode(const CudaBackendOptions& options);
+  PersistentDecodeParams PersistentDecodeShape() const;
+  bool TakesPersistentDecode(int32_t tokens, int32_t rows, int64_t max_position) const;
+  absl::Status EnqueuePersistentDecode(int32_t rows);
   absl::Status CopyBlocksChunk(std::span<const BlockCopyOp> copies);
   PagedKvView LayerCache(int64_t layer) const;
 
@@ -196,6 +211,8 @@ class CudaBackendImpl final : public CudaBackend {
   bool decode_single_wave_ = true;     // CudaBackendOptions::decode_linear_single_wave
   int64_t ungraphed_steps_ = 0;        // steps too large for a graph (RunStep), for step_counters()
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
+  int64_t persistent_steps_ = 0;               // steps that took it, for step_counters()
+  int64_t persistent_decode_max_context_ = 0;  // one-token steps up to this context take the persistent kernel; 0: off
   int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)
   int32_t small_batch_gemm_max_rows_ = 0;  // CudaBackendOptions::small_batch_gemm_max_rows
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models

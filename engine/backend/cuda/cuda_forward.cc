@@ -242,6 +242,19 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   step_unsplit_attention_ = int64_t{max_position} + 1 <= unsplit_attention_max_context_ &&
                             int64_t{inputs_.num_items()} * config_.num_kv_heads >= unsplit_attention_min_pairs_ &&
                             SplitsByItemCount(inputs_.num_items()) > 1;
+  const bool persistent = TakesPersistentDecode(tokens, rows, max_position);
+  if (persistent && rows <= logit_rows_per_pass_) {
+    // One launch, graphed or not: the graph saves only its launch.
+    ++persistent_steps_;
+    auto step = [&] { return EnqueuePersistentDecode(rows); };
+    if (tokens <= graph_max_tokens_) {
+      const uint64_t key = GraphCache::Key(tokens, inputs_.num_items(), rows, false, /*persistent=*/true);
+      ERNIE_RETURN_IF_ERROR(graphs_.Run(key, stream_.get(), step));
+    } else {
+      ERNIE_RETURN_IF_ERROR(step());
+    }
+    return rows > 0 ? consume_pass(0, rows) : absl::OkStatus();
+  }
   if (tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_) {
     const uint64_t key = GraphCache::Key(tokens, inputs_.num_items(), rows, step_unsplit_attention_);
     ERNIE_RETURN_IF_ERROR(graphs_.Run(key, stream_.get(), [&] {

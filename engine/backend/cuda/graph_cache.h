@@ -41,11 +41,12 @@ class GraphCache {
   int64_t direct_runs() const { return direct_runs_; }
   void set_max_graphs(int max_graphs) { admission_.set_max_graphs(max_graphs); }
 
-  // `unsplit`: the step's attention runs without split-KV (short contexts),
-  // which changes the kernels a graph holds.
-  static uint64_t Key(int32_t tokens, int32_t items, int32_t rows, bool unsplit = false) {
+  // `unsplit`: the step's attention runs without split-KV (short contexts);
+  // `persistent`: the step is the one persistent decode kernel. Both change
+  // the kernels a graph holds.
+  static uint64_t Key(int32_t tokens, int32_t items, int32_t rows, bool unsplit = false, bool persistent = false) {
     return (uint64_t(uint32_t(tokens)) << 40) ^ (uint64_t(uint32_t(items)) << 20) ^ uint64_t(uint32_t(rows)) ^
-           (uint64_t{unsplit} << 63);
+           (uint64_t{unsplit} << 63) ^ (uint64_t{persistent} << 62);
   }
 
  private:

@@ -61,8 +61,11 @@ absl::StatusOr<int32_t> CudaBackendImpl::WarmUp(int32_t max_sequences) {
   const int32_t before = graphs_.size();
   for (int32_t batch = 1; batch <= max_batch; ++batch) {
     const bool splits = SplitsByItemCount(batch) > 1;  // a decode step's items: one a sequence
-    for (const int64_t position : warm_positions) {
-      if (position > 0 && !splits) continue;
+    std::vector<int64_t> positions = warm_positions;
+    // One token past the persistent kernel's contexts takes the per-layer kernels.
+    if (batch == 1 && persistent_decode_max_context_ > 0) positions.push_back(persistent_decode_max_context_);
+    for (const int64_t position : positions) {
+      if (position > 0 && !splits && !(batch == 1 && position == persistent_decode_max_context_)) continue;
       const int64_t blocks_per_sequence = position / block + 1;
       if (batch * blocks_per_sequence > kv_shape_.num_blocks || position + 1 > config_.max_position_embeddings) continue;
       DecodeBatch step(batch, static_cast<int32_t>(position), static_cast<int32_t>(blocks_per_sequence),
