@@ -69,7 +69,7 @@ struct Workspace {
   // The persistent one-token decode kernel's (empty where it is not used).
   DeviceBuffer<PersistentDecodeLayer> persistent_layers;  // [num_layers] device pointers
   DeviceBuffer<float> persistent_partial;   // [PersistentDecodePartialFloats] split attention partials
-  DeviceBuffer<uint32_t> persistent_barrier;  // [2] its grid barrier
+  DeviceBuffer<unsigned long long> persistent_barrier;  // [1] its grid barrier's arrival count
   DeviceBuffer<int32_t> copies;   // [kMaxCopiesPerLaunch, 3] block copies of one launch
   PinnedBuffer<int32_t> copies_staging;  // host side of `copies`
 
@@ -211,6 +211,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool decode_single_wave_ = true;     // CudaBackendOptions::decode_linear_single_wave
   int64_t ungraphed_steps_ = 0;        // steps too large for a graph (RunStep), for step_counters()
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
+  int32_t persistent_decode_skip_ = 0;         // PersistentDecodeParams::skip (a diagnostic, from the environment)
   int64_t persistent_steps_ = 0;               // steps that took it, for step_counters()
   int64_t persistent_decode_max_context_ = 0;  // one-token steps up to this context take the persistent kernel; 0: off
   int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)

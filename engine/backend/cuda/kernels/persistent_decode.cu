@@ -16,6 +16,7 @@
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/decode_epilogue.cuh"
 #include "engine/backend/cuda/kernels/persistent_decode.h"
+#include "engine/backend/cuda/kernels/tma.cuh"
 
 namespace ernie::cuda {
 namespace {
@@ -26,44 +27,64 @@ constexpr int kThreads = kWarps * 32;
 // the arriving thread's fence never waits on weight loads in flight.
 constexpr int kLinearWarps = kWarps - 1;
 constexpr int kBarrierThread = kLinearWarps * 32;
-constexpr int kHalfSlots = 8;  // register slots are two halves of 8 (the lm_head double-buffers them)
-constexpr int kSlots = 2 * kHalfSlots;
+constexpr int kMaxRoundSlots = 16;  // units a linear warp takes a round, at most
 constexpr int kHeadDim = 128;  // a lane holds 4 dims of a head
 constexpr int kMaxGroup = 8;   // query heads a KV head
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kPhasesPerLayer = 5;  // grid barriers a layer
 
 // ---------------------------------------------------------------------------
-// Grid barrier: an arrival count and a generation word. The last CTA to
-// arrive resets the count and advances the generation, so the pair is back
-// to its start state after every barrier (a graph replays the kernel as is).
-__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+// Grid barrier: one 64-bit arrival counter that only grows (no reset, so a
+// graph replays the kernel as is). A launch makes `barriers` x gridDim.x
+// arrivals, so at a CTA's start the counter is a whole number of launches
+// plus at most gridDim.x - 1 arrivals at this launch's first barrier (none
+// can pass it before this CTA arrives): that gives the launch's base. The
+// arrival is CUTLASS's pattern (arch/barrier.h): the CTA's threads meet,
+// one thread fences (acq_rel) and adds without waiting for the result, then
+// polls with acquire loads.
+__device__ __forceinline__ unsigned long long LoadAcquire(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void StoreRelease(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+
+__device__ __forceinline__ unsigned long long LoadRelaxed(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
 }
 
-__device__ __forceinline__ void GridBarrier(uint32_t* barrier) {
-  __syncthreads();
-  if (threadIdx.x == kBarrierThread) {
-    const uint32_t generation = LoadAcquire(barrier + 1);
-    __threadfence();
-    if (atomicAdd(barrier, 1u) == gridDim.x - 1) {
-      barrier[0] = 0;
-      StoreRelease(barrier + 1, generation + 1);
-    } else {
+struct GridBarrier {
+  unsigned long long* counter;
+  unsigned long long target;  // kBarrierThread's: the count the next barrier waits for
+
+  __device__ GridBarrier(unsigned long long* c, int barriers) : counter(c), target(0) {
+    if (threadIdx.x == kBarrierThread) {
+      const unsigned long long per_launch = static_cast<unsigned long long>(barriers) * gridDim.x;
+      const unsigned long long v = LoadAcquire(counter);
+      target = v - v % per_launch + gridDim.x;
+    }
+  }
+
+  __device__ __forceinline__ void Sync() {
+    __syncthreads();
+    if (threadIdx.x == kBarrierThread) {
+      asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(counter) : "memory");
       // A CTA that never arrives (a bug, not a state of the inputs) would
       // hang the device; trap instead, which fails the launch.
+      // Relaxed polls with a short sleep between them: 131 threads hammering
+      // one L2 line with acquire loads slow the CTAs still working.
       uint32_t spins = 0;
-      while (LoadAcquire(barrier + 1) == generation)
-        if (++spins == (1u << 30)) __trap();
+      while (LoadRelaxed(counter) < target) {
+        __nanosleep(32);
+        if (++spins == (1u << 28)) __trap();
+      }
+      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+      target += gridDim.x;
     }
-    __threadfence();
+    __syncthreads();
   }
-  __syncthreads();
-}
+};
 
 // ---------------------------------------------------------------------------
 // Weight loads: 16 bytes, not kept in L1, issued as volatile asm so the
@@ -95,7 +116,13 @@ __device__ __forceinline__ float Dot8(const uint4& w, const float* x) {
 
 enum class Epilogue { kRotaryQkv, kAddResidual, kSiluMul, kLogits };
 
-// One linear phase: rows of w grouped as the header says.
+// One linear phase. Its outputs come in groups (one row, or the two rows one
+// output needs), and CTA c owns the contiguous groups [c G / C, (c+1) G / C),
+// so every SM streams an equal share of the weights. A unit is 256 weights
+// of one row (32 lanes x 8); the CTA's units, group by group, row by row,
+// chunk by chunk, are dealt to its 15 linear warps in turn (unit u to warp
+// u % 15, its register slot u / 15), a round being as many whole groups as
+// 15 x max_slots units hold.
 struct Linear {
   const __nv_bfloat16* w = nullptr;
   const float* bias = nullptr;
@@ -104,81 +131,101 @@ struct Linear {
   int32_t row_stride = 1;  // first row of group g: g * row_stride
   int32_t pair_offset = 0; // second row: first + pair_offset
   int32_t k = 0;           // a multiple of 256
-  int32_t max_slots = kSlots;  // slots one round fills (kHalfSlots: the lm_head's rounds)
+  int32_t max_slots = 0;   // units a linear warp takes a round (the ring's slots: PersistentDecodeParams::round_slots)
   Epilogue epilogue = Epilogue::kAddResidual;
 
-  __device__ int slots_per_row() const { return k >> 8; }
-  __device__ int groups_per_round() const { return max(1, max_slots / (pair * slots_per_row())); }
-  __device__ int rounds(int warps) const {
-    const int per_warp = (groups + warps - 1) / warps;
-    return (per_warp + groups_per_round() - 1) / groups_per_round();
+  __device__ int chunks() const { return k >> 8; }
+  __device__ int units_per_group() const { return pair * chunks(); }
+  __device__ int groups_per_round() const { return max(1, kLinearWarps * max_slots / units_per_group()); }
+  // (blockIdx.x x groups stays under 2^31: ShapeFits bounds the vocab.)
+  __device__ int rounds() const {
+    const int g0 = static_cast<int>(blockIdx.x) * groups / static_cast<int>(gridDim.x);
+    const int g1 = static_cast<int>(blockIdx.x + 1) * groups / static_cast<int>(gridDim.x);
+    return (g1 - g0 + groups_per_round() - 1) / groups_per_round();
   }
 };
 
-struct WarpSlots {
-  uint4 half[2][kHalfSlots];
+// u / d for u, d < 2^16 by a multiply: m = floor((2^32 - 1) / d) + 1 gives
+// floor(u m / 2^32) = floor(u / d) exactly while u d < 2^32.
+struct SmallDivisor {
+  uint32_t d = 1, m = 0;
+  __device__ explicit SmallDivisor(uint32_t divisor) : d(divisor), m(0xffffffffu / divisor + 1) {}
+  __device__ __forceinline__ uint32_t Div(uint32_t u) const { return d == 1 ? u : __umulhi(u, m); }
 };
 
-// Where the warp's slot j of round `round` reads: slot j is row q = j / spr
-// of the round (group q / pair, its row q % pair), 8 weights at lane + 32 c.
-// The walk keeps (q, c) as counters, so no slot divides.
-__device__ __forceinline__ void IssueHalf(const Linear& L, int round, int first_slot, uint4 (&dst)[kHalfSlots]) {
-  const int lane = threadIdx.x % 32;
-  const int warps = gridDim.x * kLinearWarps, warp = blockIdx.x * kLinearWarps + threadIdx.x / 32;
-  const int spr = L.slots_per_row(), gpr = L.groups_per_round();
-  const int used = gpr * L.pair * spr;
-  int q = first_slot / spr, c = first_slot % spr;
-#pragma unroll
-  for (int j = 0; j < kHalfSlots; ++j) {
-    const int slot = first_slot + j;
-    const int i = L.pair == 2 ? q >> 1 : q, e = L.pair == 2 ? q & 1 : 0;
-    const int group = warp + (round * gpr + i) * warps;
-    // Slots without a row hold zeros, not undefined values: a read of an
-    // undefined register lets the compiler drop whatever it feeds (stores too).
-    dst[j] = make_uint4(0, 0, 0, 0);
-    if (slot < used && slot < L.max_slots && group < L.groups) {
-      const int64_t row = int64_t{group} * L.row_stride + e * L.pair_offset;
-      dst[j] = LoadWeights(L.w + row * L.k + 8 * (lane + 32 * c));
-    }
-    if (++c == spr) {
-      c = 0;
-      ++q;
-    }
+// One round of a linear on this CTA, worked out once (the per-unit walk
+// divides by multiplies): its first group, its units, and how a unit
+// index splits into (group, row of the pair, chunk).
+struct RoundPlan {
+  int first_group, units, spr;
+  SmallDivisor by_group, by_chunks;
+  __device__ RoundPlan(const Linear& L, int round)
+      : spr(L.chunks()), by_group(static_cast<uint32_t>(L.units_per_group())),
+        by_chunks(static_cast<uint32_t>(L.chunks())) {
+    const int g0 = static_cast<int>(blockIdx.x) * L.groups / static_cast<int>(gridDim.x);
+    const int g1 = static_cast<int>(blockIdx.x + 1) * L.groups / static_cast<int>(gridDim.x);
+    const int gpr = L.groups_per_round();
+    first_group = g0 + round * gpr;
+    units = max(0, min(gpr, g1 - first_group)) * L.units_per_group();
+  }
+  __device__ __forceinline__ void Unit(const Linear& L, int u, int64_t& row, int& chunk) const {
+    const int gi = static_cast<int>(by_group.Div(static_cast<uint32_t>(u)));
+    const int rem = u - gi * static_cast<int>(by_group.d);
+    const int e = static_cast<int>(by_chunks.Div(static_cast<uint32_t>(rem)));
+    chunk = rem - e * spr;
+    row = int64_t{first_group + gi} * L.row_stride + e * L.pair_offset;
+  }
+};
+
+// The weight ring in shared memory: two buffers of max_slots x 15 units of
+// 512 bytes, one mbarrier each. A round's units sit in unit order, and the
+// units of a row are its chunks in order, so each row of the round is one
+// contiguous run of k x 2 bytes in the buffer: one bulk copy (the TMA
+// engine moves it; a lane of warp 0 issues it) credited to the buffer's
+// mbarrier. Lane l of a warp reads bytes 16 l .. 16 l + 15 of its units.
+__device__ __forceinline__ uint4* UnitSlot(uint4* ring, const Linear& L, int buf, int u) {
+  return ring + (static_cast<int64_t>(buf) * L.max_slots * kLinearWarps + u) * 32 + threadIdx.x % 32;
+}
+
+// Round `round` of L into ring buffer `buf` (warp 0 issues; the others pass).
+// The buffer's last readers are past a __syncthreads (FinishRound's).
+__device__ __forceinline__ void IssueRound(const Linear& L, int round, int buf, uint4* ring, uint64_t* bars) {
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
+  const RoundPlan plan(L, round);
+  const int rows = plan.units / plan.spr;
+  if (lane == 0) {
+    // The generic reads of the buffer's last round before the copies' writes.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    kernels::MbarrierArriveExpectBytes(&bars[buf], static_cast<uint32_t>(plan.units) * 512u);
+  }
+  __syncwarp();
+  const uint32_t row_bytes = static_cast<uint32_t>(L.k) * 2u;
+  const uint32_t bar = static_cast<uint32_t>(__cvta_generic_to_shared(&bars[buf]));
+  for (int ri = lane; ri < rows; ri += 32) {
+    const int gi = L.pair == 2 ? ri >> 1 : ri, e = L.pair == 2 ? ri & 1 : 0;
+    const int64_t row = int64_t{plan.first_group + gi} * L.row_stride + e * L.pair_offset;
+    const uint4* dst = ring + (static_cast<int64_t>(buf) * L.max_slots * kLinearWarps + ri * plan.spr) * 32;
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+        "l"(L.w + row * L.k), "r"(row_bytes), "r"(bar)
+        : "memory");
   }
 }
 
-__device__ __forceinline__ void Issue(const Linear& L, int round, WarpSlots& s) {
-  if (threadIdx.x >= kBarrierThread) return;
-  IssueHalf(L, round, 0, s.half[0]);
-  if (L.max_slots > kHalfSlots) IssueHalf(L, round, kHalfSlots, s.half[1]);
-}
-
-// The dots of one half's slots against xs; a row's sum goes to
-// row_sums[q] when its last slot is done (`cur` and (q, c) carry over
-// from the first half to the second).
-__device__ __forceinline__ void DotsHalf(const Linear& L, int round, int first_slot, const uint4 (&src)[kHalfSlots],
-                                         const float* xs, float* row_sums, float& cur, int& q, int& c) {
-  const int lane = threadIdx.x % 32;
-  const int warps = gridDim.x * kLinearWarps, warp = blockIdx.x * kLinearWarps + threadIdx.x / 32;
-  const int spr = L.slots_per_row(), gpr = L.groups_per_round();
-  const int used = min(gpr * L.pair * spr, L.max_slots);
-#pragma unroll
-  for (int j = 0; j < kHalfSlots; ++j) {
-    const int slot = first_slot + j;
-    if (slot < used) {  // warp-uniform
-      const int i = L.pair == 2 ? q >> 1 : q;
-      const bool live = warp + (round * gpr + i) * warps < L.groups;
-      if (live) cur += Dot8(src[j], xs + 8 * (lane + 32 * c));
-      if (++c == spr) {
-        if (live) {
-          cur = kernels::WarpSum(cur);
-          if (lane == 0) row_sums[q] = cur;
-        }
-        cur = 0.0f;
-        c = 0;
-        ++q;
-      }
-    }
+// Each of the round's units (its copy complete) against xs, summed over the
+// warp, into unit_sums[u].
+__device__ __forceinline__ void DotsRound(const Linear& L, const RoundPlan& plan, int buf, uint4* ring,
+                                          const float* xs, float* unit_sums) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (warp >= kLinearWarps) return;
+  for (int u = warp; u < plan.units; u += kLinearWarps) {
+    int64_t row;
+    int chunk;
+    plan.Unit(L, u, row, chunk);
+    const float d = kernels::WarpSum(Dot8(*UnitSlot(ring, L, buf, u), xs + chunk * 256 + 8 * lane));
+    if (lane == 0) unit_sums[u] = d;
   }
 }
 
@@ -187,17 +234,21 @@ struct EpilogueArgs {
   DecodeRotaryKv rotary;
 };
 
-// Lane i < groups_per_round finishes group i of the round from row_sums.
-__device__ __forceinline__ void FinishRound(const Linear& L, int round, const float* row_sums, const EpilogueArgs& a) {
-  __syncwarp();
-  const int lane = threadIdx.x % 32;
-  const int warps = gridDim.x * kLinearWarps, warp = blockIdx.x * kLinearWarps + threadIdx.x / 32;
-  const int gpr = L.groups_per_round();
-  const int group = warp + (round * gpr + lane) * warps;
-  if (lane < gpr && group < L.groups) {
+// The round's outputs, a thread a group, from the unit sums (the whole CTA).
+__device__ __forceinline__ void FinishRound(const Linear& L, const RoundPlan& plan, const float* unit_sums,
+                                            const EpilogueArgs& a) {
+  __syncthreads();
+  const int spr = plan.spr, upg = static_cast<int>(plan.by_group.d), groups = plan.units / upg;
+  for (int t = threadIdx.x; t < groups; t += kThreads) {
+    const int group = plan.first_group + t;
     const int64_t row = int64_t{group} * L.row_stride;
-    float va = row_sums[lane * L.pair];
+    const float* sums = unit_sums + t * upg;
+    float va = 0.0f, vb = 0.0f;
+    for (int c = 0; c < spr; ++c) va += sums[c];
+    if (L.pair == 2)
+      for (int c = 0; c < spr; ++c) vb += sums[spr + c];
     if (L.bias != nullptr) va += __ldg(L.bias + row);
+    if (L.bias != nullptr && L.pair == 2) vb += __ldg(L.bias + row + L.pair_offset);
     switch (L.epilogue) {
       case Epilogue::kAddResidual:
         a.out[group] = __ldcg(a.out + group) + va;
@@ -205,61 +256,22 @@ __device__ __forceinline__ void FinishRound(const Linear& L, int round, const fl
       case Epilogue::kLogits:
         a.out[group] = va;
         break;
-      case Epilogue::kSiluMul: {
-        float vb = row_sums[lane * 2 + 1];
-        if (L.bias != nullptr) vb += __ldg(L.bias + row + L.pair_offset);
+      case Epilogue::kSiluMul:
         a.out[group] = kernels::Silu(va) * vb;
         break;
-      }
-      case Epilogue::kRotaryQkv: {
-        float vb = row_sums[lane * 2 + 1];
-        if (L.bias != nullptr) vb += __ldg(L.bias + row + 1);
+      case Epilogue::kRotaryQkv:
         kernels::RotaryKvStore(a.rotary, a.out, /*n=*/0, /*r=*/0, row, va, vb);
         break;
-      }
     }
   }
-  __syncwarp();
-}
-
-// The phase's rounds: round 0's weights are already in `s` (requested
-// before the barrier); later rounds alternate halves where the rounds use
-// one half (the lm_head), else load and use the whole set in turn.
-__device__ __forceinline__ void RunLinear(const Linear& L, WarpSlots& s, const float* xs, float* row_sums,
-                                          const EpilogueArgs& a) {
-  if (threadIdx.x >= kBarrierThread) return;
-  const int rounds = L.rounds(gridDim.x * kLinearWarps);
-  if (L.max_slots <= kHalfSlots) {
-    for (int r = 0; r < rounds; r += 2) {
-      if (r + 1 < rounds) IssueHalf(L, r + 1, 0, s.half[1]);
-      float cur = 0.0f;
-      int q = 0, c = 0;
-      DotsHalf(L, r, 0, s.half[0], xs, row_sums, cur, q, c);
-      FinishRound(L, r, row_sums, a);
-      if (r + 1 >= rounds) break;
-      if (r + 2 < rounds) IssueHalf(L, r + 2, 0, s.half[0]);
-      cur = 0.0f;
-      q = c = 0;
-      DotsHalf(L, r + 1, 0, s.half[1], xs, row_sums, cur, q, c);
-      FinishRound(L, r + 1, row_sums, a);
-    }
-    return;
-  }
-  for (int r = 0; r < rounds; ++r) {
-    if (r > 0) Issue(L, r, s);
-    float cur = 0.0f;
-    int q = 0, c = 0;
-    DotsHalf(L, r, 0, s.half[0], xs, row_sums, cur, q, c);
-    DotsHalf(L, r, kHalfSlots, s.half[1], xs, row_sums, cur, q, c);
-    FinishRound(L, r, row_sums, a);
-  }
+  __syncthreads();  // unit_sums is the next round's
 }
 
 // ---------------------------------------------------------------------------
 // xs = RMSNorm(x) * weight in float32, by the whole CTA (every CTA computes
 // the same row). `x_bf16` instead of x: layer 0 reads the embedding row, and
 // CTA 0 writes it to x as the residual stream's start.
-__device__ void NormInto(const float* x, const __nv_bfloat16* x_bf16, float* x_out, const float* weight, int n,
+__device__ __forceinline__ void NormInto(const float* x, const __nv_bfloat16* x_bf16, float* x_out, const float* weight, int n,
                          float eps, float* xs, float* scratch) {
   float ss = 0.0f;
   for (int i = threadIdx.x * 4; i < n; i += kThreads * 4) {
@@ -287,7 +299,7 @@ __device__ void NormInto(const float* x, const __nv_bfloat16* x_bf16, float* x_o
 }
 
 // xs = a float32 vector the kernel wrote (act).
-__device__ void StageInto(const float* src, int n, float* xs) {
+__device__ __forceinline__ void StageInto(const float* src, int n, float* xs) {
   for (int i = threadIdx.x * 4; i < n; i += kThreads * 4)
     *reinterpret_cast<float4*>(xs + i) = __ldcg(reinterpret_cast<const float4*>(src + i));
   __syncthreads();
@@ -300,18 +312,23 @@ __device__ __forceinline__ int Splits(int context) {
 }
 
 // Partial of (query head, split): [head_dim] unnormalised output, then max and sum (log2 domain).
+// (A stride of head_dim + 4 floats keeps every partial 16-byte aligned.)
 __device__ __forceinline__ int64_t PartialOffset(int head, int split) {
-  return (int64_t{head} * kPersistentDecodeMaxSplits + split) * (kHeadDim + 2);
+  return (int64_t{head} * kPersistentDecodeMaxSplits + split) * (kHeadDim + 4);
 }
 
-// CTA (KV head h, split s) over keys [k0, k1): each warp up to
-// kPersistentDecodeKeysPerWarp keys, all loaded at once; online softmax per
-// query head in registers; the warps' partials merged through shared memory.
-__device__ void AttentionPhase(const PersistentDecodeParams& p, const PersistentDecodeLayer& layer, float* smem) {
+// CTA (KV head h, split s) over keys [k0, k1), at most 64 of them: warp w
+// takes query head w % group over the keys' half w / group, a lane a key.
+// Each lane's score is a whole 128-dim dot (its key row's 256 bytes
+// requested at once), the warp's softmax two reductions, and the output a
+// walk over the warp's keys with the lanes over dims (4 each). The two
+// halves of each head meet in shared memory.
+__device__ __forceinline__ void AttentionPhase(const PersistentDecodeParams& p, const PersistentDecodeLayer& layer,
+                                               float* smem) {
   const int context = __ldg(p.positions) + 1;
   if (context > kPersistentDecodeMaxContext) __trap();  // the host never launches these (keys would be dropped)
   const int splits = Splits(context);
-  // The last CTAs of the grid: the first ones hold o_proj's rows.
+  // The last CTAs of the grid (the linears' rows are spread over all of them).
   const int cta = static_cast<int>(gridDim.x - 1 - blockIdx.x);
   if (cta >= p.num_kv_heads * splits) return;
   const int h = cta / splits, split = cta % splits;
@@ -319,125 +336,137 @@ __device__ void AttentionPhase(const PersistentDecodeParams& p, const Persistent
   const int k0 = split * per, k1 = min(context, k0 + per);
   const int group = p.num_heads / p.num_kv_heads;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = warp % group, half = warp / group;
+  const bool active = half < 2;  // warps past 2 x group have no work
+  const int first_key = k0 + 32 * half;
   const int32_t* table = p.block_tables + __ldg(&p.items[0].block_table_offset);
 
-  uint2 keys[kPersistentDecodeKeysPerWarp] = {}, values[kPersistentDecodeKeysPerWarp] = {};
+  // smem: [16 warps][head_dim] outputs, [16] maxima, [16] sums, then [group][head_dim] queries.
+  float* out = smem;
+  float* ms = out + kWarps * kHeadDim;
+  float* ls = ms + kWarps;
+  float* qs = ls + kWarps;
+
+  // This lane's key: where its row sits (the V walk borrows every lane's).
+  const int key = first_key + lane;
+  const bool has_key = active && key < k1;
+  int64_t row_at = 0;
+  uint4 k_row[kHeadDim / 8];
+  if (has_key) {
+    const int block = __ldg(table + key / p.block_size);
+    row_at = ((int64_t{block} * p.num_kv_heads + h) * p.block_size + key % p.block_size) * kHeadDim;
+    const uint4* src = reinterpret_cast<const uint4*>(layer.k_cache + row_at);
 #pragma unroll
-  for (int i = 0; i < kPersistentDecodeKeysPerWarp; ++i) {
-    const int key = k0 + warp + kWarps * i;
-    if (key < k1) {
-      const int block = __ldg(table + key / p.block_size), row = key % p.block_size;
-      const int64_t at = ((int64_t{block} * p.num_kv_heads + h) * p.block_size + row) * kHeadDim + 4 * lane;
-      keys[i] = __ldcg(reinterpret_cast<const uint2*>(layer.k_cache + at));
-      values[i] = __ldcg(reinterpret_cast<const uint2*>(layer.v_cache + at));
-    }
+    for (int i = 0; i < kHeadDim / 8; ++i) k_row[i] = __ldcg(src + i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kHeadDim / 8; ++i) k_row[i] = make_uint4(0, 0, 0, 0);
   }
   const float scale = p.attn_scale * kLog2e;
-  float qv[kMaxGroup][4], m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][4];
-#pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.0f;
-    acc[g][0] = acc[g][1] = acc[g][2] = acc[g][3] = 0.0f;
-    qv[g][0] = qv[g][1] = qv[g][2] = qv[g][3] = 0.0f;
-    if (g < group) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.q + (h * group + g) * kHeadDim + 4 * lane));
-      qv[g][0] = v.x * scale;
-      qv[g][1] = v.y * scale;
-      qv[g][2] = v.z * scale;
-      qv[g][3] = v.w * scale;
-    }
-  }
-  auto widen = [](const uint2& r, float (&f)[4]) {
-    f[0] = __uint_as_float(r.x << 16);
-    f[1] = __uint_as_float(r.x & 0xffff0000u);
-    f[2] = __uint_as_float(r.y << 16);
-    f[3] = __uint_as_float(r.y & 0xffff0000u);
-  };
-#pragma unroll
-  for (int i = 0; i < kPersistentDecodeKeysPerWarp; ++i) {
-    if (k0 + warp + kWarps * i >= k1) break;  // warp-uniform
-    float kf[4], vf[4];
-    widen(keys[i], kf);
-    widen(values[i], vf);
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
-      if (g >= group) break;
-      float s = qv[g][0] * kf[0];
-      s = fmaf(qv[g][1], kf[1], s);
-      s = fmaf(qv[g][2], kf[2], s);
-      s = fmaf(qv[g][3], kf[3], s);
-      s = kernels::WarpSum(s);
-      const float m_new = fmaxf(m[g], s);
-      const float correction = exp2f(m[g] - m_new), weight = exp2f(s - m_new);
-      l[g] = l[g] * correction + weight;
-#pragma unroll
-      for (int d = 0; d < 4; ++d) acc[g][d] = fmaf(acc[g][d], correction, weight * vf[d]);
-      m[g] = m_new;
-    }
-  }
-  // smem: [warp][g][head_dim] outputs, then [warp][g] max and sum.
-  float* out = smem;
-  float* ms = smem + kWarps * kMaxGroup * kHeadDim;
-  float* ls = ms + kWarps * kMaxGroup;
-#pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g >= group) break;
-    *reinterpret_cast<float4*>(out + (warp * kMaxGroup + g) * kHeadDim + 4 * lane) =
-        make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-    if (lane == 0) {
-      ms[warp * kMaxGroup + g] = m[g];
-      ls[warp * kMaxGroup + g] = l[g];
-    }
+  for (int i = threadIdx.x; i < group * kHeadDim / 4; i += kThreads) {
+    float4 v = __ldcg(reinterpret_cast<const float4*>(p.q + h * group * kHeadDim) + i);
+    v.x *= scale;
+    v.y *= scale;
+    v.z *= scale;
+    v.w *= scale;
+    reinterpret_cast<float4*>(qs)[i] = v;
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < group * kHeadDim; idx += kThreads) {
-    const int g = idx / kHeadDim, d = idx % kHeadDim;
-    float mx = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ms[w * kMaxGroup + g]);
-    float num = 0.0f, den = 0.0f;
-    for (int w = 0; w < kWarps; ++w) {
-      const float mw = ms[w * kMaxGroup + g];
-      if (mw == -INFINITY) continue;  // a warp without keys
-      const float f = exp2f(mw - mx);
-      num = fmaf(f, out[(w * kMaxGroup + g) * kHeadDim + d], num);
-      den = fmaf(f, ls[w * kMaxGroup + g], den);
+
+  float m = -INFINITY, l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (active && first_key < k1) {  // warp-uniform
+    const float* q = qs + g * kHeadDim;
+    float score = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kHeadDim / 8; ++i) score += Dot8(k_row[i], q + 8 * i);
+    score = has_key ? score : -INFINITY;
+    m = kernels::WarpMax(score);  // finite: lane 0 has a key
+    const float weight = has_key ? exp2f(score - m) : 0.0f;
+    l = kernels::WarpSum(weight);
+    const int keys = min(32, k1 - first_key);
+    for (int j0 = 0; j0 < keys; j0 += 16) {  // 16 values requested at once: each round one L2 round trip
+      uint2 v[16];
+      float w[16];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int64_t at = __shfl_sync(kernels::kFullMask, row_at, j0 + j);
+        w[j] = __shfl_sync(kernels::kFullMask, weight, j0 + j);
+        v[j] = j0 + j < keys ? __ldcg(reinterpret_cast<const uint2*>(layer.v_cache + at) + lane) : make_uint2(0, 0);
+      }
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        acc[0] = fmaf(w[j], __uint_as_float(v[j].x << 16), acc[0]);
+        acc[1] = fmaf(w[j], __uint_as_float(v[j].x & 0xffff0000u), acc[1]);
+        acc[2] = fmaf(w[j], __uint_as_float(v[j].y << 16), acc[2]);
+        acc[3] = fmaf(w[j], __uint_as_float(v[j].y & 0xffff0000u), acc[3]);
+      }
     }
-    float* partial = p.partial + PartialOffset(h * group + g, split);
-    partial[d] = num;
+  }
+  *reinterpret_cast<float4*>(out + warp * kHeadDim + 4 * lane) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  if (lane == 0) {
+    ms[warp] = m;
+    ls[warp] = l;
+  }
+  __syncthreads();
+  // Head g's two halves: warps g and group + g (the second may have no keys).
+  for (int idx = threadIdx.x; idx < group * kHeadDim; idx += kThreads) {
+    const int hg = idx / kHeadDim, d = idx % kHeadDim;
+    const float m0 = ms[hg], m1 = ms[group + hg];
+    const float mx = fmaxf(m0, m1);
+    const float f0 = exp2f(m0 - mx), f1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - mx);
+    float* partial = p.partial + PartialOffset(h * group + hg, split);
+    partial[d] = f0 * out[hg * kHeadDim + d] + f1 * out[(group + hg) * kHeadDim + d];
     if (d == 0) {
       partial[kHeadDim] = mx;
-      partial[kHeadDim + 1] = den;
+      partial[kHeadDim + 1] = f0 * ls[hg] + f1 * ls[group + hg];
     }
   }
 }
 
 // xs[head * head_dim + d] = the splits' partials merged: every CTA does it
-// for o_proj's input.
-__device__ void MergeInto(const PersistentDecodeParams& p, float* xs) {
+// for o_proj's input, in two rounds of loads: every (head, split)'s max and
+// sum into shared memory (after xs), then a float4 of dims a thread with
+// all its splits' partial outputs requested at once.
+__device__ __forceinline__ void MergeInto(const PersistentDecodeParams& p, float* xs) {
   const int splits = Splits(__ldg(p.positions) + 1);
   const int n = p.num_heads * kHeadDim;
-  for (int idx = threadIdx.x; idx < n; idx += kThreads) {
-    const int head = idx / kHeadDim, d = idx % kHeadDim;
+  float* ml = xs + n;  // [head][split] (max, sum)
+  for (int t = threadIdx.x; t < p.num_heads * splits; t += kThreads) {
+    const int head = t / splits, split = t % splits;
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(p.partial + PartialOffset(head, split) + kHeadDim));
+    ml[2 * (head * kPersistentDecodeMaxSplits + split)] = v.x;
+    ml[2 * (head * kPersistentDecodeMaxSplits + split) + 1] = v.y;
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < n / 4; item += kThreads) {
+    const int head = item * 4 / kHeadDim, d = item * 4 % kHeadDim;
+    float4 part[kPersistentDecodeMaxSplits];
+#pragma unroll
+    for (int s = 0; s < kPersistentDecodeMaxSplits; ++s)
+      part[s] = s < splits ? __ldcg(reinterpret_cast<const float4*>(p.partial + PartialOffset(head, s) + d))
+                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float* hml = ml + 2 * head * kPersistentDecodeMaxSplits;
     float mx = -INFINITY;
-    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, __ldcg(p.partial + PartialOffset(head, s) + kHeadDim));
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float* partial = p.partial + PartialOffset(head, s);
-      const float f = exp2f(__ldcg(partial + kHeadDim) - mx);
-      num = fmaf(f, __ldcg(partial + d), num);
-      den = fmaf(f, __ldcg(partial + kHeadDim + 1), den);
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, hml[2 * s]);
+    float4 num = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float den = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kPersistentDecodeMaxSplits; ++s) {
+      if (s >= splits) break;
+      const float f = exp2f(hml[2 * s] - mx);
+      num.x = fmaf(f, part[s].x, num.x);
+      num.y = fmaf(f, part[s].y, num.y);
+      num.z = fmaf(f, part[s].z, num.z);
+      num.w = fmaf(f, part[s].w, num.w);
+      den = fmaf(f, hml[2 * s + 1], den);
     }
-    xs[idx] = num / den;
+    const float inv = 1.0f / den;
+    *reinterpret_cast<float4*>(xs + 4 * item) = make_float4(num.x * inv, num.y * inv, num.z * inv, num.w * inv);
   }
   __syncthreads();
 }
 
 // ---------------------------------------------------------------------------
-struct Phases {
-  Linear qkv, o, gate_up, down, lm_head;
-};
-
 // (No designated initializers in device code: nvcc's C++17 mode zeroes the
 // members they skip instead of giving them their default values.)
 __device__ __forceinline__ Linear MakeLinear(const __nv_bfloat16* w, const float* bias, int groups, int pair,
@@ -455,16 +484,99 @@ __device__ __forceinline__ Linear MakeLinear(const __nv_bfloat16* w, const float
   return L;
 }
 
-__device__ __forceinline__ Phases LayerPhases(const PersistentDecodeParams& p, const PersistentDecodeLayer& l) {
-  const int q_size = p.num_heads * kHeadDim, kv_size = p.num_kv_heads * kHeadDim;
-  Phases ph;
-  ph.qkv = MakeLinear(l.qkv, l.qkv_bias, (q_size + 2 * kv_size) / 2, 2, 2, 1, p.hidden, kSlots, Epilogue::kRotaryQkv);
-  ph.o = MakeLinear(l.o_proj, l.o_bias, p.hidden, 1, 1, 0, q_size, kSlots, Epilogue::kAddResidual);
-  ph.gate_up = MakeLinear(l.gate_up, l.gate_up_bias, p.intermediate, 2, 1, p.intermediate, p.hidden, kSlots,
-                          Epilogue::kSiluMul);
-  ph.down = MakeLinear(l.down, l.down_bias, p.hidden, 1, 1, 0, p.intermediate, kSlots, Epilogue::kAddResidual);
-  ph.lm_head = MakeLinear(p.lm_head, nullptr, p.vocab, 1, 1, 0, p.hidden, kHalfSlots, Epilogue::kLogits);
-  return ph;
+// Each phase's linear, made where it is used (kept across the loop, five
+// of them spilled registers).
+__device__ __forceinline__ Linear QkvOf(const PersistentDecodeParams& p, const PersistentDecodeLayer& l) {
+  const int width = (p.num_heads + 2 * p.num_kv_heads) * kHeadDim;
+  return MakeLinear(l.qkv, l.qkv_bias, width / 2, 2, 2, 1, p.hidden, p.round_slots, Epilogue::kRotaryQkv);
+}
+__device__ __forceinline__ Linear OProjOf(const PersistentDecodeParams& p, const PersistentDecodeLayer& l) {
+  return MakeLinear(l.o_proj, l.o_bias, p.hidden, 1, 1, 0, p.num_heads * kHeadDim, p.round_slots,
+                    Epilogue::kAddResidual);
+}
+__device__ __forceinline__ Linear GateUpOf(const PersistentDecodeParams& p, const PersistentDecodeLayer& l) {
+  return MakeLinear(l.gate_up, l.gate_up_bias, p.intermediate, 2, 1, p.intermediate, p.hidden, p.round_slots,
+                    Epilogue::kSiluMul);
+}
+__device__ __forceinline__ Linear DownOf(const PersistentDecodeParams& p, const PersistentDecodeLayer& l) {
+  return MakeLinear(l.down, l.down_bias, p.hidden, 1, 1, 0, p.intermediate, p.round_slots, Epilogue::kAddResidual);
+}
+__device__ __forceinline__ Linear LmHeadOf(const PersistentDecodeParams& p) {
+  return MakeLinear(p.lm_head, nullptr, p.vocab, 1, 1, 0, p.hidden, p.round_slots, Epilogue::kLogits);
+}
+
+// The weight stream: every linear round of the step in order (qkv, o_proj,
+// gate|up, down of each layer, then the lm_head's rounds), each copied into
+// the ring one round ahead of its use, so a round's weights load during
+// the round before it (and the barriers, attention and norms between).
+enum class Which : int { kQkv, kOProj, kGateUp, kDown, kLmHead, kNone };
+
+struct Cursor {
+  int layer = 0;
+  Which which = Which::kQkv;
+  int round = 0;
+};
+
+__device__ __forceinline__ Linear LinearAt(const PersistentDecodeParams& p, const Cursor& c) {
+  switch (c.which) {
+    case Which::kQkv: return QkvOf(p, p.layers[c.layer]);
+    case Which::kOProj: return OProjOf(p, p.layers[c.layer]);
+    case Which::kGateUp: return GateUpOf(p, p.layers[c.layer]);
+    case Which::kDown: return DownOf(p, p.layers[c.layer]);
+    default: return LmHeadOf(p);
+  }
+}
+
+__device__ __forceinline__ Cursor Next(const PersistentDecodeParams& p, Cursor c, int rounds, bool lm_head) {
+  if (c.round + 1 < rounds) {
+    ++c.round;
+    return c;
+  }
+  c.round = 0;
+  switch (c.which) {
+    case Which::kQkv: c.which = Which::kOProj; break;
+    case Which::kOProj: c.which = Which::kGateUp; break;
+    case Which::kGateUp: c.which = Which::kDown; break;
+    case Which::kDown:
+      if (c.layer + 1 < p.num_layers) {
+        ++c.layer;
+        c.which = Which::kQkv;
+      } else {
+        c.which = lm_head ? Which::kLmHead : Which::kNone;
+      }
+      break;
+    default: c.which = Which::kNone;
+  }
+  return c;
+}
+
+struct WeightStream {
+  uint4* ring;
+  uint64_t* bars;          // [2] one mbarrier a buffer
+  uint32_t parities = 0;   // bit b: the phase parity buffer b's next wait is for
+  Cursor at;     // the round whose weights are (being) copied into buffer `buf`
+  int buf = 0;
+  bool lm_head;  // the stream ends with the lm_head's rounds
+};
+
+// The linear at the stream's head, all its rounds (every thread of the CTA
+// calls it): each round first starts the copy of the round after it, then
+// waits for its own, takes its units' dots and finishes its outputs.
+__device__ __forceinline__ void RunLinear(const PersistentDecodeParams& p, WeightStream& s, const float* xs,
+                                          float* unit_sums, const EpilogueArgs& a) {
+  const Linear L = LinearAt(p, s.at);
+  const int rounds = L.rounds();
+  for (int r = 0; r < rounds; ++r) {
+    const Cursor next = Next(p, s.at, rounds, s.lm_head);
+    if (next.which != Which::kNone) IssueRound(LinearAt(p, next), next.round, s.buf ^ 1, s.ring, s.bars);
+    if (threadIdx.x < kBarrierThread) kernels::MbarrierWait(&s.bars[s.buf], (s.parities >> s.buf) & 1u);
+    s.parities ^= 1u << s.buf;
+    const RoundPlan plan(L, r);
+    DotsRound(L, plan, s.buf, s.ring, xs, unit_sums);
+    FinishRound(L, plan, unit_sums, a);
+    s.buf ^= 1;
+    s.at = next;
+  }
 }
 
 __device__ __forceinline__ EpilogueArgs OutTo(float* out) {
@@ -474,19 +586,35 @@ __device__ __forceinline__ EpilogueArgs OutTo(float* out) {
 }
 
 __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeKernel(PersistentDecodeParams p) {
-  extern __shared__ __align__(16) float smem[];  // xs, or the attention's merge space
-  __shared__ float row_sums[kWarps][kSlots];
+  // Dynamic shared memory: the weight ring, then xs (or the attention's space).
+  extern __shared__ __align__(16) uint4 dynamic_smem[];
+  float* smem = reinterpret_cast<float*>(dynamic_smem + 2 * p.round_slots * kLinearWarps * 32);
+  __shared__ float unit_sums[kLinearWarps * kMaxRoundSlots];
   __shared__ float scratch[32];
-  float* my_rows = row_sums[threadIdx.x / 32];
-  WarpSlots slots = {};
 
   const int32_t token = __ldg(p.token_ids);
-  Phases ph = LayerPhases(p, p.layers[0]);
-  Issue(ph.qkv, 0, slots);
+  GridBarrier barrier(p.barrier, kPhasesPerLayer * p.num_layers);
+  const bool attention = (p.skip & kPersistentDecodeSkipAttention) == 0;
+  const bool norms = (p.skip & kPersistentDecodeSkipNorms) == 0;
+  const bool linears = (p.skip & kPersistentDecodeSkipLinears) == 0;
+  const bool lm_head = p.logits != nullptr && (p.skip & kPersistentDecodeSkipLmHead) == 0;
+  __shared__ __align__(8) uint64_t ring_bars[2];
+  if (threadIdx.x == 0) {
+    kernels::MbarrierInit(&ring_bars[0], 1);
+    kernels::MbarrierInit(&ring_bars[1], 1);
+    kernels::FenceMbarrierInit();
+  }
+  __syncthreads();
+  WeightStream weights;
+  weights.ring = dynamic_smem;
+  weights.bars = ring_bars;
+  weights.lm_head = lm_head;
+  if (linears) IssueRound(LinearAt(p, weights.at), 0, 0, weights.ring, weights.bars);
   for (int layer = 0; layer < p.num_layers; ++layer) {
     const PersistentDecodeLayer& l = p.layers[layer];
     // 1. q|k|v with rotary; k and v to the cache.
-    if (layer == 0) {
+    if (!norms) {
+    } else if (layer == 0) {
       NormInto(nullptr, p.embed + int64_t{token} * p.hidden, blockIdx.x == 0 ? p.x : nullptr, l.input_norm, p.hidden,
                p.eps, smem, scratch);
     } else {
@@ -503,47 +631,45 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeKernel(Persistent
     qkv_out.rotary.cache.block_size = p.block_size;
     qkv_out.rotary.cache.head_dim = kHeadDim;
     qkv_out.rotary.num_heads = p.num_heads;
-    RunLinear(ph.qkv, slots, smem, my_rows, qkv_out);
-    GridBarrier(p.barrier);
-    // 2. Attention partials, then o_proj's weights requested (after: the
-    // attention's registers and the weights' do not fit together).
-    AttentionPhase(p, l, smem);
-    Issue(ph.o, 0, slots);
-    GridBarrier(p.barrier);
+    if (linears) RunLinear(p, weights, smem, unit_sums, qkv_out);
+    barrier.Sync();
+    // 2. Attention partials.
+    if (attention) AttentionPhase(p, l, smem);
+    barrier.Sync();
     // 3. x += attn W_o^T.
-    MergeInto(p, smem);
-    RunLinear(ph.o, slots, smem, my_rows, OutTo(p.x));
-    Issue(ph.gate_up, 0, slots);
-    GridBarrier(p.barrier);
+    if (attention) MergeInto(p, smem);
+    if (linears) RunLinear(p, weights, smem, unit_sums, OutTo(p.x));
+    barrier.Sync();
     // 4. act = silu(gate) * up of RMSNorm(x).
-    NormInto(p.x, nullptr, nullptr, l.post_attn_norm, p.hidden, p.eps, smem, scratch);
-    RunLinear(ph.gate_up, slots, smem, my_rows, OutTo(p.act));
-    Issue(ph.down, 0, slots);
-    GridBarrier(p.barrier);
+    if (norms) NormInto(p.x, nullptr, nullptr, l.post_attn_norm, p.hidden, p.eps, smem, scratch);
+    if (linears) RunLinear(p, weights, smem, unit_sums, OutTo(p.act));
+    barrier.Sync();
     // 5. x += act W_down^T.
-    StageInto(p.act, p.intermediate, smem);
-    RunLinear(ph.down, slots, smem, my_rows, OutTo(p.x));
-    const bool last = layer + 1 == p.num_layers;
-    if (!last) {
-      ph = LayerPhases(p, p.layers[layer + 1]);
-      Issue(ph.qkv, 0, slots);
-    } else if (p.logits != nullptr) {
-      if (threadIdx.x < kBarrierThread) IssueHalf(ph.lm_head, 0, 0, slots.half[0]);
-    }
-    GridBarrier(p.barrier);
+    if (norms) StageInto(p.act, p.intermediate, smem);
+    if (linears) RunLinear(p, weights, smem, unit_sums, OutTo(p.x));
+    barrier.Sync();
   }
-  if (p.logits == nullptr) return;
+  if (!lm_head) return;
   NormInto(p.x, nullptr, nullptr, p.final_norm, p.hidden, p.eps, smem, scratch);
-  RunLinear(ph.lm_head, slots, smem, my_rows, OutTo(p.logits));
+  if (linears) RunLinear(p, weights, smem, unit_sums, OutTo(p.logits));
 }
 
 int32_t SharedFloats(const PersistentDecodeParams& p) {
-  const int32_t attention = kWarps * kMaxGroup * (kHeadDim + 2);
-  const int32_t widest = std::max({p.hidden, p.num_heads * kHeadDim, p.intermediate});
+  const int32_t attention = kWarps * (kHeadDim + 2) + kMaxGroup * kHeadDim;
+  // MergeInto keeps every (head, split)'s max and sum after the heads' outputs.
+  const int32_t merge = p.num_heads * kHeadDim + 2 * p.num_heads * kPersistentDecodeMaxSplits;
+  const int32_t widest = std::max({p.hidden, merge, p.intermediate});
   return std::max(attention, widest);
 }
 
-int g_ctas = 0;  // one a SM, set by PreparePersistentDecode
+// The ring's bytes for `slots` units a linear warp a round (two buffers).
+size_t RingBytes(int slots) { return size_t{2} * static_cast<size_t>(slots) * kLinearWarps * 512; }
+size_t SharedBytes(const PersistentDecodeParams& p, int slots) {
+  return RingBytes(slots) + static_cast<size_t>(SharedFloats(p)) * sizeof(float);
+}
+
+int g_ctas = 0;         // one a SM, set by PreparePersistentDecode
+int g_round_slots = 0;  // the ring's slots a linear warp, as many as the shared memory holds
 
 bool ShapeFits(const PersistentDecodeParams& p, const char** why) {
   auto no = [&](const char* reason) {
@@ -555,11 +681,8 @@ bool ShapeFits(const PersistentDecodeParams& p, const char** why) {
     return no("more than 8 query heads a KV head");
   if (p.hidden % 256 != 0 || p.hidden > 4096) return no("hidden is not a multiple of 256 up to 4,096");
   if (p.intermediate % 256 != 0 || p.intermediate > 4096) return no("intermediate is not a multiple of 256 up to 4,096");
-  // One round of a linear must hold at least one group: rows of k / 256
-  // slots, two rows a pair, 16 slots (8 for the lm_head).
-  if (2 * (p.hidden / 256) > kSlots) return no("hidden over 2,048 (gate|up and qkv pairs)");
-  if ((p.num_heads * kHeadDim) / 256 > kSlots) return no("query width over 4,096");
-  if (p.hidden / 256 > kHalfSlots) return no("hidden over 2,048 (lm_head rounds)");
+  if (p.num_heads * kHeadDim > 4096) return no("query width over 4,096");
+  if (p.vocab > (1 << 22)) return no("vocab over 4M");  // CTA x groups in 32 bits (Linear::rounds)
   if (p.num_layers < 1 || p.vocab < 1 || p.block_size < 1) return no("empty model or cache");
   return true;
 }
@@ -580,7 +703,16 @@ bool PreparePersistentDecode(const PersistentDecodeParams& shape, const char** w
     if (why != nullptr) *why = "no cooperative launch on this device";
     return false;
   }
-  const size_t bytes = static_cast<size_t>(SharedFloats(shape)) * sizeof(float);
+  // Static shared memory: unit_sums and the reduction scratch (~1 KB).
+  const size_t static_bytes = kLinearWarps * kMaxRoundSlots * sizeof(float) + 32 * sizeof(float) + 64;
+  int slots = kMaxRoundSlots;
+  while (slots > 0 && SharedBytes(shape, slots) + static_bytes > static_cast<size_t>(optin)) --slots;
+  // A round must hold a whole group: up to 2 rows of 16 units.
+  if (slots < 3) {
+    if (why != nullptr) *why = "shared memory too small for the weight ring";
+    return false;
+  }
+  const size_t bytes = SharedBytes(shape, slots);
   if (bytes > static_cast<size_t>(optin) ||
       cudaFuncSetAttribute(PersistentDecodeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(bytes)) != cudaSuccess) {
@@ -599,6 +731,7 @@ bool PreparePersistentDecode(const PersistentDecodeParams& shape, const char** w
     return false;
   }
   g_ctas = sms;
+  g_round_slots = slots;
   return true;
 }
 
@@ -609,17 +742,19 @@ cudaError_t LaunchPersistentDecode(const PersistentDecodeParams& p, cudaStream_t
       p.items == nullptr || p.block_tables == nullptr || p.x == nullptr || p.q == nullptr || p.act == nullptr ||
       p.partial == nullptr || p.barrier == nullptr)
     return cudaErrorInvalidValue;
+  PersistentDecodeParams q = p;
+  q.round_slots = g_round_slots;
   cudaLaunchAttribute cooperative;
   cooperative.id = cudaLaunchAttributeCooperative;
   cooperative.val.cooperative = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(g_ctas));
   config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = static_cast<size_t>(SharedFloats(p)) * sizeof(float);
+  config.dynamicSmemBytes = SharedBytes(q, g_round_slots);
   config.stream = stream;
   config.attrs = &cooperative;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, PersistentDecodeKernel, p);
+  return cudaLaunchKernelEx(&config, PersistentDecodeKernel, q);
 }
 
 }  // namespace ernie::cuda

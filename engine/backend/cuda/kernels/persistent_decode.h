@@ -52,13 +52,11 @@ struct PersistentDecodeLayer {
 };
 
 // Context splits of the attention phase: at most this many CTAs a KV head,
-// each taking at least kPersistentDecodeKeysPerSplit keys.
+// each taking at least kPersistentDecodeKeysPerSplit keys and at most 64
+// (two warps of a lane a key for each query head), so contexts up to
+// kPersistentDecodeMaxSplits x 64.
 inline constexpr int32_t kPersistentDecodeMaxSplits = 16;
 inline constexpr int32_t kPersistentDecodeKeysPerSplit = 32;
-// Each warp holds the keys and values of at most this many tokens at once,
-// so a split walks them in one round: contexts up to
-// kPersistentDecodeMaxSplits x 16 warps x this.
-inline constexpr int32_t kPersistentDecodeKeysPerWarp = 4;
 inline constexpr int32_t kPersistentDecodeMaxContext = 1024;
 
 struct PersistentDecodeParams {
@@ -91,13 +89,25 @@ struct PersistentDecodeParams {
   float* act = nullptr;       // [intermediate]
   float* partial = nullptr;   // [PersistentDecodePartialFloats]
   float* logits = nullptr;    // [vocab], or nullptr: no logit pass
-  uint32_t* barrier = nullptr;  // [2] zero before the first launch; every launch leaves it so
+  // [1] the grid barrier's arrival count: zero before the first launch, and
+  // only ever grown by whole launches (of 5 x num_layers barriers each).
+  unsigned long long* barrier = nullptr;
+  // Diagnostics only (the results are wrong): phases to leave out, to time
+  // what is left. kPersistentDecodeSkip* bits; 0 in normal use.
+  int32_t skip = 0;
+  // Set by LaunchPersistentDecode: units a linear warp takes a round (the
+  // shared-memory weight ring's size).
+  int32_t round_slots = 0;
 };
+inline constexpr int32_t kPersistentDecodeSkipAttention = 1;  // attention and the splits' merge
+inline constexpr int32_t kPersistentDecodeSkipNorms = 2;      // RMSNorms and the act staging
+inline constexpr int32_t kPersistentDecodeSkipLinears = 4;    // every linear, its weights never loaded
+inline constexpr int32_t kPersistentDecodeSkipLmHead = 8;
 
 // Floats of PersistentDecodeParams::partial for a model of `num_heads` query
 // heads of `head_dim`.
 inline int64_t PersistentDecodePartialFloats(int64_t num_heads, int64_t head_dim) {
-  return num_heads * kPersistentDecodeMaxSplits * (head_dim + 2);
+  return num_heads * kPersistentDecodeMaxSplits * (head_dim + 4);
 }
 
 // Whether the kernel supports the shape (the sizes the params' comments
