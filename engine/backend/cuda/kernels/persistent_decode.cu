@@ -215,17 +215,34 @@ __device__ __forceinline__ void IssueRound(const Linear& L, int round, int buf, 
 }
 
 // Each of the round's units (its copy complete) against xs, summed over the
-// warp, into unit_sums[u].
+// warp, into unit_sums[u]: four units at a time, so their reductions'
+// shuffles overlap instead of running one unit's chain after another.
 __device__ __forceinline__ void DotsRound(const Linear& L, const RoundPlan& plan, int buf, uint4* ring,
                                           const float* xs, float* unit_sums) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (warp >= kLinearWarps) return;
-  for (int u = warp; u < plan.units; u += kLinearWarps) {
-    int64_t row;
-    int chunk;
-    plan.Unit(L, u, row, chunk);
-    const float d = kernels::WarpSum(Dot8(*UnitSlot(ring, L, buf, u), xs + chunk * 256 + 8 * lane));
-    if (lane == 0) unit_sums[u] = d;
+  constexpr int kBatch = 4;
+  for (int u0 = warp; u0 < plan.units; u0 += kBatch * kLinearWarps) {
+    float d[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int u = u0 + i * kLinearWarps;
+      d[i] = 0.0f;
+      if (u < plan.units) {
+        int64_t row;
+        int chunk;
+        plan.Unit(L, u, row, chunk);
+        d[i] = Dot8(*UnitSlot(ring, L, buf, u), xs + chunk * 256 + 8 * lane);
+      }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) d[i] += __shfl_xor_sync(kernels::kFullMask, d[i], offset);
+    if (lane == 0)
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i)
+        if (u0 + i * kLinearWarps < plan.units) unit_sums[u0 + i * kLinearWarps] = d[i];
   }
 }
 
