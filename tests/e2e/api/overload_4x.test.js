@@ -68,8 +68,10 @@ describe(`overload: ${clients} clients against capacity ${maxNumSeqs + maxWaitin
       } else {
         tally.other.push({ status: r.status, outcome, tail: r.events.slice(-2), json: r.json, error: r.networkError });
       }
-      // None hangs: even a completed one is bounded by the queue ahead of it.
-      assert.ok(r.closedAt - r.sentAt < 15_000, `a request took ${r.closedAt - r.sentAt} ms`);
+      // None hangs: even a completed one is bounded by the queue ahead of it (up to 4 requests of
+      // 2,000 - 3,500 tokens on a shared two-core machine; one took 15.5 s in a CI run with another
+      // e2e test beside it, so the bound is 30 s: a hang has none).
+      assert.ok(r.closedAt - r.sentAt < 30_000, `a request took ${r.closedAt - r.sentAt} ms`);
     }
     refusalMs.sort((a, b) => a - b);
     const median = refusalMs[Math.floor(refusalMs.length / 2)];
