@@ -3,6 +3,7 @@
 // copies blocks; cuda_forward.cc holds the forward pass.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <utility>
@@ -38,6 +39,11 @@ class Stream {
  private:
   cudaStream_t stream_ = nullptr;
 };
+
+// A bf16 buffer as the kernels take it; an optional float buffer (a bias)
+// as a pointer, null when the buffer is empty.
+inline __nv_bfloat16* Bf16(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<__nv_bfloat16*>(b.data()); }
+inline const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullptr : b.data(); }
 
 // Activations of one step, sized for max_tokens_per_step (T) rows.
 struct Workspace {

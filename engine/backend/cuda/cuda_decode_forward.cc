@@ -27,13 +27,6 @@
 
 namespace ernie::cuda {
 
-namespace {
-
-const __nv_bfloat16* Bf16(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<const __nv_bfloat16*>(b.data()); }
-const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullptr : b.data(); }
-
-}  // namespace
-
 absl::Status CudaBackendImpl::DecodeLinear(DecodeLinearParams p, const DeviceAwqLinear& awq,
                                            const char* what, int64_t layer) {
   p.single_wave = decode_single_wave_;

@@ -25,10 +25,7 @@ namespace ernie::cuda {
 
 namespace {
 
-__nv_bfloat16* Bf16(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<__nv_bfloat16*>(b.data()); }
 const uint16_t* Raw(const DeviceBuffer<uint16_t>& b) { return b.data(); }
-// nullptr for an empty (absent) bias.
-const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullptr : b.data(); }
 
 }  // namespace
 
@@ -242,8 +239,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   step_unsplit_attention_ = int64_t{max_position} + 1 <= unsplit_attention_max_context_ &&
                             int64_t{inputs_.num_items()} * config_.num_kv_heads >= unsplit_attention_min_pairs_ &&
                             SplitsByItemCount(inputs_.num_items()) > 1;
-  const bool persistent = TakesPersistentDecode(tokens, rows, max_position);
-  if (persistent && rows <= logit_rows_per_pass_) {
+  if (TakesPersistentDecode(tokens, rows, max_position)) {  // (rows <= 1, so one lm_head pass)
     // One launch, graphed or not: the graph saves only its launch.
     ++persistent_steps_;
     auto step = [&] { return EnqueuePersistentDecode(rows); };

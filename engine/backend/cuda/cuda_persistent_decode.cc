@@ -11,13 +11,6 @@
 
 namespace ernie::cuda {
 
-namespace {
-
-const __nv_bfloat16* Bf16(const DeviceBuffer<uint16_t>& b) { return reinterpret_cast<const __nv_bfloat16*>(b.data()); }
-const float* OrNull(const DeviceBuffer<float>& b) { return b.size() == 0 ? nullptr : b.data(); }
-
-}  // namespace
-
 PersistentDecodeParams CudaBackendImpl::PersistentDecodeShape() const {
   const ModelConfig& c = config_;
   return {.layers = ws_.persistent_layers.data(),

@@ -54,18 +54,17 @@ absl::StatusOr<int32_t> CudaBackendImpl::WarmUp(int32_t max_sequences) {
   // stale memory (no sequence is live yet; each later one writes before it reads).
   ERNIE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(kv_cache_.data(), 0, kv_cache_.size() * sizeof(uint16_t), stream_.get()),
                              "cudaMemsetAsync of the KV cache");
-  // A batch whose attention splits has two keys (graph_cache.h): a short
-  // context runs unsplit (position 0 here), a longer one split.
-  std::vector<int64_t> warm_positions = {0};
-  if (unsplit_attention_max_context_ > 0) warm_positions.push_back(unsplit_attention_max_context_);
   const int32_t before = graphs_.size();
   for (int32_t batch = 1; batch <= max_batch; ++batch) {
-    const bool splits = SplitsByItemCount(batch) > 1;  // a decode step's items: one a sequence
-    std::vector<int64_t> positions = warm_positions;
-    // One token past the persistent kernel's contexts takes the per-layer kernels.
+    // The contexts whose steps take different graphs (graph_cache.h's key):
+    // position 0; where the batch's attention splits (a decode step's items:
+    // one a sequence), one past the short contexts that run unsplit; and for
+    // batch 1 with the persistent kernel, one past its context limit.
+    std::vector<int64_t> positions = {0};
+    if (unsplit_attention_max_context_ > 0 && SplitsByItemCount(batch) > 1)
+      positions.push_back(unsplit_attention_max_context_);
     if (batch == 1 && persistent_decode_max_context_ > 0) positions.push_back(persistent_decode_max_context_);
     for (const int64_t position : positions) {
-      if (position > 0 && !splits && !(batch == 1 && position == persistent_decode_max_context_)) continue;
       const int64_t blocks_per_sequence = position / block + 1;
       if (batch * blocks_per_sequence > kv_shape_.num_blocks || position + 1 > config_.max_position_embeddings) continue;
       DecodeBatch step(batch, static_cast<int32_t>(position), static_cast<int32_t>(blocks_per_sequence),

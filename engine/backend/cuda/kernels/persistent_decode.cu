@@ -1,15 +1,12 @@
 // The persistent one-token decode step (see persistent_decode.h).
 //
 // Layout of the work. The grid is one CTA of 16 warps on every SM; 15 of
-// them take linear rows, W warps in all. A linear phase splits its weight rows into groups (one row, or
-// the two rows one output needs: a rotary pair (2j, 2j + 1), or gate row j
-// with up row I + j), and warp w takes groups w, w + W, ... in rounds of as
-// many as its 16 register slots of 16 bytes hold (a slot is 8 weights of
-// one row; a row of k weights is k / 256 slots a lane). The first round of
-// the next phase is requested before the warp arrives at the barrier that
-// ends this one, so the weights cross the barrier in registers. Everything
-// the kernel itself writes (x, q, act, partial, the new cache row) is read
-// back with ld.global.cg: the L1s are not coherent between SMs.
+// them take linear units (Linear below: each CTA a contiguous share of a
+// linear's output groups, its weights copied a round ahead into a
+// shared-memory ring by bulk copies), the 16th arrives at the grid
+// barriers. Everything the kernel itself writes (x, q, act, partial, the
+// new cache row) is read back with ld.global.cg: the L1s are not coherent
+// between SMs.
 #include <algorithm>
 #include <cfloat>
 
@@ -87,16 +84,6 @@ struct GridBarrier {
 };
 
 // ---------------------------------------------------------------------------
-// Weight loads: 16 bytes, not kept in L1, issued as volatile asm so the
-// compiler keeps them where they are written (before the barrier).
-__device__ __forceinline__ uint4 LoadWeights(const __nv_bfloat16* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // 8 bf16 weights . 8 float32 inputs from shared memory.
 __device__ __forceinline__ float Dot8(const uint4& w, const float* x) {
   const float4 a = *reinterpret_cast<const float4*>(x);
@@ -137,12 +124,13 @@ struct Linear {
   __device__ int chunks() const { return k >> 8; }
   __device__ int units_per_group() const { return pair * chunks(); }
   __device__ int groups_per_round() const { return max(1, kLinearWarps * max_slots / units_per_group()); }
-  // (blockIdx.x x groups stays under 2^31: ShapeFits bounds the vocab.)
-  __device__ int rounds() const {
-    const int g0 = static_cast<int>(blockIdx.x) * groups / static_cast<int>(gridDim.x);
-    const int g1 = static_cast<int>(blockIdx.x + 1) * groups / static_cast<int>(gridDim.x);
-    return (g1 - g0 + groups_per_round() - 1) / groups_per_round();
+  // This CTA's groups [first, end) (blockIdx.x x groups stays under 2^31:
+  // ShapeFits bounds the vocab).
+  __device__ int first_group() const { return static_cast<int>(blockIdx.x) * groups / static_cast<int>(gridDim.x); }
+  __device__ int end_group() const {
+    return static_cast<int>(blockIdx.x + 1) * groups / static_cast<int>(gridDim.x);
   }
+  __device__ int rounds() const { return (end_group() - first_group() + groups_per_round() - 1) / groups_per_round(); }
 };
 
 // u / d for u, d < 2^16 by a multiply: m = floor((2^32 - 1) / d) + 1 gives
@@ -162,11 +150,9 @@ struct RoundPlan {
   __device__ RoundPlan(const Linear& L, int round)
       : spr(L.chunks()), by_group(static_cast<uint32_t>(L.units_per_group())),
         by_chunks(static_cast<uint32_t>(L.chunks())) {
-    const int g0 = static_cast<int>(blockIdx.x) * L.groups / static_cast<int>(gridDim.x);
-    const int g1 = static_cast<int>(blockIdx.x + 1) * L.groups / static_cast<int>(gridDim.x);
     const int gpr = L.groups_per_round();
-    first_group = g0 + round * gpr;
-    units = max(0, min(gpr, g1 - first_group)) * L.units_per_group();
+    first_group = L.first_group() + round * gpr;
+    units = max(0, min(gpr, L.end_group() - first_group)) * L.units_per_group();
   }
   __device__ __forceinline__ void Unit(const Linear& L, int u, int64_t& row, int& chunk) const {
     const int gi = static_cast<int>(by_group.Div(static_cast<uint32_t>(u)));

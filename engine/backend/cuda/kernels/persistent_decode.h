@@ -5,10 +5,10 @@
 // Why: a batch-1 step of the 0.3b as separate kernels is a chain of ~110
 // dependent launches, and inside a CUDA graph each boundary costs ~2 us even
 // when it moves no bytes (NOTES.md v18); the step took 0.456 ms against a
-// 0.17 ms byte floor. Here a phase boundary is a barrier, and before a warp
-// arrives at one it has already requested the weights of its rows in the
-// next phase (weights never depend on the step), so the next phase starts
-// with its weights in flight or in registers.
+// 0.17 ms byte floor. Here a phase boundary is a barrier, and each linear
+// round's weights (they never depend on the step) are copied into shared
+// memory while the round before it runs. Measured slower than the
+// per-layer kernels (0.93 against 0.46 ms, NOTES.md v23): off by default.
 //
 // Per layer, five phases:
 //   1. h = RMSNorm(x); q|k|v = h W_qkv^T (+ b): rotary on q and k, q to
