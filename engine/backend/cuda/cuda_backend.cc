@@ -189,6 +189,15 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;
   b->small_batch_gemm_max_rows_ = options.small_batch_gemm_max_rows;
+  {
+    const int64_t h = c.hidden_size, qkv = c.q_size() + 2 * c.kv_size(), i = c.intermediate_size;
+    b->norm_epilogue_shapes_ = options.small_batch_norm_epilogues && !c.awq.has_value() &&
+                               c.architecture == Architecture::kErnie45Dense &&
+                               SmallBatchGemmSupports(qkv, h, SmallBatchEpilogue::kRotaryKv) &&
+                               SmallBatchGemmSupports(h, c.q_size(), SmallBatchEpilogue::kAddResidualNorm) &&
+                               SmallBatchGemmSupports(2 * i, h, SmallBatchEpilogue::kSiluMul) &&
+                               SmallBatchGemmSupports(h, i, SmallBatchEpilogue::kAddResidualNorm);
+  }
   // The fused decode kernels hold their input rows in shared memory: steps
   // of up to decode_max_rows_ tokens take them (fewer than 8 when a layer is
   // as wide as the 21B-A3B's dense MLP, 12288).
@@ -237,6 +246,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.qkv, Alloc<float>(t * (c.q_size() + 2 * c.kv_size()), "qkv activations"));
   ERNIE_ASSIGN_OR_RETURN(ws.attn, Alloc<uint16_t>(t * c.q_size(), "attention output"));
   ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
+  if (b->norm_epilogue_shapes_) {
+    ERNIE_ASSIGN_OR_RETURN(ws.norm_sumsq, Alloc<float>(c.hidden_size / 64 * kRowNormSumsqStride, "norm partial sums"));
+  }
   // MoE models: one MoeBlock pass takes `chunk` tokens of K = top_k + shared
   // choices each, over E + shared stacked experts; its slots are sized for
   // the largest tile the grouped kernels take.

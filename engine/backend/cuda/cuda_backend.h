@@ -90,6 +90,13 @@ struct CudaBackendOptions {
   // 32, 0.843 -> 0.797 at 64) and slower from 128 (0.94 -> 1.11), where every
   // CTA re-reading the x rows costs more than the weights (NOTES.md v21).
   int small_batch_gemm_max_rows = 64;
+  // Dense bf16 models, steps on the small-batch GEMM: the residual add +
+  // RMSNorm after o_proj and down_proj split over the linears around it (the
+  // one before adds into the residual and writes x * g with each CTA's sum
+  // of squares, the one after scales each row by its norm: small_batch_gemm.h
+  // SmallBatchRowNorm), two kernels fewer a layer. False: the norm kernels
+  // (the before).
+  bool small_batch_norm_epilogues = true;
   // Dense bf16 models: a one-token step (batch-1 decode) at a context of at
   // most persistent_decode_max_context keys (capped at 1,024) runs as one
   // persistent kernel, its phases separated by grid barriers instead of

@@ -52,6 +52,7 @@ struct Workspace {
   DeviceBuffer<float> qkv;        // [T, (heads + 2 kv_heads) * head_dim] QKV GEMM output; q rotated in place
   DeviceBuffer<uint16_t> attn;    // bf16 [T, heads * head_dim] attention output
   DeviceBuffer<float> proj;       // [T, H] o_proj or down_proj output, before the residual add
+  DeviceBuffer<float> norm_sumsq;  // [H / 64, kRowNormSumsqStride] a split norm's partial sums of squares
   DeviceBuffer<float> gate_up;    // [T, 2 I] gate|up GEMM output
   DeviceBuffer<uint16_t> act;     // bf16 [T, I] silu(gate) * up
   DeviceBuffer<float> attn_partial_out;  // split-KV partial outputs [PagedAttentionPartialCtas, rows per item, head_dim]
@@ -80,7 +81,7 @@ struct Workspace {
   PinnedBuffer<int32_t> copies_staging;  // host side of `copies`
 
   int64_t bytes() const {
-    return static_cast<int64_t>(x.bytes() + h.bytes() + qkv.bytes() + attn.bytes() + proj.bytes() + gate_up.bytes() +
+    return static_cast<int64_t>(x.bytes() + h.bytes() + qkv.bytes() + attn.bytes() + proj.bytes() + norm_sumsq.bytes() + gate_up.bytes() +
                                 act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes() +
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
@@ -143,6 +144,10 @@ class CudaBackendImpl final : public CudaBackend {
     void* y = nullptr;            // kSiluMul: where silu(g) * u goes, [m, n / 2] as `out` says
     const float* bias = nullptr;  // the linear's bias, or nullptr
     DecodeRotaryKv rotary;        // kRotaryKv: as decode_linear.h's
+    // kAddResidualNorm (y is the residual stream) and an input norm's row
+    // scale: the small-batch GEMM only, so the call fails where it is not taken.
+    SmallBatchNormOut norm_out;
+    SmallBatchRowNorm row_norm;
   };
   // RunLinear, with `epilogue` done by the linear's kernel where it can be:
   // true when it was (the caller skips its own row-wise kernel), false when
@@ -164,6 +169,16 @@ class CudaBackendImpl final : public CudaBackend {
   // Query rows of one attention work item: the size of the kernel in use.
   int32_t AttentionRowsPerItem() const { return mma_attention_ ? kMmaAttentionRows : kAttentionRowsPerCta; }
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
+  // Whether a step of `tokens` tokens on the unfused path splits its norms
+  // over the linears (small_batch_gemm.h's kAddResidualNorm and row norm):
+  // the option is on, the model's four linears take the small-batch GEMM at
+  // that size (dense bf16), and so the residual add + RMSNorm kernels after
+  // o_proj and down_proj are left out.
+  bool NormEpiloguesFor(int32_t tokens) const;
+  // What the linear after a kAddResidualNorm launch needs (ws_.norm_sumsq).
+  SmallBatchRowNorm SplitRowNorm() const;
+  // kAddResidualNorm's outputs for the norm with weight g: x * g into ws_.h.
+  SmallBatchNormOut SplitNormOut(const DeviceBuffer<float>& g) const;
   // out (+)= the mixture-of-experts MLP of layer `layer` on h's `tokens`
   // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc). With
   // `normalize_into_h`, h is written first, RMSNorm(ws_.x) by the router
@@ -212,6 +227,8 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t unsplit_attention_max_context_ = 0;  // CudaBackendOptions::unsplit_attention_max_context
   int32_t unsplit_attention_min_pairs_ = 1;    // CudaBackendOptions::unsplit_attention_min_pairs
   bool step_unsplit_attention_ = false;        // this step's contexts are all that short (RunStep)
+  bool norm_epilogue_shapes_ = false;  // CudaBackendOptions::small_batch_norm_epilogues, and the model allows it
+  bool step_norm_epilogues_ = false;   // this step splits its norms over the linears (RunStep)
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
   bool decode_swap_ab_ = true;         // CudaBackendOptions::decode_attention_swap_ab
   bool decode_single_wave_ = true;     // CudaBackendOptions::decode_linear_single_wave

@@ -8,8 +8,10 @@
 // Each residual add is fused into the RMSNorm that follows it, biases into
 // the kernel after their GEMM, and the rotary embedding into the write of K
 // and V into the paged cache; steps on the small-batch GEMM fold rotary + KV
-// write and SiLU-and-mul into its epilogue instead. Every kernel runs on
-// stream_, in order.
+// write and SiLU-and-mul into its epilogue instead, and (dense bf16 models)
+// split each residual add + RMSNorm over the linears on either side of it
+// (small_batch_gemm.h's SmallBatchRowNorm). Every kernel runs on stream_, in
+// order.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -87,8 +89,24 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
   return absl::OkStatus();
 }
 
+bool CudaBackendImpl::NormEpiloguesFor(int32_t tokens) const {
+  return norm_epilogue_shapes_ && tokens >= 1 && tokens <= small_batch_gemm_max_rows_;
+}
+
+SmallBatchRowNorm CudaBackendImpl::SplitRowNorm() const {
+  return {.sumsq = ws_.norm_sumsq.data(),
+          .parts = static_cast<int32_t>(config_.hidden_size / 64),
+          .width = static_cast<int32_t>(config_.hidden_size),
+          .eps = config_.rms_norm_eps};
+}
+
+SmallBatchNormOut CudaBackendImpl::SplitNormOut(const DeviceBuffer<float>& g) const {
+  return {.weight = g.data(), .out = Bf16(ws_.h), .sumsq = ws_.norm_sumsq.data()};
+}
+
 // x += o_proj(attention(rope(q), rope(k), v)); then h = RMSNorm(x) for the MLP.
-// On entry h holds this layer's input norm of x.
+// On entry h holds this layer's input norm of x (with split norms, from
+// layer 1 on, x * g with the row scales still to apply).
 absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
@@ -104,8 +122,18 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
                                         .slots = inputs_.slots(),
                                         .inv_freq = ws_.inv_freq.data(),
                                         .cache = LayerCache(layer),
-                                        .num_heads = static_cast<int32_t>(c.num_heads)}}));
+                                        .num_heads = static_cast<int32_t>(c.num_heads)},
+                             // Layer 0's input norm is the RMSNorm kernel's (EnqueueLayers).
+                             .row_norm = step_norm_epilogues_ && layer > 0 ? SplitRowNorm() : SmallBatchRowNorm{}}));
   ERNIE_RETURN_IF_ERROR(rotary_done ? Attention(layer) : RotaryAndAttention(layer, tokens));
+  if (step_norm_epilogues_) {
+    return RunLinearWithEpilogue(Raw(ws_.attn), tokens, c.q_size(), w.o_proj, w.o_awq, c.hidden_size,
+                                 ws_.x.data(), GemmOutput::kF32,
+                                 {.kind = SmallBatchEpilogue::kAddResidualNorm,
+                                  .bias = OrNull(w.o_bias),
+                                  .norm_out = SplitNormOut(w.post_attn_norm)})
+        .status();
+  }
   ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.attn), tokens, c.q_size(), w.o_proj, w.o_awq, c.hidden_size, ws_.proj.data()));
   return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
                                       .delta = ws_.proj.data(),
@@ -120,8 +148,9 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
 }
 
 // proj = down(silu(gate(h)) * up(h)), or the MoE MLP of h; for every layer but the last, also
-// x += proj and h = the next layer's input norm of x. The last layer's add is
-// left to EnqueueLogitPass, which needs it for the logit rows only.
+// x += proj and h = the next layer's input norm of x (with split norms, down
+// adds into x itself and writes x * g). The last layer's add is left to
+// EnqueueLogitPass, which needs it for the logit rows only.
 absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
@@ -137,11 +166,21 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
                                                  2 * c.intermediate_size, gate_up, GemmOutput::kBf16,
                                                  {.kind = SmallBatchEpilogue::kSiluMul,
                                                   .y = Bf16(ws_.act),
-                                                  .bias = OrNull(w.gate_up_bias)}));
+                                                  .bias = OrNull(w.gate_up_bias),
+                                                  .row_norm = step_norm_epilogues_ ? SplitRowNorm()
+                                                                                   : SmallBatchRowNorm{}}));
     if (!silu_done)
       ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(gate_up, OrNull(w.gate_up_bias), tokens,
                                                   static_cast<int32_t>(c.intermediate_size), Bf16(ws_.act), s),
                                  "SiLU-and-mul kernel");
+    if (step_norm_epilogues_ && layer + 1 < c.num_layers) {
+      return RunLinearWithEpilogue(Raw(ws_.act), tokens, c.intermediate_size, w.down_proj, w.down_awq, c.hidden_size,
+                                   ws_.x.data(), GemmOutput::kF32,
+                                   {.kind = SmallBatchEpilogue::kAddResidualNorm,
+                                    .bias = OrNull(w.down_bias),
+                                    .norm_out = SplitNormOut(weights_.layers[static_cast<size_t>(layer + 1)].input_norm)})
+          .status();
+    }
     ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.act), tokens, c.intermediate_size, w.down_proj, w.down_awq,
                                     c.hidden_size, ws_.proj.data()));
   }
@@ -228,6 +267,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   // Decode-sized steps take the fused GEMV kernels (bf16 or AWQ int4); rows
   // <= tokens, so their logit passes do too.
   const bool decode = tokens <= decode_max_rows_ || tokens <= cluster_decode_max_rows_;
+  step_norm_epilogues_ = !decode && NormEpiloguesFor(tokens);
   auto layers = [&] { return decode ? EnqueueDecodeLayers(tokens) : EnqueueLayers(tokens); };
   auto logit_pass = [&](int32_t first, int32_t n) {
     return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);

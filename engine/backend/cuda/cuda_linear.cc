@@ -4,6 +4,7 @@
 // wins at every m <= 16 on every shape, and loses at 32. bf16 linears of
 // decode-sized steps take the small-batch GEMM (small_batch_gemm.h), which
 // overlaps its weight reads with the kernel before; cuBLAS the rest.
+#include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
@@ -26,8 +27,13 @@ absl::StatusOr<bool> CudaBackendImpl::RunLinearWithEpilogue(const uint16_t* x, i
                                                             const DeviceAwqLinear& awq, int64_t n, void* y,
                                                             GemmOutput out, const LinearEpilogue& epilogue) {
   const LinearOutput linear_out = out == GemmOutput::kBf16 ? LinearOutput::kBf16 : LinearOutput::kF32;
-  if (awq.empty() && m <= small_batch_gemm_max_rows_ && SmallBatchGemmSupports(n, k, epilogue.kind) &&
-      Aligned16(x) && Aligned16(bf16.data())) {
+  const bool small_batch = awq.empty() && m <= small_batch_gemm_max_rows_ &&
+                           SmallBatchGemmSupports(n, k, epilogue.kind) && Aligned16(x) && Aligned16(bf16.data());
+  // A split norm has no fallback here: its other half is in the linear before or after.
+  if (!small_batch && (epilogue.kind == SmallBatchEpilogue::kAddResidualNorm || epilogue.row_norm.sumsq != nullptr))
+    return absl::InternalError(absl::StrCat("a split RMSNorm needs the small-batch GEMM, which a [", n, ", ", k,
+                                            "] linear at ", m, " rows does not take"));
+  if (small_batch) {
     ERNIE_CUDA_RETURN_IF_ERROR(
         LaunchSmallBatchGemm({.x = reinterpret_cast<const __nv_bfloat16*>(x),
                               .w = reinterpret_cast<const __nv_bfloat16*>(bf16.data()),
@@ -38,7 +44,9 @@ absl::StatusOr<bool> CudaBackendImpl::RunLinearWithEpilogue(const uint16_t* x, i
                               .out = linear_out,
                               .epilogue = epilogue.kind,
                               .bias = epilogue.bias,
-                              .rotary = epilogue.rotary},
+                              .rotary = epilogue.rotary,
+                              .norm_out = epilogue.norm_out,
+                              .row_norm = epilogue.row_norm},
                              stream_.get()),
         "small-batch GEMM kernel");
     return true;

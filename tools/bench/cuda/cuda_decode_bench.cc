@@ -35,7 +35,9 @@
 // --decode-linear-single-wave 0 one row pair a warp in the fused decode
 // linear however many CTAs that takes (the before of two where it pays);
 // --persistent-decode 1 runs batch-1 steps as the persistent decode kernel
-// (off by default, as in the backend);
+// (off by default, as in the backend); --norm-epilogues 0 keeps the residual
+// add + RMSNorm kernels between the small-batch GEMMs (the before of the
+// split norms);
 // --small-batch-gemm-max-rows 0 cuBLAS for every unfused bf16 linear (the
 // before of the small-batch GEMM); --unsplit-attention-max-context 0
 // splits attention by the item count however short the contexts (the before
@@ -93,6 +95,7 @@ struct Args {
   int fused_decode_max_rows = ernie::CudaBackendOptions{}.fused_decode_max_rows;
   int decode_attention_swap_ab = 1;  // 0: the general kernel's decode shape (the before)
   int persistent_decode = 0;  // 1: batch-1 steps as the persistent decode kernel
+  int norm_epilogues = 1;     // 0: the norm kernels between small-batch GEMMs (the before)
   int decode_linear_single_wave = 1;  // 0: one row pair a warp in the fused decode linear (the before)
   // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
   int cluster_decode_max_rows = ernie::CudaBackendOptions{}.cluster_decode_max_rows;
@@ -165,6 +168,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->decode_attention_swap_ab) || a->decode_attention_swap_ab < 0 ||
           a->decode_attention_swap_ab > 1)
         return false;
+    } else if (f == "--norm-epilogues") {
+      if (!absl::SimpleAtoi(v, &a->norm_epilogues) || a->norm_epilogues < 0 || a->norm_epilogues > 1) return false;
     } else if (f == "--persistent-decode") {
       if (!absl::SimpleAtoi(v, &a->persistent_decode) || a->persistent_decode < 0 || a->persistent_decode > 1)
         return false;
@@ -483,7 +488,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--unsplit-attention-max-context N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--unsplit-attention-max-context N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -542,6 +547,7 @@ int main(int argc, char** argv) {
                 .decode_linear_single_wave = args.decode_linear_single_wave == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
                 .small_batch_gemm_max_rows = args.small_batch_gemm_max_rows,
+                .small_batch_norm_epilogues = args.norm_epilogues == 1,
                 .persistent_decode = args.persistent_decode == 1,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
@@ -580,6 +586,7 @@ int main(int argc, char** argv) {
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
                         {"decode_linear_single_wave", args.decode_linear_single_wave == 1},
                         {"persistent_decode", args.persistent_decode == 1},
+                        {"norm_epilogues", args.norm_epilogues == 1},
                         {"decode_tokens", args.decode_tokens}};
   if (args.check_tokens > 0) log["check_vs_cpu"] = CheckAgainstCpu(**model, **backend, args.check_tokens);
   std::cout << "ernie-bench-cuda: " << log.dump() << "\n";

@@ -67,16 +67,33 @@ __device__ __forceinline__ void StorePartialsByOwner(const float (&acc)[kXTiles]
   }
 }
 
-// This rank's x rows: each output's slots summed in rank order, the bias
-// added, then p.epilogue's work (small_batch_gemm.h). A thread takes four
-// consecutive weight rows of one x row (float4 loads of the slots). row0:
-// the CTA's first weight row (kSiluMul: half_row0 its first gate row);
-// valid_w: its weight rows inside n. The CTA covers x rows x_row0 .. x_row0 +
-// rows - 1 (x_rows: that count padded).
+// p.row_norm's r for each x row this rank owns (owned row mo: x row x_row0 +
+// mo slices + rank) into row_scale, the partial sums of squares added in
+// CTA order; threads of the CTA share the rows. The caller synchronises the
+// CTA before SumAndFinish reads them.
 template <int kThreads>
-__device__ __forceinline__ void SumAndFinish(const SmallBatchGemmParams& p, const float* receive, int x_rows,
-                                             int slices, int rank, int64_t row0, int64_t half_row0, int valid_w,
-                                             int x_row0, int rows) {
+__device__ __forceinline__ void ComputeRowScales(const SmallBatchRowNorm& norm, float* row_scale, int owned,
+                                                 int slices, int rank, int x_row0, int rows) {
+  for (int mo = static_cast<int>(threadIdx.x); mo < owned; mo += kThreads) {
+    const int m = x_row0 + mo * slices + rank;
+    float sum = 0.0f;
+    if (m < x_row0 + rows)
+      for (int t = 0; t < norm.parts; ++t) sum += norm.sumsq[t * kRowNormSumsqStride + m];
+    row_scale[mo] = rsqrtf(sum / static_cast<float>(norm.width) + norm.eps);
+  }
+}
+
+// This rank's x rows: each output's slots summed in rank order, multiplied
+// by the row's norm scale (row_scale, indexed by owned row; nullptr: none),
+// the bias added, then p.epilogue's work (small_batch_gemm.h). A thread
+// takes four consecutive weight rows of one x row (float4 loads of the
+// slots). row0: the CTA's first weight row (kSiluMul: half_row0 its first
+// gate row); valid_w: its weight rows inside n. The CTA covers x rows x_row0
+// .. x_row0 + rows - 1 (x_rows: that count padded).
+template <int kThreads>
+__device__ __forceinline__ void SumAndFinish(const SmallBatchGemmParams& p, const float* receive,
+                                             const float* row_scale, int x_rows, int slices, int rank, int64_t row0,
+                                             int64_t half_row0, int valid_w, int x_row0, int rows) {
   const int owned = OwnedRows(slices, x_rows);
   auto sum4 = [&](int mo, int r) {  // r a multiple of 4
     const float* at = receive + mo * kPartStride + r;
@@ -84,6 +101,10 @@ __device__ __forceinline__ void SumAndFinish(const SmallBatchGemmParams& p, cons
     for (int s = 1; s < slices; ++s) {
       const float4 v = *reinterpret_cast<const float4*>(at + s * owned * kPartStride);
       sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
+    if (row_scale != nullptr) {
+      const float scale = row_scale[mo];
+      sum.x *= scale, sum.y *= scale, sum.z *= scale, sum.w *= scale;
     }
     return sum;
   };
@@ -142,6 +163,34 @@ __device__ __forceinline__ void SumAndFinish(const SmallBatchGemmParams& p, cons
       } else {
         *reinterpret_cast<float4*>(static_cast<float*>(p.y) + out) = v;
       }
+    }
+    return;
+  }
+  if (p.epilogue == SmallBatchEpilogue::kAddResidualNorm) {
+    // n % 64 == 0, so every quad is inside n. The 16 quads of an x row are
+    // 16 consecutive threads (a half-warp), whose squares a shuffle sums;
+    // every thread runs every round, so the shuffles see whole warps.
+    const SmallBatchNormOut& norm = p.norm_out;
+    float* sumsq = norm.sumsq + (row0 / kReduceTileRows) * kRowNormSumsqStride;
+    for (int base = 0; base < owned * kQuads; base += kThreads) {
+      const int e = base + static_cast<int>(threadIdx.x);
+      const int mo = e / kQuads, r = 4 * (e % kQuads), m = x_row0 + mo * slices + rank;
+      const bool live = e < owned * kQuads && m < x_row0 + rows;
+      float squares = 0.0f;
+      if (live) {
+        const int64_t out = int64_t{m} * p.n + row0 + r;
+        float4 v = add_bias(sum4(mo, r), row0 + r);
+        float4* y = reinterpret_cast<float4*>(static_cast<float*>(p.y) + out);
+        const float4 old = *y;
+        v.x += old.x, v.y += old.y, v.z += old.z, v.w += old.w;
+        *y = v;
+        const float4 g = *reinterpret_cast<const float4*>(norm.weight + row0 + r);
+        StoreBf16x4(norm.out + out, v.x * g.x, v.y * g.y, v.z * g.z, v.w * g.w);
+        squares = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+#pragma unroll
+      for (int offset = kQuads / 2; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+      if (live && r == 0) sumsq[m] = squares;
     }
     return;
   }

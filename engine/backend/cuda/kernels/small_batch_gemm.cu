@@ -130,6 +130,11 @@ __global__ void __launch_bounds__(kThreads)
   kernels::ClusterArrive();
 
   kernels::StorePartialsByOwner<kXTiles>(acc, send, slices);
+  // The input norm's row scales, while the other CTAs finish their products
+  // (after the programmatic wait: the kernel before wrote the sums).
+  __shared__ float row_scale[kMaxXRows];
+  const bool row_norm = p.row_norm.sumsq != nullptr;
+  if (row_norm) kernels::ComputeRowScales<kThreads>(p.row_norm, row_scale, owned, slices, rank, x_row0, rows);
   kernels::FenceSharedForAsyncProxy();  // the bulk copies read the send area through the async proxy
   __syncthreads();
   kernels::ClusterWait();  // every CTA of the cluster may receive
@@ -142,7 +147,8 @@ __global__ void __launch_bounds__(kThreads)
     kernels::BulkCopiesWaitRead();
   }
   kernels::MbarrierWait(&bars[1], 0);  // every slice's block of this rank's rows is in
-  kernels::SumAndFinish<kThreads>(p, receive, kXRows, slices, rank, row0, half_row0, valid_w, x_row0, rows);
+  kernels::SumAndFinish<kThreads>(p, receive, row_norm ? row_scale : nullptr, kXRows, slices, rank, row0, half_row0,
+                                  valid_w, x_row0, rows);
 }
 
 using KernelFn = void (*)(const SmallBatchGemmParams, const CUtensorMap, const CUtensorMap, int, int);
@@ -210,7 +216,8 @@ SlicePlan PickSlices(int64_t n, int k, int x_tiles, int x_blocks, int64_t max_sh
 bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue) {
   return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= kChunkK && k % kChunkK == 0 &&
          k <= int64_t{kMaxChunks} * kChunkK * kReduceMaxSlices &&
-         (epilogue != SmallBatchEpilogue::kSiluMul || n % kTileRows == 0);
+         ((epilogue != SmallBatchEpilogue::kSiluMul && epilogue != SmallBatchEpilogue::kAddResidualNorm) ||
+          n % kTileRows == 0);
 }
 
 cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t stream) {
@@ -222,6 +229,13 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
     return cudaErrorInvalidValue;
   if (p.epilogue == SmallBatchEpilogue::kRotaryKv &&
       (p.out != LinearOutput::kF32 || !RotaryKvParamsValid(p.rotary, p.n)))
+    return cudaErrorInvalidValue;
+  if (p.epilogue == SmallBatchEpilogue::kAddResidualNorm &&
+      (p.out != LinearOutput::kF32 || p.accumulate || !kernels::Aligned16(p.y) ||
+       p.norm_out.weight == nullptr || p.norm_out.out == nullptr || p.norm_out.sumsq == nullptr || !kernels::Aligned16(p.norm_out.weight) ||
+       !kernels::Aligned16(p.norm_out.out)))
+    return cudaErrorInvalidValue;
+  if (p.row_norm.sumsq != nullptr && (p.row_norm.parts < 1 || p.row_norm.width < 1 || !(p.row_norm.eps >= 0.0f)))
     return cudaErrorInvalidValue;
   const int x_tiles = XTilesFor(std::min(p.m, kMaxXRows));
   const int x_blocks = (p.m + kMaxXRows - 1) / kMaxXRows;

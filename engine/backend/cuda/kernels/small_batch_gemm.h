@@ -43,8 +43,37 @@ constexpr int32_t kSmallBatchGemmMaxRows = 256;
 //              SiLU kernel after gate|up is not needed;
 //   kRotaryKv  the fused q|k|v projection as decode_linear.h's kRotaryKv:
 //              rotary on q and k, q to y (float32 [m, n]), k and v into the
-//              paged cache (the rotary + KV write kernel is not needed).
-enum class SmallBatchEpilogue : int32_t { kStore, kSiluMul, kRotaryKv };
+//              paged cache (the rotary + KV write kernel is not needed);
+//   kAddResidualNorm  y (float32 [m, n]: the residual stream) += sum, then
+//              `norm_out` gets what the next linear's input norm needs
+//              (SmallBatchNormOut), so the residual add + RMSNorm kernel
+//              after o_proj and down_proj is not needed.
+enum class SmallBatchEpilogue : int32_t { kStore, kSiluMul, kRotaryKv, kAddResidualNorm };
+
+// An RMSNorm split over two launches, so that no kernel of its own sits
+// between them: RMSNorm(x) W^T = r (x * g) W^T, with r = 1 / sqrt(mean(x^2) +
+// eps) per row and g the norm's weight. The launch that updates x
+// (kAddResidualNorm) writes x * g in bf16 and each CTA's share of sum(x^2);
+// the next launch multiplies x * g by W and each output of row m by r before
+// its bias (SmallBatchRowNorm). The rounding is the same as RMSNorm's
+// (one to bf16, of x * g where RMSNorm rounds x * g * r).
+//
+// Partial sums: CTA t of the updating launch (weight rows 64 t .. 64 t + 63)
+// writes sumsq[t * kRowNormSumsqStride + m] for each x row m.
+constexpr int32_t kRowNormSumsqStride = kSmallBatchGemmMaxRows;
+
+struct SmallBatchNormOut {
+  const float* weight = nullptr;    // [n] the next norm's g
+  __nv_bfloat16* out = nullptr;     // [m, n] bf16(x * g), 16-byte aligned
+  float* sumsq = nullptr;           // [n / 64][kRowNormSumsqStride]
+};
+
+struct SmallBatchRowNorm {
+  const float* sumsq = nullptr;  // as SmallBatchNormOut::sumsq; nullptr: x is used as it is
+  int32_t parts = 0;             // partial sums a row: the updating launch's n / 64
+  int32_t width = 0;             // the normalised rows' length (that n)
+  float eps = 1e-5f;
+};
 
 struct SmallBatchGemmParams {
   const __nv_bfloat16* x = nullptr;  // [m, k], rows x_stride elements apart, 16-byte aligned
@@ -59,10 +88,13 @@ struct SmallBatchGemmParams {
   SmallBatchEpilogue epilogue = SmallBatchEpilogue::kStore;
   const float* bias = nullptr;  // [n] or nullptr
   DecodeRotaryKv rotary;        // kRotaryKv only
+  SmallBatchNormOut norm_out;   // kAddResidualNorm only
+  SmallBatchRowNorm row_norm;   // any epilogue: x is x * g of an RMSNorm whose r is applied here
 };
 
 // Whether a [n, k] weight fits the kernel with `epilogue`: k a multiple of
-// 64 and at most 8 slices of 512 (4,096); kSiluMul also n a multiple of 64.
+// 64 and at most 8 slices of 512 (4,096); kSiluMul and kAddResidualNorm
+// also n a multiple of 64.
 bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue = SmallBatchEpilogue::kStore);
 
 // cudaErrorInvalidValue for a null or misaligned pointer or a size out of
