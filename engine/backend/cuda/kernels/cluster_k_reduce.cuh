@@ -8,9 +8,10 @@
 //
 // x row m belongs to rank m % slices. Every CTA stores its partial sums
 // grouped by owner into its own shared memory (StorePartialsByOwner), then
-// sends each owner its block with one bulk copy into the owner's receive
-// area (slot = the sender's rank); each rank adds its rows' slots in rank
-// order (SumAndFinish, so the result is deterministic) and writes them out.
+// sends each other owner its block with one bulk copy into the owner's
+// receive area (slot = the sender's rank); each rank adds its rows' slots in
+// rank order, its own block read where it stored it (SumAndFinish, so the
+// result is deterministic), and writes them out.
 // The mma.sync version before it stored every accumulator remotely (~600
 // instructions a warp at 64 rows, NOTES.md v21); pulling instead took a
 // second cluster barrier and a remote load's latency per output (v20).
@@ -83,7 +84,8 @@ __device__ __forceinline__ void ComputeRowScales(const SmallBatchRowNorm& norm, 
   }
 }
 
-// This rank's x rows: each output's slots summed in rank order, multiplied
+// This rank's x rows: each output's slots summed in rank order (slot `rank`
+// from `own`, this CTA's send block for its own rows), multiplied
 // by the row's norm scale (row_scale, indexed by owned row; nullptr: none),
 // the bias added, then p.epilogue's work (small_batch_gemm.h). A thread
 // takes four consecutive weight rows of one x row (float4 loads of the
@@ -91,15 +93,18 @@ __device__ __forceinline__ void ComputeRowScales(const SmallBatchRowNorm& norm, 
 // gate row); valid_w: its weight rows inside n. The CTA covers x rows x_row0
 // .. x_row0 + rows - 1 (x_rows: that count padded).
 template <int kThreads>
-__device__ __forceinline__ void SumAndFinish(const SmallBatchGemmParams& p, const float* receive,
+__device__ __forceinline__ void SumAndFinish(const SmallBatchGemmParams& p, const float* receive, const float* own,
                                              const float* row_scale, int x_rows, int slices, int rank, int64_t row0,
                                              int64_t half_row0, int valid_w, int x_row0, int rows) {
   const int owned = OwnedRows(slices, x_rows);
   auto sum4 = [&](int mo, int r) {  // r a multiple of 4
-    const float* at = receive + mo * kPartStride + r;
-    float4 sum = *reinterpret_cast<const float4*>(at);
+    const int at = mo * kPartStride + r;
+    auto slot = [&](int s) {
+      return *reinterpret_cast<const float4*>(s == rank ? own + at : receive + s * owned * kPartStride + at);
+    };
+    float4 sum = slot(0);
     for (int s = 1; s < slices; ++s) {
-      const float4 v = *reinterpret_cast<const float4*>(at + s * owned * kPartStride);
+      const float4 v = slot(s);
       sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
     }
     if (row_scale != nullptr) {
