@@ -33,18 +33,12 @@
 #include "tests/engine/cuda/awq_test_case.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
+#include "tests/engine/cuda/random_inputs.h"
 
 namespace ernie::testing {
 namespace {
 
 using cuda::DeviceBuffer;
-
-std::vector<uint16_t> RandomBf16(size_t count, std::mt19937& gen) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<uint16_t> out(count);
-  for (auto& v : out) v = FloatToBf16(dist(gen));
-  return out;
-}
 
 // A [rows, cols] float32 result from the device, float or bf16.
 std::vector<float> DownloadOutput(const DeviceBuffer<float>& y, cuda::LinearOutput out, size_t count) {

@@ -23,16 +23,10 @@
 #include "engine/util/half.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
+#include "tests/engine/cuda/random_inputs.h"
 
 namespace ernie::testing {
 namespace {
-
-std::vector<float> RandomFloats(size_t count, std::mt19937& gen, float scale = 1.0f) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> out(count);
-  for (auto& v : out) v = dist(gen);
-  return out;
-}
 
 std::vector<float> Bf16Values(const std::vector<uint16_t>& raw) {
   std::vector<float> out(raw.size());

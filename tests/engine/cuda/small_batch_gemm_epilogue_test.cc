@@ -17,6 +17,7 @@
 #include "engine/util/half.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
+#include "tests/engine/cuda/random_inputs.h"
 #include "tests/engine/cuda/rotary_epilogue_check.h"
 
 namespace ernie::testing {
@@ -25,13 +26,6 @@ namespace {
 using cuda::DeviceBuffer;
 using cuda::LinearOutput;
 using cuda::SmallBatchEpilogue;
-
-std::vector<uint16_t> RandomBf16(size_t count, std::mt19937& gen, float scale) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<uint16_t> out(count);
-  for (auto& v : out) v = FloatToBf16(dist(gen));
-  return out;
-}
 
 // Gate rows [0, width) and up rows [width, 2 width) of a bias-carrying
 // gate|up, for each row count given and slice counts 2 - 8.

@@ -20,6 +20,7 @@
 #include "engine/util/half.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
+#include "tests/engine/cuda/random_inputs.h"
 
 namespace ernie::testing {
 namespace {
@@ -27,13 +28,6 @@ namespace {
 using cuda::DeviceBuffer;
 using cuda::kRowNormSumsqStride;
 using cuda::SmallBatchEpilogue;
-
-std::vector<float> RandomFloats(size_t count, std::mt19937& gen, float scale) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> out(count);
-  for (auto& v : out) v = dist(gen);
-  return out;
-}
 
 std::vector<uint16_t> ToBf16(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
