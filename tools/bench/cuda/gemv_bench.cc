@@ -4,7 +4,10 @@
 //
 //   ernie-bench-gemv [--log FILE] [--reps N] [--shape NAME] [--ms 1,8] [--k-slices 1|2|4|8]
 //
-// Kernels: cublas_bf16 (every m), gemv_bf16 and awq_gemv (m <= 32),
+// Kernels: cublas_bf16 (every m), small_batch_gemm (bf16, the backend's
+// kernel for unfused steps of 2 - 64 tokens, every m here; e.g. `--shape
+// lm_head_0.3b --ms 16,32,64` for whether lm_head should take it too),
+// gemv_bf16 and awq_gemv (m <= 32),
 // awq_gemv_bulk (m <= 8: the int4 GEMV's bulk-copy loop, AwqGemvLoop),
 // awq_dequant_cublas (the prefill path: dequantise into the workspace, then
 // cuBLAS; every m) and awq_dequant alone (m = 0). Shapes are k x n (in x out):
@@ -42,6 +45,7 @@
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/awq_repack.h"
 #include "engine/backend/cuda/kernels/gemv_bf16.h"
+#include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/util/half.h"
 #include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -162,8 +166,9 @@ void PrintSummary(const std::vector<Result>& results) {
       if (r.kernel == kernel && r.shape == shape && r.m == m) return &r;
     return nullptr;
   };
-  std::cerr << absl::StrFormat("%-16s %4s | %-14s | %-20s | %-20s | %-20s | %-16s\n", "shape", "m", "cublas_bf16 us",
-                               "gemv_bf16 us (hbm)", "awq_gemv us (hbm)", "awq_gemv_bulk (hbm)", "awq_dq+cublas us");
+  std::cerr << absl::StrFormat("%-16s %4s | %-14s | %-20s | %-20s | %-20s | %-20s | %-16s\n", "shape", "m",
+                               "cublas_bf16 us", "small_batch us (hbm)", "gemv_bf16 us (hbm)", "awq_gemv us (hbm)",
+                               "awq_gemv_bulk (hbm)", "awq_dq+cublas us");
   for (const Result& c : results) {
     if (c.kernel != "cublas_bf16") continue;
     auto cell = [&](const char* kernel) {
@@ -171,8 +176,9 @@ void PrintSummary(const std::vector<Result>& results) {
       return r == nullptr ? std::string("-") : absl::StrFormat("%8.2f (%.2f)", r->us, r->hbm_fraction);
     };
     const Result* dq = find("awq_dequant_cublas", c.shape, c.m);
-    std::cerr << absl::StrFormat("%-16s %4d | %8.2f (%.2f) | %-20s | %-20s | %-20s | %s\n", c.shape, c.m, c.us,
-                                 c.hbm_fraction, cell("gemv_bf16"), cell("awq_gemv"), cell("awq_gemv_bulk"),
+    std::cerr << absl::StrFormat("%-16s %4d | %8.2f (%.2f) | %-20s | %-20s | %-20s | %-20s | %s\n", c.shape, c.m,
+                                 c.us, c.hbm_fraction, cell("small_batch_gemm"), cell("gemv_bf16"), cell("awq_gemv"),
+                                 cell("awq_gemv_bulk"),
                                  dq == nullptr ? std::string("-") : absl::StrFormat("%8.2f", dq->us));
   }
 }
@@ -237,6 +243,28 @@ absl::Status Run(const Args& args, std::ostream* log) {
       ERNIE_ASSIGN_OR_RETURN(double cublas_us, ernie::bench::TimeLaunchesInGraph(stream, bf16_copies, reps, cublas));
       emit("cublas_bf16", m, cublas_us, 2.0 * s.n * s.k, 0, -1);
       const size_t out_count = static_cast<size_t>(m) * s.n;
+      // Each launch a programmatic dependent of the one before, as between a decode graph's linears.
+      if (m <= ernie::cuda::kSmallBatchGemmMaxRows && ernie::cuda::SmallBatchGemmSupports(s.n, s.k)) {
+        auto small_batch = [&](int i) {
+          return Check(ernie::cuda::LaunchSmallBatchGemm(
+                           {.x = xb,
+                            .w = reinterpret_cast<const __nv_bfloat16*>(w.Bf16(i % bf16_copies, s)),
+                            .y = y.data(),
+                            .m = m,
+                            .n = s.n,
+                            .k = s.k},
+                           stream),
+                       "small_batch_gemm");
+        };
+        ERNIE_RETURN_IF_ERROR(cublas(0));
+        ERNIE_RETURN_IF_ERROR(
+            Check(cudaMemcpyAsync(y_ref.data(), y.data(), out_count * 4, cudaMemcpyDeviceToDevice, stream), "copy"));
+        ERNIE_RETURN_IF_ERROR(small_batch(0));  // also the first launch of its row bucket, outside the graph
+        ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "small_batch_gemm check"));
+        ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
+        ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, bf16_copies, reps, small_batch));
+        emit("small_batch_gemm", m, us, 2.0 * s.n * s.k, cublas_us, err);
+      }
       if (s.bf16_kernel && m <= ernie::cuda::kGemvMaxRows) {
         auto gemv = [&](int i) {
           const ernie::cuda::GemvBf16Params p{.x = xb,
