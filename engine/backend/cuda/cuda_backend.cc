@@ -247,7 +247,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_ASSIGN_OR_RETURN(ws.attn, Alloc<uint16_t>(t * c.q_size(), "attention output"));
   ERNIE_ASSIGN_OR_RETURN(ws.proj, Alloc<float>(t * c.hidden_size, "projection output"));
   if (b->norm_epilogue_shapes_) {
-    ERNIE_ASSIGN_OR_RETURN(ws.norm_sumsq, Alloc<float>(c.hidden_size / 64 * kRowNormSumsqStride, "norm partial sums"));
+    ERNIE_ASSIGN_OR_RETURN(ws.norm_sumsq, Alloc<float>(RowNormSumsqFloats(c.hidden_size), "norm partial sums"));
   }
   // MoE models: one MoeBlock pass takes `chunk` tokens of K = top_k + shared
   // choices each, over E + shared stacked experts; its slots are sized for

@@ -52,7 +52,7 @@ struct Workspace {
   DeviceBuffer<float> qkv;        // [T, (heads + 2 kv_heads) * head_dim] QKV GEMM output; q rotated in place
   DeviceBuffer<uint16_t> attn;    // bf16 [T, heads * head_dim] attention output
   DeviceBuffer<float> proj;       // [T, H] o_proj or down_proj output, before the residual add
-  DeviceBuffer<float> norm_sumsq;  // [H / 64, kRowNormSumsqStride] a split norm's partial sums of squares
+  DeviceBuffer<float> norm_sumsq;  // RowNormSumsqFloats(H): a split norm's partial sums of squares
   DeviceBuffer<float> gate_up;    // [T, 2 I] gate|up GEMM output
   DeviceBuffer<uint16_t> act;     // bf16 [T, I] silu(gate) * up
   DeviceBuffer<float> attn_partial_out;  // split-KV partial outputs [PagedAttentionPartialCtas, rows per item, head_dim]
@@ -169,11 +169,11 @@ class CudaBackendImpl final : public CudaBackend {
   // Query rows of one attention work item: the size of the kernel in use.
   int32_t AttentionRowsPerItem() const { return mma_attention_ ? kMmaAttentionRows : kAttentionRowsPerCta; }
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
-  // Whether a step of `tokens` tokens on the unfused path splits its norms
-  // over the linears (small_batch_gemm.h's kAddResidualNorm and row norm):
-  // the option is on, the model's four linears take the small-batch GEMM at
-  // that size (dense bf16), and so the residual add + RMSNorm kernels after
-  // o_proj and down_proj are left out.
+  // Whether a step of `tokens` tokens on the unfused path (EnqueueLayers)
+  // splits its norms over the linears (small_batch_gemm.h's kAddResidualNorm
+  // and row norm): the option is on, the model's four linears take the
+  // small-batch GEMM at that size (dense bf16), and so the residual add +
+  // RMSNorm kernels after o_proj and down_proj are left out.
   bool NormEpiloguesFor(int32_t tokens) const;
   // What the linear after a kAddResidualNorm launch needs (ws_.norm_sumsq).
   SmallBatchRowNorm SplitRowNorm() const;
@@ -228,7 +228,6 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t unsplit_attention_min_pairs_ = 1;    // CudaBackendOptions::unsplit_attention_min_pairs
   bool step_unsplit_attention_ = false;        // this step's contexts are all that short (RunStep)
   bool norm_epilogue_shapes_ = false;  // CudaBackendOptions::small_batch_norm_epilogues, and the model allows it
-  bool step_norm_epilogues_ = false;   // this step splits its norms over the linears (RunStep)
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it
   bool decode_swap_ab_ = true;         // CudaBackendOptions::decode_attention_swap_ab
   bool decode_single_wave_ = true;     // CudaBackendOptions::decode_linear_single_wave

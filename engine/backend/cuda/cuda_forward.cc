@@ -95,7 +95,6 @@ bool CudaBackendImpl::NormEpiloguesFor(int32_t tokens) const {
 
 SmallBatchRowNorm CudaBackendImpl::SplitRowNorm() const {
   return {.sumsq = ws_.norm_sumsq.data(),
-          .parts = static_cast<int32_t>(config_.hidden_size / 64),
           .width = static_cast<int32_t>(config_.hidden_size),
           .eps = config_.rms_norm_eps};
 }
@@ -112,6 +111,7 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
+  const bool split_norms = NormEpiloguesFor(tokens);
   ERNIE_ASSIGN_OR_RETURN(
       const bool rotary_done,
       RunLinearWithEpilogue(Raw(ws_.h), tokens, c.hidden_size, w.qkv, w.qkv_awq, qkv_width, ws_.qkv.data(),
@@ -124,9 +124,9 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
                                         .cache = LayerCache(layer),
                                         .num_heads = static_cast<int32_t>(c.num_heads)},
                              // Layer 0's input norm is the RMSNorm kernel's (EnqueueLayers).
-                             .row_norm = step_norm_epilogues_ && layer > 0 ? SplitRowNorm() : SmallBatchRowNorm{}}));
+                             .row_norm = split_norms && layer > 0 ? SplitRowNorm() : SmallBatchRowNorm{}}));
   ERNIE_RETURN_IF_ERROR(rotary_done ? Attention(layer) : RotaryAndAttention(layer, tokens));
-  if (step_norm_epilogues_) {
+  if (split_norms) {
     return RunLinearWithEpilogue(Raw(ws_.attn), tokens, c.q_size(), w.o_proj, w.o_awq, c.hidden_size,
                                  ws_.x.data(), GemmOutput::kF32,
                                  {.kind = SmallBatchEpilogue::kAddResidualNorm,
@@ -155,6 +155,7 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   cudaStream_t s = stream_.get();
+  const bool split_norms = NormEpiloguesFor(tokens);
   if (w.is_moe) {
     ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, ws_.h.data(), /*normalize_into_h=*/false, ws_.proj.data(),
                                    /*accumulate=*/false));
@@ -167,13 +168,12 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
                                                  {.kind = SmallBatchEpilogue::kSiluMul,
                                                   .y = Bf16(ws_.act),
                                                   .bias = OrNull(w.gate_up_bias),
-                                                  .row_norm = step_norm_epilogues_ ? SplitRowNorm()
-                                                                                   : SmallBatchRowNorm{}}));
+                                                  .row_norm = split_norms ? SplitRowNorm() : SmallBatchRowNorm{}}));
     if (!silu_done)
       ERNIE_CUDA_RETURN_IF_ERROR(LaunchSiluAndMul(gate_up, OrNull(w.gate_up_bias), tokens,
                                                   static_cast<int32_t>(c.intermediate_size), Bf16(ws_.act), s),
                                  "SiLU-and-mul kernel");
-    if (step_norm_epilogues_ && layer + 1 < c.num_layers) {
+    if (split_norms && layer + 1 < c.num_layers) {
       return RunLinearWithEpilogue(Raw(ws_.act), tokens, c.intermediate_size, w.down_proj, w.down_awq, c.hidden_size,
                                    ws_.x.data(), GemmOutput::kF32,
                                    {.kind = SmallBatchEpilogue::kAddResidualNorm,
@@ -267,7 +267,6 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   // Decode-sized steps take the fused GEMV kernels (bf16 or AWQ int4); rows
   // <= tokens, so their logit passes do too.
   const bool decode = tokens <= decode_max_rows_ || tokens <= cluster_decode_max_rows_;
-  step_norm_epilogues_ = !decode && NormEpiloguesFor(tokens);
   auto layers = [&] { return decode ? EnqueueDecodeLayers(tokens) : EnqueueLayers(tokens); };
   auto logit_pass = [&](int32_t first, int32_t n) {
     return decode ? EnqueueDecodeLogitPass(first, n) : EnqueueLogitPass(first, n);

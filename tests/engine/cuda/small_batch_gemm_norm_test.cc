@@ -143,7 +143,7 @@ TEST(SmallBatchGemmNormTest, RowNormScalesEachRowBeforeTheBias) {
                                      .n = n,
                                      .k = k,
                                      .bias = bias.data(),
-                                     .row_norm = {.sumsq = in.sumsq.data(), .parts = k / 64, .width = k, .eps = kEps}};
+                                     .row_norm = {.sumsq = in.sumsq.data(), .width = k, .eps = kEps}};
         ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
         p.epilogue = SmallBatchEpilogue::kSiluMul;
         p.y = act.data();
@@ -203,11 +203,11 @@ TEST(SmallBatchGemmNormTest, RejectsSplitNormsItCannotRun) {
   auto bad_norm = [&](auto change) {
     cuda::SmallBatchGemmParams p = ok;
     p.epilogue = SmallBatchEpilogue::kStore;
-    p.row_norm = {.sumsq = floats, .parts = 2, .width = 128};
+    p.row_norm = {.sumsq = floats, .width = 128};
     change(p);
     return cuda::LaunchSmallBatchGemm(p, nullptr);
   };
-  EXPECT_EQ(bad_norm([](auto& p) { p.row_norm.parts = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad_norm([](auto& p) { p.row_norm.width = 96; }), cudaErrorInvalidValue);  // not whole 64-column parts
   EXPECT_EQ(bad_norm([](auto& p) { p.row_norm.width = 0; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad_norm([](auto& p) { p.row_norm.eps = -1.0f; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad_norm([](auto& p) { p.row_norm.eps = NAN; }), cudaErrorInvalidValue);

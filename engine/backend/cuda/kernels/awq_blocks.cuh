@@ -280,7 +280,7 @@ __device__ __forceinline__ void AwqComputeChunkOf(const AwqChunk<kScaleHalves>& 
       // unit's x sum (columns 2c, 2c + 1) back out. In float32 the products
       // are exact and the sums lose ~2^-24 of 143 |x| a term, far below bf16.
       const float2 xs = *reinterpret_cast<const float2*>(x_sums + (ch * Chunk::kUnits + j) * 8 + 2 * c);
-      const float zfa = __uint_as_float(v.rec[j].x & 0xffff0000u), zfb = __uint_as_float(v.rec[j].y & 0xffff0000u);
+      const float zfa = Bf16Hi(v.rec[j].x), zfb = Bf16Hi(v.rec[j].y);
       acc[0][0] = fmaf(sa, fmaf(-zfa, xs.x, even[0][0] + odd[0][0]), acc[0][0]);
       acc[0][1] = fmaf(sa, fmaf(-zfa, xs.y, even[0][1] + odd[0][1]), acc[0][1]);
       acc[0][2] = fmaf(sb, fmaf(-zfb, xs.x, even[0][2] + odd[0][2]), acc[0][2]);

@@ -30,6 +30,7 @@ namespace ernie::cuda::kernels {
 constexpr int kReduceTileRows = 64;                // weight rows of a CTA
 constexpr int kReduceMaxSlices = 8;                // CTAs of a cluster (a portable size)
 constexpr int kPartStride = kReduceTileRows + 4;  // floats: a received row's length (4 apart in banks)
+static_assert(kRowNormPartWidth == kReduceTileRows, "a split norm's partial sum is one CTA's weight rows");
 
 // x rows a rank owns: ceil(x_rows / slices); its receive area holds them for every slice.
 constexpr int OwnedRows(int slices, int x_rows) { return (x_rows + slices - 1) / slices; }
@@ -79,7 +80,7 @@ __device__ __forceinline__ void ComputeRowScales(const SmallBatchRowNorm& norm, 
     const int m = x_row0 + mo * slices + rank;
     float sum = 0.0f;
     if (m < x_row0 + rows)
-      for (int t = 0; t < norm.parts; ++t) sum += norm.sumsq[t * kRowNormSumsqStride + m];
+      for (int t = 0; t < norm.width / kRowNormPartWidth; ++t) sum += norm.sumsq[t * kRowNormSumsqStride + m];
     row_scale[mo] = rsqrtf(sum / static_cast<float>(norm.width) + norm.eps);
   }
 }
@@ -176,7 +177,7 @@ __device__ __forceinline__ void SumAndFinish(const SmallBatchGemmParams& p, cons
     // 16 consecutive threads (a half-warp), whose squares a shuffle sums;
     // every thread runs every round, so the shuffles see whole warps.
     const SmallBatchNormOut& norm = p.norm_out;
-    float* sumsq = norm.sumsq + (row0 / kReduceTileRows) * kRowNormSumsqStride;
+    float* sumsq = norm.sumsq + (row0 / kRowNormPartWidth) * kRowNormSumsqStride;
     for (int base = 0; base < owned * kQuads; base += kThreads) {
       const int e = base + static_cast<int>(threadIdx.x);
       const int mo = e / kQuads, r = 4 * (e % kQuads), m = x_row0 + mo * slices + rank;

@@ -90,12 +90,16 @@ __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
 // one shift or one mask of its word: 8 instructions for the 8 values, where
 // __bfloat1622float2 took 12 (a byte permute and a shift for each upper one;
 // ncu SASS of the batch-1 decode linear, v19).
+// The first (low) and second (high) bf16 of a 32-bit word as float.
+__device__ __forceinline__ float Bf16Lo(uint32_t word) { return __uint_as_float(word << 16); }
+__device__ __forceinline__ float Bf16Hi(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
+
 __device__ __forceinline__ void WidenBf16x8(const uint4& raw, float* dst) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    dst[2 * i] = __uint_as_float(words[i] << 16);
-    dst[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    dst[2 * i] = Bf16Lo(words[i]);
+    dst[2 * i + 1] = Bf16Hi(words[i]);
   }
 }
 

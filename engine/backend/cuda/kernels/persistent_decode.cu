@@ -88,16 +88,15 @@ struct GridBarrier {
 __device__ __forceinline__ float Dot8(const uint4& w, const float* x) {
   const float4 a = *reinterpret_cast<const float4*>(x);
   const float4 b = *reinterpret_cast<const float4*>(x + 4);
-  auto lo = [](uint32_t v) { return __uint_as_float(v << 16); };
-  auto hi = [](uint32_t v) { return __uint_as_float(v & 0xffff0000u); };
-  float s = lo(w.x) * a.x;
-  s = fmaf(hi(w.x), a.y, s);
-  s = fmaf(lo(w.y), a.z, s);
-  s = fmaf(hi(w.y), a.w, s);
-  s = fmaf(lo(w.z), b.x, s);
-  s = fmaf(hi(w.z), b.y, s);
-  s = fmaf(lo(w.w), b.z, s);
-  s = fmaf(hi(w.w), b.w, s);
+  using kernels::Bf16Hi, kernels::Bf16Lo;
+  float s = Bf16Lo(w.x) * a.x;
+  s = fmaf(Bf16Hi(w.x), a.y, s);
+  s = fmaf(Bf16Lo(w.y), a.z, s);
+  s = fmaf(Bf16Hi(w.y), a.w, s);
+  s = fmaf(Bf16Lo(w.z), b.x, s);
+  s = fmaf(Bf16Hi(w.z), b.y, s);
+  s = fmaf(Bf16Lo(w.w), b.z, s);
+  s = fmaf(Bf16Hi(w.w), b.w, s);
   return s;
 }
 
@@ -281,8 +280,7 @@ __device__ __forceinline__ void NormInto(const float* x, const __nv_bfloat16* x_
     float4 v;
     if (x_bf16 != nullptr) {
       const uint2 raw = *reinterpret_cast<const uint2*>(x_bf16 + i);
-      v = make_float4(__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
-                      __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u));
+      v = make_float4(kernels::Bf16Lo(raw.x), kernels::Bf16Hi(raw.x), kernels::Bf16Lo(raw.y), kernels::Bf16Hi(raw.y));
       if (x_out != nullptr) *reinterpret_cast<float4*>(x_out + i) = v;
     } else {
       v = __ldcg(reinterpret_cast<const float4*>(x + i));
@@ -398,10 +396,10 @@ __device__ __forceinline__ void AttentionPhase(const PersistentDecodeParams& p, 
       }
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
-        acc[0] = fmaf(w[j], __uint_as_float(v[j].x << 16), acc[0]);
-        acc[1] = fmaf(w[j], __uint_as_float(v[j].x & 0xffff0000u), acc[1]);
-        acc[2] = fmaf(w[j], __uint_as_float(v[j].y << 16), acc[2]);
-        acc[3] = fmaf(w[j], __uint_as_float(v[j].y & 0xffff0000u), acc[3]);
+        acc[0] = fmaf(w[j], kernels::Bf16Lo(v[j].x), acc[0]);
+        acc[1] = fmaf(w[j], kernels::Bf16Hi(v[j].x), acc[1]);
+        acc[2] = fmaf(w[j], kernels::Bf16Lo(v[j].y), acc[2]);
+        acc[3] = fmaf(w[j], kernels::Bf16Hi(v[j].y), acc[3]);
       }
     }
   }

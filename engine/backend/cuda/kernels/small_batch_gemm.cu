@@ -235,12 +235,15 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
   if (p.epilogue == SmallBatchEpilogue::kRotaryKv &&
       (p.out != LinearOutput::kF32 || !RotaryKvParamsValid(p.rotary, p.n)))
     return cudaErrorInvalidValue;
+  const SmallBatchNormOut& norm_out = p.norm_out;
   if (p.epilogue == SmallBatchEpilogue::kAddResidualNorm &&
-      (p.out != LinearOutput::kF32 || p.accumulate || !kernels::Aligned16(p.y) ||
-       p.norm_out.weight == nullptr || p.norm_out.out == nullptr || p.norm_out.sumsq == nullptr || !kernels::Aligned16(p.norm_out.weight) ||
-       !kernels::Aligned16(p.norm_out.out)))
+      (p.out != LinearOutput::kF32 || p.accumulate || !kernels::Aligned16(p.y) || norm_out.weight == nullptr ||
+       norm_out.out == nullptr || norm_out.sumsq == nullptr || !kernels::Aligned16(norm_out.weight) ||
+       !kernels::Aligned16(norm_out.out)))
     return cudaErrorInvalidValue;
-  if (p.row_norm.sumsq != nullptr && (p.row_norm.parts < 1 || p.row_norm.width < 1 || !(p.row_norm.eps >= 0.0f)))
+  const SmallBatchRowNorm& row_norm = p.row_norm;
+  if (row_norm.sumsq != nullptr &&
+      (row_norm.width < kRowNormPartWidth || row_norm.width % kRowNormPartWidth != 0 || !(row_norm.eps >= 0.0f)))
     return cudaErrorInvalidValue;
   const int x_tiles = XTilesFor(std::min(p.m, kMaxXRows));
   const int x_blocks = (p.m + kMaxXRows - 1) / kMaxXRows;

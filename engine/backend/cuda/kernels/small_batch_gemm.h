@@ -58,20 +58,23 @@ enum class SmallBatchEpilogue : int32_t { kStore, kSiluMul, kRotaryKv, kAddResid
 // its bias (SmallBatchRowNorm). The rounding is the same as RMSNorm's
 // (one to bf16, of x * g where RMSNorm rounds x * g * r).
 //
-// Partial sums: CTA t of the updating launch (weight rows 64 t .. 64 t + 63)
-// writes sumsq[t * kRowNormSumsqStride + m] for each x row m.
+// Partial sums: CTA t of the updating launch (weight rows 64 t .. 64 t + 63,
+// kRowNormPartWidth) writes sumsq[t * kRowNormSumsqStride + m] for each x row
+// m; a row of width n has n / 64 of them.
+constexpr int32_t kRowNormPartWidth = 64;
 constexpr int32_t kRowNormSumsqStride = kSmallBatchGemmMaxRows;
+// The floats SmallBatchNormOut::sumsq holds for rows of width n.
+constexpr int64_t RowNormSumsqFloats(int64_t n) { return n / kRowNormPartWidth * kRowNormSumsqStride; }
 
 struct SmallBatchNormOut {
   const float* weight = nullptr;    // [n] the next norm's g
   __nv_bfloat16* out = nullptr;     // [m, n] bf16(x * g), 16-byte aligned
-  float* sumsq = nullptr;           // [n / 64][kRowNormSumsqStride]
+  float* sumsq = nullptr;           // RowNormSumsqFloats(n)
 };
 
 struct SmallBatchRowNorm {
   const float* sumsq = nullptr;  // as SmallBatchNormOut::sumsq; nullptr: x is used as it is
-  int32_t parts = 0;             // partial sums a row: the updating launch's n / 64
-  int32_t width = 0;             // the normalised rows' length (that n)
+  int32_t width = 0;             // the normalised rows' length (the updating launch's n, a multiple of 64)
   float eps = 1e-5f;
 };
 
