@@ -113,7 +113,10 @@ absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& c) {
     const int64_t blocks = std::max<int64_t>(1, (int64_t{c.max_num_seqs} * max_len + c.block_size - 1) / c.block_size);
     ERNIE_ASSIGN_OR_RETURN(auto backend, InstantBackend::Create({.vocab_size = vocab, .block_size = c.block_size,
                                                                  .num_blocks = blocks,
-                                                                 .max_tokens_per_step = c.max_num_batched_tokens}));
+                                                                 .max_tokens_per_step = c.max_num_batched_tokens,
+                                                                 .step_floor = std::chrono::microseconds(c.instant_step_us),
+                                                                 .token_cost = std::chrono::nanoseconds(c.instant_token_ns),
+                                                                 .logit_row_cost = std::chrono::nanoseconds(c.instant_row_ns)}));
     out.backend = std::move(backend);
     out.engine.max_model_len = max_len;
     out.engine.eos_token_ids = {2};

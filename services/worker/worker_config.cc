@@ -97,6 +97,9 @@ const std::map<std::string, Setter>& Fields() {
       {"tls_key", String(&WorkerConfig::tls_key)},
       {"tls_ca", String(&WorkerConfig::tls_ca)},
       {"instant_vocab", Int(&WorkerConfig::instant_vocab, 4, 1 << 20)},
+      {"instant_step_us", Int(&WorkerConfig::instant_step_us, 0, 1000000)},
+      {"instant_token_ns", Int(&WorkerConfig::instant_token_ns, 0, 1000000)},
+      {"instant_row_ns", Int(&WorkerConfig::instant_row_ns, 0, 1000000)},
       {"seed",
        [](const std::string& v, WorkerConfig* c) -> absl::Status {
          int64_t x;
@@ -183,7 +186,8 @@ std::string WorkerUsage() {
          "         [--block-size 16] [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--max-model-len N]\n"
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
          "         [--enforce-eager]\n"
-         "         [--threads N] [--drain-timeout-s 30] [--instant-vocab N] [--seed S]\n"
+         "         [--threads N] [--drain-timeout-s 30] [--seed S]\n"
+         "         [--instant-vocab N] [--instant-step-us 0] [--instant-token-ns 0] [--instant-row-ns 0]\n"
          "         [--metrics-port 0] [--metrics-host HOST] [--served-model-name NAME]\n"
          "         [--tls-cert PEM --tls-key PEM [--tls-ca PEM]]  (TLS; with a CA, mutual TLS)\n"
          "Every flag is also a key of the YAML file (dashes become underscores); flags win.\n";

@@ -35,6 +35,16 @@ struct WorkerConfig {
   // `ernie-serve MODEL --backend instant` times everything but the model),
   // else 512.
   int instant_vocab = 0;
+  // The instant backend's pace: a step lasts at least instant_step_us +
+  // instant_token_ns a token + instant_row_ns a logit row (all 0: no pace).
+  // A GPU step emits one token a stream every ~0.5 - 2 ms, so each token is
+  // its own gRPC message and SSE event; unpaced, the instant backend's steps
+  // are so fast that the worker coalesces several tokens a message, and
+  // neither the per-token host cost nor the scheduler's queue is what a
+  // real deployment sees.
+  int instant_step_us = 0;
+  int instant_token_ns = 0;
+  int instant_row_ns = 0;
   int64_t seed = -1;                    // vLLM's --seed: seeds of requests without one follow it; -1: random
   int metrics_port = 0;                 // Prometheus /metrics over HTTP; 0: off
   std::string metrics_host;             // empty: the same as host

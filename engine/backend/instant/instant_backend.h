@@ -8,6 +8,7 @@
 // deterministic, depend on the prompt, and differ between sequences.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,14 @@ struct InstantBackendOptions {
   int64_t block_size = 16;
   int64_t num_blocks = 4096;
   int64_t max_tokens_per_step = 8192;
+  // A step's pace: each Forward lasts at least
+  //   step_floor + token_cost x tokens + logit_row_cost x logit rows
+  // (it sleeps out the rest), so the stack around it sees one token a stream
+  // a step, and a scheduler whose steps cost what a device's would (fit the
+  // three to a GPU's measured step times; tools/bench/run-serve-emulated).
+  std::chrono::microseconds step_floor{0};
+  std::chrono::nanoseconds token_cost{0};
+  std::chrono::nanoseconds logit_row_cost{0};
 };
 
 class InstantBackend final : public Backend {
@@ -39,6 +48,9 @@ class InstantBackend final : public Backend {
   KvCacheShape kv_;     // geometry only: no storage
   int64_t vocab_;
   int64_t max_tokens_;
+  std::chrono::microseconds step_floor_;
+  std::chrono::nanoseconds token_cost_;
+  std::chrono::nanoseconds logit_row_cost_;
 };
 
 }  // namespace ernie
