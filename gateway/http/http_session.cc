@@ -1,10 +1,14 @@
 #include "gateway/http/http_session.h"
 
+#include <array>
+#include <span>
+
 #include <atomic>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,7 +73,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void RespondOnStrand(HttpResponse response);
   void Enqueue(std::string bytes);
   void WriteNext();
+  // Writes what the socket takes now without waiting (a gather write of the
+  // queue's head); returns the bytes written, 0 with `ec` clear when the
+  // socket's buffer is full.
+  size_t WriteNow(beast::error_code& ec);
   void OnWritten(beast::error_code ec, size_t bytes);
+  void Consume(size_t bytes);  // `bytes` of the queue's head reached the socket
+  void AfterWrite();           // the queue drained or a write finished: resume writers, go on, or end
   void FinishExchange();
   void Close();
   // Close() for a reader cut off as too slow: the connection is reset (RST)
@@ -94,7 +104,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool keep_alive_ = true;         // of the current request
   bool answered_ = false;          // Respond or StartStream happened for this exchange
   bool watching_ = false;          // a close-watch read is pending
-  bool writing_ = false;           // an async_write is pending
+  bool writing_ = false;           // an async write, or the hop after a drained one, is pending
   bool closed_ = false;
   bool reset_on_close_ = false;    // SO_LINGER 0 is set (see UpdateLinger)
   std::deque<std::string> queue_;  // bytes waiting for the socket
@@ -294,8 +304,30 @@ void Session::Enqueue(std::string bytes) {
   if (!writing_) WriteNext();
 }
 
+// A streamed token is one small chunk, and the socket's send buffer nearly
+// always has room for it: it is written at once, on the strand, with no
+// asynchronous operation, write timer or completion hop (those were ~1/4 of
+// the gateway's CPU a token; tools/bench/run-serve-emulated). Only a chunk
+// the socket cannot take now waits, under the write timeout, as before.
 void Session::WriteNext() {
-  if (closed_ || queue_.empty()) return;
+  if (closed_ || writing_ || queue_.empty()) return;
+  beast::error_code ec;
+  const size_t bytes = WriteNow(ec);
+  if (ec) return Close();  // a broken connection
+  Consume(bytes);
+  if (queue_.empty()) {
+    // Drained at once. Waking writers or ending the exchange goes through
+    // the strand's queue, so whoever enqueued (a route answering inside
+    // Dispatch, say) never sees the exchange end beneath it.
+    if (phase_ == Phase::kFinishing || !on_writable_.empty()) {
+      writing_ = true;
+      asio::post(stream_.get_executor(), [self = shared_from_this()] {
+        self->writing_ = false;
+        if (!self->closed_) self->AfterWrite();
+      });
+    }
+    return;
+  }
   writing_ = true;
   // Only the write's timer is armed: the close-watch read stays untimed.
   stream_.expires_after(options_.write_timeout);
@@ -305,18 +337,45 @@ void Session::WriteNext() {
                            });
 }
 
+size_t Session::WriteNow(beast::error_code& ec) {
+  constexpr size_t kMaxBuffers = 16;
+  std::array<asio::const_buffer, kMaxBuffers> buffers;
+  size_t count = 0;
+  for (auto it = queue_.begin(); it != queue_.end() && count < kMaxBuffers; ++it) buffers[count++] = asio::buffer(*it);
+  tcp::socket& socket = stream_.socket();
+  if (!socket.non_blocking()) {
+    socket.non_blocking(true, ec);
+    if (ec) return 0;
+  }
+  const size_t bytes = socket.write_some(std::span(buffers.data(), count), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) ec.clear();
+  return ec ? 0 : bytes;
+}
+
 void Session::OnWritten(beast::error_code ec, size_t bytes) {
   writing_ = false;
   if (closed_) return;
   if (ec) return Close();  // timeout (a reader that stopped: reset if congested) or a broken connection
+  Consume(bytes);
+  AfterWrite();
+}
+
+void Session::Consume(size_t bytes) {
+  if (bytes == 0) return;
   buffered_.fetch_sub(bytes, std::memory_order_relaxed);
   UpdateLinger();
-  std::string& front = queue_.front();
-  if (bytes < front.size()) {
-    front.erase(0, bytes);
-  } else {
+  while (bytes > 0) {
+    std::string& front = queue_.front();
+    if (bytes < front.size()) {
+      front.erase(0, bytes);
+      return;
+    }
+    bytes -= front.size();
     queue_.pop_front();
   }
+}
+
+void Session::AfterWrite() {
   if (buffered_bytes() <= options_.buffer_low_bytes) FireWritable();
   if (!queue_.empty()) return WriteNext();
   if (phase_ == Phase::kFinishing) FinishExchange();
