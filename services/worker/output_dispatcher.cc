@@ -19,14 +19,25 @@ void OutputDispatcher::Post(std::function<void()> task) {
   ready_.notify_one();
 }
 
+void OutputDispatcher::PostAhead(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ahead_.push_back(std::move(task));
+  }
+  ready_.notify_one();
+}
+
 void OutputDispatcher::Run() {
-  std::vector<std::function<void()>> batch;
+  std::vector<std::function<void()>> ahead, batch;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      ready_.wait(lock, [this] { return !queue_.empty(); });
+      ready_.wait(lock, [this] { return !queue_.empty() || !ahead_.empty(); });
+      ahead.swap(ahead_);
       batch.swap(queue_);  // a whole engine step's outputs at once
     }
+    for (auto& task : ahead) task();
+    ahead.clear();
     for (auto& task : batch) task();
     batch.clear();
   }

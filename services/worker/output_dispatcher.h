@@ -4,7 +4,10 @@
 // write path inline) would otherwise happen on the engine thread, between
 // one GPU step and the next: with 256 streams that is most of a step. Tasks
 // run one at a time in the order they were posted, so a request's outputs
-// keep their order.
+// keep their order, except that tasks posted ahead (a sample's first tokens)
+// run before the rest of their batch: a request that has just been admitted
+// should not wait behind the other 255 streams' tokens of the same step
+// before its time to first token ends.
 #pragma once
 
 #include <condition_variable>
@@ -23,6 +26,9 @@ class OutputDispatcher {
 
   // Thread-safe; never blocks on the tasks themselves.
   void Post(std::function<void()> task);
+  // Post, but ahead of the tasks posted without it that have not started.
+  // Only for a sample's first output: it has no earlier task to overtake.
+  void PostAhead(std::function<void()> task);
 
  private:
   OutputDispatcher();
@@ -30,6 +36,7 @@ class OutputDispatcher {
 
   std::mutex mu_;
   std::condition_variable ready_;                 // signalled when queue_ gains a task
+  std::vector<std::function<void()>> ahead_;      // guarded by mu_; taken whole by Run, run first
   std::vector<std::function<void()>> queue_;      // guarded by mu_; taken whole by Run
   std::thread thread_;                            // runs Run() for the life of the process
 };
