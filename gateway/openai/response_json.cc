@@ -95,6 +95,31 @@ OutJson ChoiceChunk(const ResponseHeader& header, int index, const std::string& 
   return out;
 }
 
+namespace {
+std::string DumpJson(const OutJson& json) { return json.dump(-1, ' ', false, OutJson::error_handler_t::replace); }
+}  // namespace
+
+TextChunkTemplate::TextChunkTemplate(const ResponseHeader& header, int index, bool with_usage_null) {
+  // A marker no header can hold (control characters are escaped as \u00XX in
+  // JSON, so its serialized form never occurs outside the text's place).
+  const std::string marker = "\x01\x02text\x02\x01";
+  const std::string quoted = DumpJson(OutJson(marker));
+  const std::string chunk =
+      DumpJson(ChoiceChunk(header, index, marker, false, std::nullopt, std::nullopt, with_usage_null));
+  const size_t at = chunk.rfind(quoted);
+  before_ = chunk.substr(0, at);
+  after_ = chunk.substr(at + quoted.size());
+}
+
+std::string TextChunkTemplate::Render(const std::string& text) const {
+  std::string out;
+  out.reserve(before_.size() + text.size() + 8 + after_.size());
+  out += before_;
+  out += DumpJson(OutJson(text));
+  out += after_;
+  return out;
+}
+
 OutJson UsageChunk(const ResponseHeader& header, const UsageCounts& usage) {
   OutJson out = Head(header, /*chunk=*/true);
   out["choices"] = OutJson::array();

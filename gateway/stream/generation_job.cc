@@ -65,6 +65,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     int64_t completion_tokens = 0;
     std::optional<OutJson> logprobs;  // accumulated (complete response) or per chunk (stream)
     int64_t text_offset = 0;          // completions logprobs text_offset
+    std::optional<TextChunkTemplate> text_chunk;  // made on the first text-only chunk
   };
 
   int n() const { return spec_.params.n; }
@@ -191,7 +192,11 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
       choice.finished = true;
       choice.finish_reason = choice.decoder.stopped_by_string() ? "stop" : FinishReasonName(message.finish_reason());
     }
-    if (spec_.params.stream && (!text.empty() || chunk_logprobs || choice.finished)) {
+    if (spec_.params.stream && !text.empty() && !chunk_logprobs && !choice.finished) {
+      // The common case, a token's text alone: from the choice's template.
+      if (!choice.text_chunk) choice.text_chunk.emplace(spec_.header, static_cast<int>(c), spec_.params.include_usage);
+      channel_->Send(SseEvent(choice.text_chunk->Render(text)));
+    } else if (spec_.params.stream && (!text.empty() || chunk_logprobs || choice.finished)) {
       std::optional<std::string> finish;
       if (choice.finished) finish = choice.finish_reason;
       SendLocked(ChoiceChunk(spec_.header, static_cast<int>(c), text, false, chunk_logprobs, finish,

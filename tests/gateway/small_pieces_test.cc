@@ -1,10 +1,11 @@
-// SSE framing, gRPC status -> HTTP mapping, worker choice, API keys,
-// context-length budgets, static file types and metrics text.
+// SSE framing, streamed text chunks, gRPC status -> HTTP mapping, worker
+// choice, API keys, context-length budgets, static file types and metrics text.
 #include <gtest/gtest.h>
 
 #include "gateway/http/http_message.h"
 #include "gateway/http/sse.h"
 #include "gateway/openai/context_length.h"
+#include "gateway/openai/response_json.h"
 #include "gateway/routes/api_keys.h"
 #include "gateway/routes/gateway_metrics.h"
 #include "gateway/routes/static_files.h"
@@ -18,6 +19,31 @@ TEST(SseTest, EventsAreDataLinesAndABlankLine) {
   EXPECT_EQ(SseEvent(R"({"a":1})"), "data: {\"a\":1}\n\n");
   EXPECT_EQ(SseEvent("x\ny"), "data: x\ndata: y\n\n");
   EXPECT_EQ(kSseDone, "data: [DONE]\n\n");
+}
+
+// The template's chunk is ChoiceChunk's, byte for byte, for both APIs,
+// with and without usage, for texts JSON must escape (quotes, backslashes,
+// control characters, non-ASCII, invalid UTF-8 replaced) and for headers
+// that hold the characters the template's marker is made of.
+TEST(TextChunkTemplateTest, RendersWhatChoiceChunkDumps) {
+  const std::vector<std::string> texts = {"a", " the", "\"quoted\" \\ back", "tab\tnew\nline\x01\x7f",
+                                          "\xE4\xBD\xA0\xE5\xA5\xBD", "bad \xC3 utf8 \xFF", std::string(3000, 'x'),
+                                          "\x01\x02text\x02\x01"};
+  for (const ApiKind kind : {ApiKind::kChat, ApiKind::kCompletion}) {
+    for (const std::string& model : {std::string("m"), std::string("odd \x01\x02text\x02\x01 \"name\"")}) {
+      const ResponseHeader header{.kind = kind, .id = "cmpl-123", .created = 1796000000, .model = model};
+      for (const bool usage : {false, true}) {
+        for (const int index : {0, 3}) {
+          const TextChunkTemplate chunk(header, index, usage);
+          for (const std::string& text : texts) {
+            EXPECT_EQ(chunk.Render(text), ChoiceChunk(header, index, text, false, std::nullopt, std::nullopt, usage)
+                                              .dump(-1, ' ', false, OutJson::error_handler_t::replace))
+                << "kind " << static_cast<int>(kind) << " usage " << usage << " text " << text;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(HttpMessageTest, ChunkFramingAndHeads) {
