@@ -3,11 +3,14 @@
 
 usage: serve_step_report.py LABEL BEFORE AFTER WALL_SECONDS [TIME_SCALE]
 
+With STEP_REPORT_JSONL=FILE in the environment, the figures are also appended to FILE as one
+JSON object.
+
 TIME_SCALE (default 1): the instant backend's emulated steps ran that many times slower than
 the device they model (tools/bench/run-serve-emulated), so every time is divided by it and
 reported as device-equivalent; CPU shares stay over the wall time.
 """
-import re, sys
+import os, re, sys
 label, before, after, wall = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 scale = float(sys.argv[5]) if len(sys.argv) > 5 else 1.0
 def read(path):
@@ -90,3 +93,14 @@ long_steps = int((sb.get(float('inf'), 0) - sa.get(float('inf'), 0)) - (sb.get(0
 print(f"  TTFT p50 by tier at {label}: worker {fmt(wb)} (queue {fmt(wq)}, mean {fmt(wq_mean)}), gateway {fmt(gw)} (prompt ready "
       f"{fmt(prompt)}, worker stream to first tokens {fmt(upstream)}); steps over 10 ms: {long_steps}; "
       f"CPU over the run (100% = one core): {busy}")
+if os.environ.get('STEP_REPORT_JSONL'):
+    import json, time
+    with open(os.environ['STEP_REPORT_JSONL'], 'a') as f:
+        f.write(json.dumps({
+            'bench': 'serve_step_report', 'label': label, 'time': time.strftime('%Y-%m-%dT%H:%M:%S'),
+            'time_scale': scale, 'steps': int(steps), 'tokens_per_step': d['ernie_step_tokens_sum'] / steps,
+            'ms_per_step': 1000 * d['ernie_step_duration_seconds_sum'] / steps / scale,
+            'p50_ms': {'worker_ttft': wb, 'worker_queue': wq, 'gateway_ttft': gw, 'prompt_ready': prompt,
+                       'worker_stream_first_tokens': upstream},
+            'worker_queue_mean_ms': wq_mean,
+            'cpu_percent': {n: 100 * (cb[n] - ca.get(n, 0.0)) / wall for n in cb}}) + '\n')
