@@ -27,12 +27,20 @@ void OutputDispatcher::PostAhead(std::function<void()> task) {
   ready_.notify_one();
 }
 
+void OutputDispatcher::PostAfterBatch(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    after_.push_back(std::move(task));
+  }
+  ready_.notify_one();
+}
+
 void OutputDispatcher::Run() {
-  std::vector<std::function<void()>> ahead, batch;
+  std::vector<std::function<void()>> ahead, batch, after;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      ready_.wait(lock, [this] { return !queue_.empty() || !ahead_.empty(); });
+      ready_.wait(lock, [this] { return !queue_.empty() || !ahead_.empty() || !after_.empty(); });
       ahead.swap(ahead_);
       batch.swap(queue_);  // a whole engine step's outputs at once
     }
@@ -40,6 +48,12 @@ void OutputDispatcher::Run() {
     ahead.clear();
     for (auto& task : batch) task();
     batch.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      after.swap(after_);
+    }
+    for (auto& task : after) task();
+    after.clear();
   }
 }
 

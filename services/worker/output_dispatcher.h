@@ -29,6 +29,10 @@ class OutputDispatcher {
   // Post, but ahead of the tasks posted without it that have not started.
   // Only for a sample's first output: it has no earlier task to overtake.
   void PostAhead(std::function<void()> task);
+  // Runs `task` once the batch of tasks now running (or the next, when none
+  // runs) is over: a stream that gathers a step's outputs writes them in one
+  // message there, instead of sending the first alone.
+  void PostAfterBatch(std::function<void()> task);
 
  private:
   OutputDispatcher();
@@ -38,6 +42,7 @@ class OutputDispatcher {
   std::condition_variable ready_;                 // signalled when queue_ gains a task
   std::vector<std::function<void()>> ahead_;      // guarded by mu_; taken whole by Run, run first
   std::vector<std::function<void()>> queue_;      // guarded by mu_; taken whole by Run
+  std::vector<std::function<void()>> after_;      // guarded by mu_; run when a batch is over
   std::thread thread_;                            // runs Run() for the life of the process
 };
 

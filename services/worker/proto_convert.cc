@@ -23,6 +23,15 @@ SamplingParams FromProto(const v1::SamplingParams& p) {
   return s;
 }
 
+EngineRequest FromProto(const v1::GenerateRequest& r) {
+  EngineRequest req;
+  req.request_id = r.request_id();
+  req.prompt_token_ids.assign(r.prompt_token_ids().begin(), r.prompt_token_ids().end());
+  req.sampling = FromProto(r.sampling());
+  req.priority = r.priority();
+  return req;
+}
+
 namespace {
 
 v1::FinishReason ToProto(FinishReason r) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_handoff.h"
+#include "services/worker/generate_many_reactor.h"
 #include "services/worker/generate_reactor.h"
 #include "services/worker/proto_convert.h"
 
@@ -40,19 +41,20 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
   EngineLoop* engine = engine_.load();
   if (engine == nullptr) return new RejectedStream(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading"));
   if (draining_) return new RejectedStream(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is draining"));
-  EngineRequest req;
-  req.request_id = request->request_id();
+  EngineRequest req = FromProto(*request);
   if (req.request_id.empty()) {
     // Fall back to the gateway's x-request-id, then to a local counter.
     auto it = context->client_metadata().find("x-request-id");
     req.request_id = it != context->client_metadata().end() ? std::string(it->second.data(), it->second.size())
                                                             : absl::StrCat("worker-", next_id_++);
   }
-  req.prompt_token_ids.assign(request->prompt_token_ids().begin(), request->prompt_token_ids().end());
-  req.sampling = FromProto(request->sampling());
-  req.priority = request->priority();
   const bool logprobs = req.sampling.logprobs;
   return new GenerateReactor(engine, std::move(req), logprobs);
+}
+
+grpc::ServerBidiReactor<v1::GenerateManyRequest, v1::GenerateManyResponse>* WorkerService::GenerateMany(
+    grpc::CallbackServerContext* /*context*/) {
+  return new GenerateManyReactor(&engine_, &draining_);
 }
 
 grpc::ServerUnaryReactor* WorkerService::Abort(grpc::CallbackServerContext* context, const v1::AbortRequest* request,

@@ -31,6 +31,8 @@ class WorkerService final : public v1::Worker::CallbackService {
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;
+  grpc::ServerBidiReactor<v1::GenerateManyRequest, v1::GenerateManyResponse>* GenerateMany(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context, const v1::AbortRequest* request,
                                   v1::AbortResponse* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context, const v1::GetModelInfoRequest* request,

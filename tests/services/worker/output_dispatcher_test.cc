@@ -1,6 +1,7 @@
 // The worker's output dispatcher: tasks run one at a time in post order,
-// and tasks posted ahead (samples' first tokens) overtake those still
-// waiting, in their own post order.
+// tasks posted ahead (samples' first tokens) overtake those still waiting,
+// in their own post order, and after-batch tasks (a stream's flush) run when
+// the batch they were posted in is over.
 #include "services/worker/output_dispatcher.h"
 
 #include <chrono>
@@ -75,6 +76,22 @@ TEST(OutputDispatcherTest, FirstOutputsGoAheadOfWaitingTasks) {
   gate.release.set_value();
   Drain(d);
   EXPECT_EQ(r.order(), (std::vector<std::string>{"first-a", "first-b", "running-1", "running-2", "running-3"}));
+}
+
+TEST(OutputDispatcherTest, AfterBatchTasksRunOnceTheBatchIsOver) {
+  OutputDispatcher& d = OutputDispatcher::Shared();
+  Recorder r;
+  Gate gate;
+  gate.Hold(d);
+  d.Post([&] {
+    r.Task("output-1")();
+    d.PostAfterBatch(r.Task("flush"));  // posted from inside the batch, as a stream's first delivery does
+  });
+  d.Post(r.Task("output-2"));
+  d.PostAhead(r.Task("first"));
+  gate.release.set_value();
+  Drain(d);
+  EXPECT_EQ(r.order(), (std::vector<std::string>{"first", "output-1", "output-2", "flush"}));
 }
 
 }  // namespace
