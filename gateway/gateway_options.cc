@@ -68,6 +68,9 @@ absl::StatusOr<GatewayOptions> ParseGatewayOptions(int argc, char** argv) {
      "a worker that sends no next token within this many seconds while the gateway waits: 504 (0: no limit)")
     ("request-timeout-s", po::value<double>(&request_timeout_s)->default_value(0),
      "the gRPC deadline of a whole generation (504 after it; 0: none)")
+    ("worker-streams", po::value<int>(&options.workers.multiplexed_streams)->default_value(4),
+     "shared Worker.GenerateMany streams to each worker (one message a step for all their requests' tokens); "
+     "0: a Worker.Generate stream per request (one message a token), for workers without GenerateMany")
     ("upstream-tls-ca", po::value<std::string>(&options.upstream_tls.ca_file),
      "PEM CA that signed the tokenizer's and workers' certificates: TLS to them")
     ("upstream-tls-cert", po::value<std::string>(&options.upstream_tls.cert_file),
@@ -119,6 +122,10 @@ absl::StatusOr<GatewayOptions> ParseGatewayOptions(int argc, char** argv) {
     return absl::InvalidArgumentError(
         "--max-n and --max-tokens-limit must be positive; --max-prompt-tokens, --max-stop-strings and "
         "--max-logit-bias must not be negative");
+  }
+  if (options.workers.multiplexed_streams < 0 || options.workers.multiplexed_streams > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("--worker-streams ", options.workers.multiplexed_streams,
+                                                   ": must be 0 (a Generate call per request) to 64"));
   }
   if (first_token_timeout_s < 0 || stall_timeout_s < 0 || request_timeout_s < 0) {
     return absl::InvalidArgumentError(

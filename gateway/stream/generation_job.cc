@@ -8,6 +8,7 @@
 #include "gateway/http/sse.h"
 #include "gateway/stream/choice_decoder.h"
 #include "gateway/upstream/generate_call.h"
+#include "gateway/upstream/multiplexed_call.h"
 #include "gateway/upstream/grpc_status_map.h"
 
 namespace ernie::gateway {
@@ -47,7 +48,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  private:
   struct Group {
     std::optional<WorkerPool::Lease> lease;
-    std::shared_ptr<GenerateCall> call;
+    std::shared_ptr<UpstreamCall> call;
     std::vector<std::string> tried;  // worker addresses already tried
     uint64_t affinity_key = 0;
     bool received = false;           // a message arrived: no retry any more
@@ -93,14 +94,18 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     lock.unlock();
 
     std::shared_ptr<GenerationJob> self = shared_from_this();
-    GenerateCall::Handlers handlers{
-        .on_message = [self, g](GenerateCall& call, const ernie::v1::GenerateResponse& message) {
+    UpstreamCall::Handlers handlers{
+        .on_message = [self, g](UpstreamCall& call, const ernie::v1::GenerateResponse& message) {
           self->OnMessage(g, call, message);
         },
         .on_done = [self, g](const grpc::Status& status) { self->OnDone(g, status); }};
-    std::shared_ptr<GenerateCall> call =
-        GenerateCall::Start(lease->endpoint->stub.get(), request, spec_.request_id, std::move(handlers),
-                            services_.timeouts);
+    std::shared_ptr<UpstreamCall> call;
+    if (lease->endpoint->multiplexed != nullptr) {
+      call = MultiplexedCall::Start(*lease->endpoint->multiplexed, request, std::move(handlers), services_.timeouts);
+    } else {
+      call = GenerateCall::Start(lease->endpoint->stub.get(), request, spec_.request_id, std::move(handlers),
+                                 services_.timeouts);
+    }
     lock.lock();
     // The call may have failed and been retried already: then it is not
     // this group's call any more.
@@ -109,7 +114,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     if (ended_ || group.cancelled) call->Cancel();
   }
 
-  void OnMessage(size_t g, GenerateCall& current, const ernie::v1::GenerateResponse& message) {
+  void OnMessage(size_t g, UpstreamCall& current, const ernie::v1::GenerateResponse& message) {
     std::unique_lock<std::mutex> lock(mutex_);
     Group& group = groups_[g];
     if (ended_ || group.cancelled) return;
@@ -141,7 +146,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
       return;
     }
     // `current`, not group.call: StartGroup may not have stored it yet.
-    std::shared_ptr<GenerateCall> call = current.shared_from_this();
+    std::shared_ptr<UpstreamCall> call = current.shared_from_this();
     if (spec_.params.stream && channel_->congested()) {
       // A slow reader: wait for its buffer to drain; the worker coalesces tokens meanwhile.
       channel_->WhenWritable([call] { call->ReadNext(); });

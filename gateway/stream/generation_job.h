@@ -1,5 +1,6 @@
 // One generation request end to end, after its prompts are token ids: picks
-// a worker per prompt, streams Worker.Generate, turns tokens into text
+// a worker per prompt, streams its tokens (Worker.Generate, or a request on
+// the worker's shared GenerateMany streams), turns tokens into text
 // (detokenizer + stop strings) and answers through the ResponseChannel,
 // either as one JSON response or as OpenAI's SSE chunks.
 //

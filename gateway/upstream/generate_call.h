@@ -11,23 +11,17 @@
 #include <string>
 
 #include "ernie/v1/worker.grpc.pb.h"
+#include "gateway/upstream/upstream_call.h"
 #include "gateway/upstream/upstream_timeouts.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
 
 namespace ernie::gateway {
 
-class GenerateCall : public grpc::ClientReadReactor<ernie::v1::GenerateResponse>,
-                     public WatchedCall,
-                     public std::enable_shared_from_this<GenerateCall> {
+class GenerateCall : public UpstreamCall,
+                     public grpc::ClientReadReactor<ernie::v1::GenerateResponse>,
+                     public WatchedCall {
  public:
-  struct Handlers {
-    // A message arrived on `call`; call its ReadNext() for the next one.
-    // Runs on a gRPC thread; must not block.
-    std::function<void(GenerateCall& call, const ernie::v1::GenerateResponse&)> on_message;
-    // The call ended (OK after the last message, or the failure). Runs once.
-    std::function<void(const grpc::Status&)> on_done;
-  };
 
   // Starts the call and the first read. `request_id` goes out as metadata
   // "x-request-id". A call that waits for the worker longer than `timeouts`
@@ -36,8 +30,8 @@ class GenerateCall : public grpc::ClientReadReactor<ernie::v1::GenerateResponse>
                                              const std::string& request_id, Handlers handlers,
                                              const UpstreamTimeouts& timeouts = {});
 
-  void ReadNext();  // no-op once the call is over
-  void Cancel();    // safe at any time, from any thread
+  void ReadNext() override;
+  void Cancel() override;
 
   // Reactor callbacks (gRPC's threads).
   void OnReadDone(bool ok) override;

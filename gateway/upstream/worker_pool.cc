@@ -64,6 +64,8 @@ std::shared_ptr<WorkerPool::Worker> WorkerPool::AddWorkerLocked(const std::strin
   endpoint->channel = grpc::CreateCustomChannel(
       address, options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials(), args);
   endpoint->stub = ernie::v1::Worker::NewStub(endpoint->channel);
+  if (options_.multiplexed_streams > 0)
+    endpoint->multiplexed = std::make_unique<MultiplexedWorker>(endpoint->stub.get(), options_.multiplexed_streams);
   auto worker = std::make_shared<Worker>();
   worker->endpoint = std::move(endpoint);
   workers_.push_back(worker);

@@ -19,6 +19,7 @@
 
 #include "ernie/v1/worker.grpc.pb.h"
 #include "grpcpp/security/credentials.h"
+#include "gateway/upstream/multiplexed_call.h"
 #include "gateway/upstream/worker_choice.h"
 
 namespace ernie::gateway {
@@ -32,6 +33,10 @@ struct WorkerPoolOptions {
   WorkerChoiceOptions choice;
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: plaintext
   std::string tls_server_name;  // TLS: the name the workers' certificates carry ("" : the address's host)
+  // Requests go to each worker over this many shared Worker.GenerateMany
+  // streams (one message a step for all their tokens); 0: a Worker.Generate
+  // stream per request (one message a token; for workers without GenerateMany).
+  int multiplexed_streams = 4;
 };
 
 // One worker; the stub is shared with in-flight calls, so it outlives a
@@ -40,6 +45,7 @@ struct WorkerEndpoint {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<ernie::v1::Worker::Stub> stub;
+  std::unique_ptr<MultiplexedWorker> multiplexed;  // its GenerateMany streams; null: a Generate call per request
 };
 
 struct WorkerStatus {

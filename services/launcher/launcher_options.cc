@@ -51,6 +51,7 @@ const std::map<std::string, OptionSpec>& Options() {
       {"first-token-timeout-s", {kGateway, true, "504 when the worker sends no first token in this time (default 300)"}},
       {"stall-timeout-s", {kGateway, true, "504 when the worker sends no next token in this time (default 120)"}},
       {"request-timeout-s", {kGateway, true, "deadline of a whole generation (default 0: none)"}},
+      {"worker-streams", {kGateway, true, "shared GenerateMany streams to each worker (default 4; 0: a Generate call per request)"}},
       {"write-timeout-s", {kGateway, true, "a client that reads nothing for this long is cut off (default 30)"}},
       {"internal-tls-dir", {kLauncher, true, "folder with ca.crt, server.crt, server.key, client.crt, client.key: mutual TLS between the servers"}},
       {"generation-config", {kLauncher, true, "auto (the model's generation_config.json) | vllm (none) | FOLDER (its generation_config.json)"}},

@@ -25,6 +25,12 @@
 
 namespace {
 
+// With a deadline: a gateway keeps its GenerateMany streams open until it
+// closes them, so a plain Shutdown() would wait for them for ever.
+void StopServer(grpc::Server& server) {
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
 void Log(const std::string& line) { std::cerr << "ernie-worker: " << line << std::endl; }
 
 std::string ModelNameLabel(const ernie::worker::WorkerConfig& config) {
@@ -102,7 +108,7 @@ int main(int argc, char** argv) {
                                    : absl::StatusOr<std::unique_ptr<ernie::metrics::MetricsHttpServer>>(registered);
     if (!started.ok()) {
       Log(std::string(started.status().message()));
-      server->Shutdown();
+      StopServer(*server);
       return 1;
     }
     metrics_server = std::move(*started);
@@ -116,7 +122,7 @@ int main(int argc, char** argv) {
   auto serving = ernie::worker::BuildServingModel(*config);
   if (!serving.ok()) {
     Log(std::string(serving.status().message()));
-    server->Shutdown();
+    StopServer(*server);
     return 1;
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
@@ -126,7 +132,7 @@ int main(int argc, char** argv) {
   auto warmed = serving->backend->WarmUp(serving->engine.scheduler.max_num_seqs);
   if (!warmed.ok()) {
     Log(absl::StrCat("warm-up failed: ", warmed.status().message()));
-    server->Shutdown();
+    StopServer(*server);
     return 1;
   }
   if (*warmed > 0)
@@ -137,7 +143,7 @@ int main(int argc, char** argv) {
   auto core = ernie::EngineCore::Create(serving->backend.get(), serving->engine);
   if (!core.ok()) {
     Log(std::string(core.status().message()));
-    server->Shutdown();
+    StopServer(*server);
     return 1;
   }
   const auto& kv = serving->backend->kv_shape();

@@ -94,33 +94,8 @@ class FakeWorker final : public ernie::v1::Worker::Service {
     HandToGrpc(&kFakeServicesOrder);  // recorded: the answer may end before this handler returns
     ++generate_calls;
     if (!fail.ok()) return fail;
-    const int n = std::max(1, request->sampling().n());
-    for (int index = 0; index < n; ++index) {
-      int produced = 0;
-      for (size_t c = 0; c < script.size(); ++c) {
-        ernie::v1::GenerateResponse response;
-        response.set_index(index);
-        for (int32_t id : script[c]) response.add_token_ids(id);
-        if (request->sampling().logprobs()) {
-          for (int32_t id : script[c]) {
-            auto* logprob = response.add_logprobs();
-            logprob->set_token_id(id);
-            logprob->set_logprob(-0.5f);
-            for (int t = 0; t < request->sampling().top_logprobs(); ++t) {
-              auto* top = logprob->add_top();
-              top->set_token_id(id);
-              top->set_logprob(-0.5f - static_cast<float>(t));
-            }
-          }
-        }
-        produced += static_cast<int>(script[c].size());
-        response.set_prompt_tokens(request->prompt_token_ids_size());
-        response.set_completion_tokens(produced);
-        response.set_cached_prompt_tokens(1);
-        if (c + 1 == script.size() && !hang) response.set_finish_reason(finish);
-        if (!writer->Write(response)) break;
-      }
-    }
+    for (const ernie::v1::GenerateResponse& response : Script(*request, script))
+      if (!writer->Write(response)) break;
     if (hang) {
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (!context->IsCancelled() && std::chrono::steady_clock::now() < give_up) {
@@ -130,6 +105,62 @@ class FakeWorker final : public ernie::v1::Worker::Service {
       return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
     }
     return end_with;
+  }
+  // The same script on a GenerateMany stream: each message its own update,
+  // then the request's closing update (fail, end_with); a hanging request
+  // stays open until its cancel arrives.
+  grpc::Status GenerateMany(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<ernie::v1::GenerateManyResponse, ernie::v1::GenerateManyRequest>* stream) override {
+    FakeHandlerScope order;
+    std::string hanging;
+    ernie::v1::GenerateManyRequest in;
+    const auto close = [&](const std::string& id, const grpc::Status& status) {
+      ernie::v1::GenerateManyResponse out;
+      ernie::v1::GenerateUpdate* update = out.add_updates();
+      update->set_request_id(id);
+      update->set_closed(true);
+      update->set_status_code(status.error_code());
+      update->set_status_message(status.error_message());
+      return stream->Write(out);
+    };
+    while (stream->Read(&in)) {
+      if (!in.has_start()) {
+        if (in.cancel_request_id() == hanging) {
+          saw_cancel = true;
+          close(hanging, grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+        }
+        continue;
+      }
+      const ernie::v1::GenerateRequest& request = in.start();
+      std::vector<std::vector<int32_t>> script;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        last_request = request;
+        last_request_id = request.request_id();
+        script = chunks;
+      }
+      HandToGrpc(&kFakeServicesOrder);
+      ++generate_calls;
+      if (!fail.ok()) {
+        close(request.request_id(), fail);
+        continue;
+      }
+      for (const ernie::v1::GenerateResponse& response : Script(request, script)) {
+        ernie::v1::GenerateManyResponse out;
+        ernie::v1::GenerateUpdate* update = out.add_updates();
+        update->set_request_id(request.request_id());
+        *update->mutable_response() = response;
+        stream->Write(out);
+      }
+      if (hang) {
+        hanging = request.request_id();
+        continue;
+      }
+      close(request.request_id(), end_with);
+    }
+    if (!hanging.empty() && context->IsCancelled()) saw_cancel = true;
+    return grpc::Status::OK;
   }
   grpc::Status Abort(grpc::ServerContext*, const ernie::v1::AbortRequest*, ernie::v1::AbortResponse*) override {
     return grpc::Status::OK;
@@ -145,6 +176,39 @@ class FakeWorker final : public ernie::v1::Worker::Service {
     load->set_running(running.load());
     load->set_kv_blocks_total(100);
     return grpc::Status::OK;
+  }
+
+  // The messages the script makes for `request`: each sample's chunks in turn.
+  std::vector<ernie::v1::GenerateResponse> Script(const ernie::v1::GenerateRequest& request,
+                                                  const std::vector<std::vector<int32_t>>& script) const {
+    std::vector<ernie::v1::GenerateResponse> out;
+    const int n = std::max(1, request.sampling().n());
+    for (int index = 0; index < n; ++index) {
+      int produced = 0;
+      for (size_t c = 0; c < script.size(); ++c) {
+        ernie::v1::GenerateResponse& response = out.emplace_back();
+        response.set_index(index);
+        for (int32_t id : script[c]) response.add_token_ids(id);
+        if (request.sampling().logprobs()) {
+          for (int32_t id : script[c]) {
+            auto* logprob = response.add_logprobs();
+            logprob->set_token_id(id);
+            logprob->set_logprob(-0.5f);
+            for (int t = 0; t < request.sampling().top_logprobs(); ++t) {
+              auto* top = logprob->add_top();
+              top->set_token_id(id);
+              top->set_logprob(-0.5f - static_cast<float>(t));
+            }
+          }
+        }
+        produced += static_cast<int>(script[c].size());
+        response.set_prompt_tokens(request.prompt_token_ids_size());
+        response.set_completion_tokens(produced);
+        response.set_cached_prompt_tokens(1);
+        if (c + 1 == script.size() && !hang) response.set_finish_reason(finish);
+      }
+    }
+    return out;
   }
 
   std::mutex mutex;

@@ -1,7 +1,9 @@
 // The gateway over real HTTP and real gRPC on loopback: fake tokenizer and
 // worker services in-process, the real HttpServer + GatewayApp, and a raw
 // socket client. Chat and completions, streamed and not, stop strings,
-// client disconnect, keep-alive, retries and every error status.
+// client disconnect, keep-alive, retries and every error status; each test
+// runs twice, the worker reached over shared GenerateMany streams (the
+// default) and over a Generate call per request.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -30,8 +32,13 @@ void KeepUntilExit(std::unique_ptr<HttpServer> server, std::unique_ptr<GatewayAp
   kept->emplace_back(std::move(server), std::move(app));
 }
 
+// The worker streams of the test being run (its parameter: 0 is a Generate
+// call per request), read by every Harness it makes.
+int g_multiplexed_streams = 4;
+
 struct HarnessOptions {
   int workers = 1;
+  int multiplexed_streams = g_multiplexed_streams;
   std::vector<std::string> api_keys;
   bool cors = false;
   bool dead_worker_only = false;  // point the pool at a port nobody listens on
@@ -45,6 +52,7 @@ class Harness {
       worker_servers_.push_back(std::make_unique<FakeServer>(workers_.back().get()));
     }
     WorkerPoolOptions pool_options;
+    pool_options.multiplexed_streams = options.multiplexed_streams;
     if (options.dead_worker_only) {
       pool_options.addresses.push_back("127.0.0.1:1");
     } else {
@@ -155,7 +163,19 @@ std::vector<OJson> SseEvents(const std::string& body, bool* saw_done) {
 
 OJson ParseBody(const ClientResponse& response) { return OJson::parse(response.body, nullptr, false); }
 
-TEST(GatewayServerTest, ChatNonStreaming) {
+class GatewayServerTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { g_multiplexed_streams = GetParam(); }
+  void TearDown() override { g_multiplexed_streams = 4; }
+  bool multiplexed() const { return GetParam() > 0; }
+};
+
+INSTANTIATE_TEST_SUITE_P(WorkerStreams, GatewayServerTest, ::testing::Values(4, 0),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param > 0 ? std::string("Multiplexed") : std::string("PerRequest");
+                         });
+
+TEST_P(GatewayServerTest, ChatNonStreaming) {
   Harness h;
   const ClientResponse response = h.Post("/v1/chat/completions", ChatBody(), "X-Request-Id: req-42\r\n");
   ASSERT_EQ(response.status, 200) << response.body;
@@ -172,8 +192,13 @@ TEST(GatewayServerTest, ChatNonStreaming) {
   EXPECT_EQ(body["usage"]["completion_tokens"], 3);
   EXPECT_EQ(body["usage"]["total_tokens"], 5);
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
-  // What went upstream: the request id as metadata, defaults then request fields, the budget the model leaves.
-  EXPECT_EQ(h.worker().last_request_id, "req-42");
+  // What went upstream: the request id (per request: the client's, as metadata; on a shared stream: the
+  // response's id, unique among the worker's requests), defaults then request fields, the budget the model leaves.
+  if (multiplexed()) {
+    EXPECT_EQ(h.worker().last_request_id.rfind(body["id"].get<std::string>() + "-", 0), 0u) << h.worker().last_request_id;
+  } else {
+    EXPECT_EQ(h.worker().last_request_id, "req-42");
+  }
   EXPECT_EQ(h.tokenizer().last_request_id, "req-42");
   EXPECT_EQ(h.tokenizer().last_messages_json, R"([{"role":"user","content":"hi"}])");
   const auto& sampling = h.worker().last_request.sampling();
@@ -183,7 +208,7 @@ TEST(GatewayServerTest, ChatNonStreaming) {
   EXPECT_EQ(h.worker().last_request.prompt_token_ids_size(), 2);
 }
 
-TEST(GatewayServerTest, ChatSamplingFieldsReachTheWorker) {
+TEST_P(GatewayServerTest, ChatSamplingFieldsReachTheWorker) {
   Harness h;
   const ClientResponse response =
       h.Post("/v1/chat/completions", ChatBody({{"temperature", 0.1}, {"max_tokens", 5}, {"seed", 7}, {"n", 2},
@@ -212,7 +237,7 @@ TEST(GatewayServerTest, ChatSamplingFieldsReachTheWorker) {
   EXPECT_EQ(body["usage"]["completion_tokens"], 6);
 }
 
-TEST(GatewayServerTest, ChatStreamingIsOpenAiSse) {
+TEST_P(GatewayServerTest, ChatStreamingIsOpenAiSse) {
   Harness h;
   const ClientResponse response =
       h.Post("/v1/chat/completions", ChatBody({{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
@@ -244,7 +269,7 @@ TEST(GatewayServerTest, ChatStreamingIsOpenAiSse) {
   EXPECT_EQ(usage["usage"]["total_tokens"], 5);
 }
 
-TEST(GatewayServerTest, StreamedStopStringSplitAcrossTokensTruncatesAndEnds) {
+TEST_P(GatewayServerTest, StreamedStopStringSplitAcrossTokensTruncatesAndEnds) {
   Harness h;
   h.worker().chunks = {{3}, {10}, {11}, {5}};  // "Hello" " wo" "rld" "!"
   const ClientResponse response =
@@ -264,7 +289,7 @@ TEST(GatewayServerTest, StreamedStopStringSplitAcrossTokensTruncatesAndEnds) {
   EXPECT_EQ(finish, "stop");
 }
 
-TEST(GatewayServerTest, ClientDisconnectMidStreamCancelsTheWorkerStream) {
+TEST_P(GatewayServerTest, ClientDisconnectMidStreamCancelsTheWorkerStream) {
   Harness h;
   h.worker().hang = true;
   HttpTestClient client(h.port());
@@ -287,7 +312,7 @@ TEST(GatewayServerTest, ClientDisconnectMidStreamCancelsTheWorkerStream) {
   EXPECT_EQ(h.app().metrics().streams_in_flight(), 0);
 }
 
-TEST(GatewayServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+TEST_P(GatewayServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   Harness h;
   HttpTestClient client(h.port());
   EXPECT_EQ(client.Fetch("GET", "/health").status, 200);
@@ -302,7 +327,7 @@ TEST(GatewayServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   EXPECT_EQ(ParseBody(models)["data"][0]["max_model_len"], 64);
 }
 
-TEST(GatewayServerTest, CompletionsWithEchoAndTokenPrompts) {
+TEST_P(GatewayServerTest, CompletionsWithEchoAndTokenPrompts) {
   Harness h;
   ClientResponse response =
       h.Post("/v1/completions", OJson{{"model", "test-model"}, {"prompt", "hello"}, {"echo", true}});
@@ -323,7 +348,7 @@ TEST(GatewayServerTest, CompletionsWithEchoAndTokenPrompts) {
   EXPECT_EQ(body["usage"]["prompt_tokens"], 3);
 }
 
-TEST(GatewayServerTest, CompletionsStreaming) {
+TEST_P(GatewayServerTest, CompletionsStreaming) {
   Harness h;
   const ClientResponse response =
       h.Post("/v1/completions", OJson{{"prompt", "hello"}, {"stream", true}, {"max_tokens", 3}});
@@ -338,7 +363,7 @@ TEST(GatewayServerTest, CompletionsStreaming) {
   EXPECT_EQ(text, "Hello world!");
 }
 
-TEST(GatewayServerTest, ErrorStatuses) {
+TEST_P(GatewayServerTest, ErrorStatuses) {
   Harness h;
   ClientResponse r = h.Get("/nope/route.x");
   EXPECT_EQ(r.status, 404);
@@ -381,7 +406,7 @@ TEST(GatewayServerTest, ErrorStatuses) {
   EXPECT_EQ(r.headers.at("connection"), "close");
 }
 
-TEST(GatewayServerTest, WorkerQueueFullIs429WithRetryAfter) {
+TEST_P(GatewayServerTest, WorkerQueueFullIs429WithRetryAfter) {
   Harness h;
   h.worker().fail = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
   const ClientResponse r = h.Post("/v1/chat/completions", ChatBody({{"stream", true}}));
@@ -392,7 +417,7 @@ TEST(GatewayServerTest, WorkerQueueFullIs429WithRetryAfter) {
   EXPECT_EQ(h.app().metrics().stream_error_events(StreamErrorReason::kWorkerFailed), 0);
 }
 
-TEST(GatewayServerTest, ErrorAfterTheStreamStartedIsAnErrorEvent) {
+TEST_P(GatewayServerTest, ErrorAfterTheStreamStartedIsAnErrorEvent) {
   Harness h;
   h.worker().chunks = {{3}};
   h.worker().finish = ernie::v1::FINISH_REASON_UNSPECIFIED;  // not finished when it fails
@@ -407,7 +432,7 @@ TEST(GatewayServerTest, ErrorAfterTheStreamStartedIsAnErrorEvent) {
             std::string::npos);
 }
 
-TEST(GatewayServerTest, RetriesOnAnotherWorkerWhenOneIsDown) {
+TEST_P(GatewayServerTest, RetriesOnAnotherWorkerWhenOneIsDown) {
   HarnessOptions options;
   options.workers = 2;
   Harness h(options);
@@ -428,7 +453,7 @@ TEST(GatewayServerTest, RetriesOnAnotherWorkerWhenOneIsDown) {
   EXPECT_EQ(h2.worker(1).generate_calls, 3);
 }
 
-TEST(GatewayServerTest, NotReadyWithoutAWorkerIs503) {
+TEST_P(GatewayServerTest, NotReadyWithoutAWorkerIs503) {
   HarnessOptions options;
   options.dead_worker_only = true;
   Harness h(options);
@@ -439,7 +464,7 @@ TEST(GatewayServerTest, NotReadyWithoutAWorkerIs503) {
   EXPECT_EQ(ParseBody(r)["error"]["type"], "service_unavailable_error");
 }
 
-TEST(GatewayServerTest, ApiKeysGuardTheApiButNotHealthOrMetrics) {
+TEST_P(GatewayServerTest, ApiKeysGuardTheApiButNotHealthOrMetrics) {
   HarnessOptions options;
   options.api_keys = {"sk-test"};
   Harness h(options);
@@ -453,7 +478,7 @@ TEST(GatewayServerTest, ApiKeysGuardTheApiButNotHealthOrMetrics) {
   EXPECT_EQ(h.Get("/metrics").status, 200);
 }
 
-TEST(GatewayServerTest, TokenizeDetokenizeReadyVersionMetrics) {
+TEST_P(GatewayServerTest, TokenizeDetokenizeReadyVersionMetrics) {
   Harness h;
   ClientResponse r = h.Post("/tokenize", OJson{{"model", "test-model"}, {"prompt", "hello"}});
   ASSERT_EQ(r.status, 200) << r.body;
@@ -479,7 +504,7 @@ TEST(GatewayServerTest, TokenizeDetokenizeReadyVersionMetrics) {
       << r.body;
 }
 
-TEST(GatewayServerTest, ServesTheChatPageAndCorsWhenAsked) {
+TEST_P(GatewayServerTest, ServesTheChatPageAndCorsWhenAsked) {
   HarnessOptions options;
   options.cors = true;
   Harness h(options);
