@@ -195,16 +195,7 @@ void GenerateManyReactor::OnWriteDone(bool ok) {
   TakeFromGrpc(this);
   std::lock_guard<std::mutex> lock(mu_);
   writing_ = false;
-  if (!ok) {
-    // The stream broke: what waits can never be sent.
-    reads_over_ = true;
-    AbortAllLocked();
-    live_.clear();
-    pending_.Clear();
-    pending_at_.clear();
-    MaybeFinishLocked();
-    return;
-  }
+  if (!ok) return AbandonLocked();  // the stream broke: what waits can never be sent
   // While the dispatcher gathers a batch, its flush writes; else what
   // arrived during this write goes now.
   if (!flush_posted_) MaybeWriteLocked();
@@ -214,6 +205,10 @@ void GenerateManyReactor::OnWriteDone(bool ok) {
 void GenerateManyReactor::OnCancel() {
   TakeFromGrpc(this);
   std::lock_guard<std::mutex> lock(mu_);
+  AbandonLocked();
+}
+
+void GenerateManyReactor::AbandonLocked() {
   reads_over_ = true;
   AbortAllLocked();
   live_.clear();

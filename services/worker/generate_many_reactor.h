@@ -70,6 +70,8 @@ class GenerateManyReactor : public grpc::ServerBidiReactor<v1::GenerateManyReque
   void FlushAfterBatchLocked();
   void Flush();
   void AbortAllLocked();
+  // The stream is cancelled or broken: abort what runs, drop what waits, finish.
+  void AbandonLocked();
   void MaybeWriteLocked();
   void MaybeFinishLocked();
 
