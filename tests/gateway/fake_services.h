@@ -122,7 +122,9 @@ class FakeWorker final : public ernie::v1::Worker::Service {
       update->set_closed(true);
       update->set_status_code(status.error_code());
       update->set_status_message(status.error_message());
-      return stream->Write(out);
+      const bool written = stream->Write(out);
+      ++updates_sent;
+      return written;
     };
     while (stream->Read(&in)) {
       if (!in.has_start()) {
@@ -152,6 +154,7 @@ class FakeWorker final : public ernie::v1::Worker::Service {
         update->set_request_id(request.request_id());
         *update->mutable_response() = response;
         stream->Write(out);
+        ++updates_sent;
       }
       if (hang) {
         hanging = request.request_id();
@@ -219,6 +222,7 @@ class FakeWorker final : public ernie::v1::Worker::Service {
   grpc::Status end_with = grpc::Status::OK;  // returned after the script (a failure mid-stream)
   std::atomic<int> running{0};
   std::atomic<int> generate_calls{0};
+  std::atomic<int> updates_sent{0};  // GenerateMany updates written
   std::atomic<bool> saw_cancel{false};
   ernie::v1::GenerateRequest last_request;
   std::string last_request_id;
