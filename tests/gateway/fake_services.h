@@ -127,6 +127,9 @@ class FakeWorker final : public ernie::v1::Worker::Service {
       return written;
     };
     while (stream->Read(&in)) {
+      // The stream outlives many requests: each message comes after whatever
+      // the test set before sending it.
+      TakeFromGrpc(&kFakeServicesOrder);
       if (!in.has_start()) {
         if (in.cancel_request_id() == hanging) {
           saw_cancel = true;

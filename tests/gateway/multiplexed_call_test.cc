@@ -62,11 +62,22 @@ struct Rig {
   MultiplexedWorker streams{stub.get(), 2};
 };
 
+// Starts a call after what the test set on the fake (grpc_handoff.h: the
+// fake's handler takes over from here).
+std::shared_ptr<MultiplexedCall> Start(Rig& rig, const std::string& id, UpstreamCall::Handlers handlers,
+                                       const UpstreamTimeouts& timeouts = {});
+
 ernie::v1::GenerateRequest Request(const std::string& id) {
   ernie::v1::GenerateRequest request;
   request.set_request_id(id);
   request.add_prompt_token_ids(7);
   return request;
+}
+
+std::shared_ptr<MultiplexedCall> Start(Rig& rig, const std::string& id, UpstreamCall::Handlers handlers,
+                                       const UpstreamTimeouts& timeouts) {
+  HandToGrpc(&testing::kFakeServicesOrder);
+  return MultiplexedCall::Start(rig.streams, Request(id), std::move(handlers), timeouts);
 }
 
 std::vector<int32_t> Tokens(const ernie::v1::GenerateResponse& message) {
@@ -77,7 +88,7 @@ TEST(MultiplexedCallTest, WhatArrivesWhileTheConsumerIsBusyWaitsMerged) {
   Rig rig;
   rig.worker.chunks = {{3}, {4}, {5}};
   Consumer consumer;
-  consumer.call = MultiplexedCall::Start(rig.streams, Request("merge"), consumer.Handlers());
+  consumer.call = Start(rig, "merge", consumer.Handlers());
   // The first message goes at once (a call starts asking); the consumer does
   // not ask again, so the rest and the end wait.
   ASSERT_TRUE(consumer.WaitFor([&] { return consumer.messages.size() == 1; }));
@@ -112,7 +123,7 @@ TEST(MultiplexedCallTest, AnErrorComesAfterTheMessagesBeforeIt) {
   rig.worker.chunks = {{3}, {4}};
   rig.worker.end_with = grpc::Status(grpc::StatusCode::INTERNAL, "engine step failed");
   Consumer consumer;
-  consumer.call = MultiplexedCall::Start(rig.streams, Request("error"), consumer.Handlers());
+  consumer.call = Start(rig, "error", consumer.Handlers());
   ASSERT_TRUE(consumer.WaitFor([&] { return consumer.messages.size() == 1; }));
   consumer.call->ReadNext();
   ASSERT_TRUE(consumer.WaitFor([&] { return consumer.messages.size() == 2; }));
@@ -139,7 +150,7 @@ TEST(MultiplexedCallTest, CancelEndsTheCallOutsideCancelAndReachesTheWorker) {
     std::lock_guard<std::mutex> lock(job_lock);  // would deadlock if it ran inside Cancel below
     record_done(status);
   };
-  consumer.call = MultiplexedCall::Start(rig.streams, Request("cancel"), handlers);
+  consumer.call = Start(rig, "cancel", handlers);
   ASSERT_TRUE(consumer.WaitFor([&] { return consumer.messages.size() == 1; }));
   {
     std::lock_guard<std::mutex> lock(job_lock);
@@ -161,8 +172,7 @@ TEST(MultiplexedCallTest, AWorkerThatSendsNothingTimesOut) {
   rig.worker.chunks = {};
   rig.worker.hang = true;
   Consumer consumer;
-  consumer.call = MultiplexedCall::Start(rig.streams, Request("silent"), consumer.Handlers(),
-                                         {.first_token = std::chrono::milliseconds(300)});
+  consumer.call = Start(rig, "silent", consumer.Handlers(), {.first_token = std::chrono::milliseconds(300)});
   ASSERT_TRUE(consumer.WaitFor([&] { return consumer.done.has_value(); }));
   EXPECT_EQ(consumer.done->error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_NE(consumer.done->error_message().find("no first token"), std::string::npos) << consumer.done->error_message();
@@ -183,7 +193,7 @@ TEST(MultiplexedCallTest, ConcurrentRequestsEachGetTheirOwn) {
       record(call, message);
       call.ReadNext();
     };
-    consumers[i].call = MultiplexedCall::Start(rig.streams, Request(absl::StrCat("c", i)), handlers);
+    consumers[i].call = Start(rig, absl::StrCat("c", i), handlers);
   }
   for (int i = 0; i < kCalls; ++i) {
     SCOPED_TRACE(i);
