@@ -342,12 +342,8 @@ size_t Session::WriteNow(beast::error_code& ec) {
   std::array<asio::const_buffer, kMaxBuffers> buffers;
   size_t count = 0;
   for (auto it = queue_.begin(); it != queue_.end() && count < kMaxBuffers; ++it) buffers[count++] = asio::buffer(*it);
-  tcp::socket& socket = stream_.socket();
-  if (!socket.non_blocking()) {
-    socket.non_blocking(true, ec);
-    if (ec) return 0;
-  }
-  const size_t bytes = socket.write_some(std::span(buffers.data(), count), ec);
+  // The socket is non-blocking from the start (StartHttpSession).
+  const size_t bytes = stream_.socket().write_some(std::span(buffers.data(), count), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) ec.clear();
   return ec ? 0 : bytes;
 }
@@ -452,6 +448,9 @@ void StartHttpSession(tcp::socket socket, const HttpServerOptions& options,
                       std::shared_ptr<const RequestHandler> handler) {
   boost::system::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  // For WriteNow's writes, which must not block the strand; Asio's own
+  // asynchronous operations work the same either way.
+  socket.non_blocking(true, ignored);
   std::make_shared<Session>(std::move(socket), options, std::move(handler))->Start();
 }
 

@@ -1,6 +1,5 @@
 #include "gateway/upstream/generate_call.h"
 
-#include "absl/strings/str_cat.h"
 #include "services/common/grpc_handoff.h"
 
 namespace ernie::gateway {
@@ -40,7 +39,7 @@ void GenerateCall::Cancel() { context_.TryCancel(); }
 bool GenerateCall::Overdue(std::chrono::steady_clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (done_ || !reading_ || timed_out_) return false;
-  const std::chrono::milliseconds limit = received_ ? timeouts_.stall : timeouts_.first_token;
+  const std::chrono::milliseconds limit = timeouts_.WaitLimit(received_);
   return limit.count() > 0 && now - read_started_ > limit;
 }
 
@@ -82,15 +81,7 @@ void GenerateCall::OnDone(const grpc::Status& status) {
   Handlers handlers = std::move(handlers_);
   handlers_ = {};
   // Our own cancellation for a timeout reads as CANCELLED: say what it was.
-  grpc::Status reported = status;
-  if (timed_out && !status.ok()) {
-    const auto limit = received ? timeouts_.stall : timeouts_.first_token;
-    reported = grpc::Status(
-        grpc::StatusCode::DEADLINE_EXCEEDED,
-        absl::StrCat(received ? "no further token" : "no first token", " from the worker within ",
-                     std::chrono::duration<double>(limit).count(), " s (",
-                     received ? "--stall-timeout-s" : "--first-token-timeout-s", ")"));
-  }
+  const grpc::Status reported = timed_out && !status.ok() ? WaitTimedOut(timeouts_, received) : status;
   if (handlers.on_done) handlers.on_done(reported);
 }
 

@@ -13,19 +13,6 @@ namespace {
 // for all of them, since the callback cannot read its capture before it.
 const char kAlarmHandoff = 0;
 
-// Appends what a later message of the same sample says (as the worker
-// merges a sample's outputs while a write is in flight).
-void Append(const ernie::v1::GenerateResponse& from, ernie::v1::GenerateResponse* into) {
-  into->set_index(from.index());
-  into->mutable_token_ids()->Add(from.token_ids().begin(), from.token_ids().end());
-  for (const auto& logprob : from.logprobs()) *into->add_logprobs() = logprob;
-  into->set_prompt_tokens(from.prompt_tokens());
-  into->set_completion_tokens(from.completion_tokens());
-  into->set_cached_prompt_tokens(from.cached_prompt_tokens());
-  if (from.finish_reason() != ernie::v1::FINISH_REASON_UNSPECIFIED) into->set_finish_reason(from.finish_reason());
-  if (from.has_stop_token_id()) into->set_stop_token_id(from.stop_token_id());
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- WorkerStream
@@ -101,17 +88,19 @@ void WorkerStream::OnReadDone(bool ok) {
   }
   // Each update to its request, in order; a request's updates all come on
   // this stream, and the next read starts only after these are handed over.
-  for (const ernie::v1::GenerateUpdate& update : read_.updates()) {
-    std::shared_ptr<MultiplexedCall> call;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<std::shared_ptr<MultiplexedCall>, const ernie::v1::GenerateUpdate*>> routed;
+  routed.reserve(static_cast<size_t>(read_.updates_size()));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);  // once a message, not once an update
+    for (const ernie::v1::GenerateUpdate& update : read_.updates()) {
       auto it = calls_.find(update.request_id());
-      if (it == calls_.end()) continue;  // cancelled here and forgotten, or unknown
-      call = it->second.lock();
+      if (it == calls_.end()) continue;  // unknown, or ended here already
+      std::shared_ptr<MultiplexedCall> call = it->second.lock();
       if (update.closed() || call == nullptr) calls_.erase(it);
+      if (call != nullptr) routed.emplace_back(std::move(call), &update);
     }
-    if (call != nullptr) call->OnUpdate(update);
   }
+  for (auto& [call, update] : routed) call->OnUpdate(*update);
   read_.Clear();
   HandToGrpc(this);
   StartRead(&read_);
@@ -189,12 +178,10 @@ void MultiplexedCall::OnUpdate(const ernie::v1::GenerateUpdate& update) {
   if (update.has_response()) {
     received_ = true;
     const ernie::v1::GenerateResponse& response = update.response();
-    auto [it, inserted] = pending_.try_emplace(response.index());
-    if (inserted) {
-      it->second = response;
-    } else {
-      Append(response, &it->second);
-    }
+    // A later message of the same sample appends its tokens (and logprobs)
+    // and takes the latest counts; finish_reason and stop_token_id are set
+    // only on the last: proto3's MergeFrom is exactly that merge.
+    pending_[response.index()].MergeFrom(response);
   }
   if (update.closed()) EndLocked(grpc::Status(static_cast<grpc::StatusCode>(update.status_code()), update.status_message()));
   Pump(lock);
@@ -239,7 +226,7 @@ bool MultiplexedCall::Overdue(std::chrono::steady_clock::time_point now) {
   if (timeouts_.deadline.count() > 0 && now - started_ > timeouts_.deadline) return true;
   // Only the time spent waiting for the worker counts (a slow reader's pause does not).
   if (!waiting_ || !pending_.empty()) return false;
-  const std::chrono::milliseconds limit = received_ ? timeouts_.stall : timeouts_.first_token;
+  const std::chrono::milliseconds limit = timeouts_.WaitLimit(received_);
   return limit.count() > 0 && now - wait_started_ > limit;
 }
 
@@ -255,11 +242,7 @@ void MultiplexedCall::TimeOut() {
                                           std::chrono::duration<double>(timeouts_.deadline).count(),
                                           " s (--request-timeout-s)")));
     } else {
-      const auto limit = received_ ? timeouts_.stall : timeouts_.first_token;
-      EndLocked(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                             absl::StrCat(received_ ? "no further token" : "no first token", " from the worker within ",
-                                          std::chrono::duration<double>(limit).count(), " s (",
-                                          received_ ? "--stall-timeout-s" : "--first-token-timeout-s", ")")));
+      EndLocked(WaitTimedOut(timeouts_, received_));
     }
   }
   CancelUpstream();

@@ -2,10 +2,19 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace ernie::gateway {
 namespace {
 constexpr auto kScanInterval = std::chrono::milliseconds(250);
 }  // namespace
+
+grpc::Status WaitTimedOut(const UpstreamTimeouts& timeouts, bool received) {
+  return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      absl::StrCat(received ? "no further token" : "no first token", " from the worker within ",
+                                   std::chrono::duration<double>(timeouts.WaitLimit(received)).count(), " s (",
+                                   received ? "--stall-timeout-s" : "--first-token-timeout-s", ")"));
+}
 
 UpstreamWatchdog& UpstreamWatchdog::Instance() {
   static UpstreamWatchdog* watchdog = new UpstreamWatchdog();  // never destroyed: calls may end during exit

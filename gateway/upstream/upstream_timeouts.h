@@ -12,13 +12,22 @@
 #include <vector>
 #include <condition_variable>
 
+#include "grpcpp/support/status.h"
+
 namespace ernie::gateway {
 
 struct UpstreamTimeouts {
   std::chrono::milliseconds first_token{300'000};  // no first message within this: 504 (0: off)
   std::chrono::milliseconds stall{120'000};        // no next message within this while reading: 504 (0: off)
   std::chrono::milliseconds deadline{0};           // the whole call (gRPC deadline; 0: none)
+
+  // How long a call may wait for its next message (0: for ever): the
+  // first-token limit until something arrived, the stall limit after.
+  std::chrono::milliseconds WaitLimit(bool received) const { return received ? stall : first_token; }
 };
+
+// The status of a call the watchdog ended for waiting past WaitLimit(received).
+grpc::Status WaitTimedOut(const UpstreamTimeouts& timeouts, bool received);
 
 // Something the watchdog looks at: Overdue() says whether its time is up
 // (cheap, thread-safe); TimeOut() ends it.

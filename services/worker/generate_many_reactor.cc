@@ -9,8 +9,8 @@
 namespace ernie::worker {
 
 // One request's sink: the engine thread only copies each output into the
-// dispatcher's queue (a sample's first output ahead of the rest, as for
-// Generate); the merge into the stream's next message happens there.
+// dispatcher's queue (PostOutput: a sample's first output ahead of the
+// rest); the merge into the stream's next message happens there.
 class GenerateManyReactor::Sink : public RequestSink {
  public:
   Sink(std::shared_ptr<Handle> handle, std::string request_id)
@@ -21,11 +21,7 @@ class GenerateManyReactor::Sink : public RequestSink {
       std::lock_guard<std::mutex> lock(handle->mu);
       if (handle->reactor != nullptr) handle->reactor->Deliver(id, out);
     };
-    if (out.completion_tokens == static_cast<int32_t>(out.token_ids.size())) {
-      OutputDispatcher::Shared().PostAhead(std::move(deliver));
-    } else {
-      OutputDispatcher::Shared().Post(std::move(deliver));
-    }
+    OutputDispatcher::Shared().PostOutput(out, std::move(deliver));
   }
   void OnError(const absl::Status& status) override {
     OutputDispatcher::Shared().Post([handle = handle_, id = request_id_, status] {

@@ -19,14 +19,7 @@ class GenerateReactor::Sink : public RequestSink, public std::enable_shared_from
       std::lock_guard<std::mutex> lock(self->mu_);
       if (self->reactor_ != nullptr) self->reactor_->Enqueue(out);
     };
-    // A sample's first tokens end its time to first token: they go ahead
-    // of the running streams' tokens (output_dispatcher.h).
-    const bool first = out.completion_tokens == static_cast<int32_t>(out.token_ids.size());
-    if (first) {
-      OutputDispatcher::Shared().PostAhead(std::move(deliver));
-    } else {
-      OutputDispatcher::Shared().Post(std::move(deliver));
-    }
+    OutputDispatcher::Shared().PostOutput(out, std::move(deliver));
   }
   void OnError(const absl::Status& status) override {
     OutputDispatcher::Shared().Post([self = shared_from_this(), status] {

@@ -27,6 +27,15 @@ void OutputDispatcher::PostAhead(std::function<void()> task) {
   ready_.notify_one();
 }
 
+void OutputDispatcher::PostOutput(const SampleOutput& out, std::function<void()> task) {
+  const bool first = out.completion_tokens == static_cast<int32_t>(out.token_ids.size());
+  if (first) {
+    PostAhead(std::move(task));
+  } else {
+    Post(std::move(task));
+  }
+}
+
 void OutputDispatcher::PostAfterBatch(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/core/engine_types.h"
+
 namespace ernie::worker {
 
 class OutputDispatcher {
@@ -29,6 +31,9 @@ class OutputDispatcher {
   // Post, but ahead of the tasks posted without it that have not started.
   // Only for a sample's first output: it has no earlier task to overtake.
   void PostAhead(std::function<void()> task);
+  // The task that delivers `out`: ahead when it is its sample's first
+  // output (it ends that request's time to first token), else in turn.
+  void PostOutput(const SampleOutput& out, std::function<void()> task);
   // Runs `task` once the batch of tasks now running (or the next, when none
   // runs) is over: a stream that gathers a step's outputs writes them in one
   // message there, instead of sending the first alone.
