@@ -111,11 +111,11 @@ void GenerateManyReactor::Deliver(const std::string& request_id, const SampleOut
   Live& live = it->second;
   v1::GenerateUpdate* update = PendingUpdateLocked(request_id, out.index);
   MergeInto(out, live.with_logprobs, update->mutable_response());
-  if (out.finish_reason != FinishReason::kNone && ++live.samples_done == live.samples) {
-    update->set_closed(true);
-    live_.erase(it);
-    pending_at_.erase(request_id);
-  }
+  // The closing update goes after the request's others in the message: on
+  // its own sample's update it could precede another sample's last tokens,
+  // which the gateway would then drop (n > 1, samples ending out of order).
+  if (out.finish_reason != FinishReason::kNone && ++live.samples_done == live.samples)
+    CloseLocked(request_id, grpc::Status::OK);
   FlushAfterBatchLocked();
 }
 

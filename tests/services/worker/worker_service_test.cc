@@ -188,12 +188,15 @@ ManyResult GenerateMany(v1::Worker::Stub& stub, const std::vector<v1::GenerateRe
   ManyResult r;
   std::set<std::string> open;
   for (const auto& request : requests) open.insert(request.request_id());
-  std::set<std::string> cancelled;
+  std::set<std::string> cancelled, closed;
   v1::GenerateManyResponse message;
   while (!open.empty() && stream->Read(&message)) {
     ++r.messages;
     for (const v1::GenerateUpdate& update : message.updates()) {
       ++r.updates;
+      // A request's closing update is its last: nothing of it may follow.
+      EXPECT_FALSE(closed.contains(update.request_id())) << update.request_id() << " has an update after it closed";
+      if (update.closed()) closed.insert(update.request_id());
       StreamResult& out = r.requests[update.request_id()];
       if (update.has_response()) {
         const v1::GenerateResponse& resp = update.response();
