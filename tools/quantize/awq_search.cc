@@ -26,32 +26,48 @@ double SquaredOutput(const float* x, int64_t rows, int64_t in, const std::vector
   return sum;
 }
 
-}  // namespace
-
-double QuantizationLoss(const float* x, int64_t rows, int64_t in, std::span<const float> scales,
-                        std::span<const SearchWeight> weights, int64_t group, ThreadPool& pool) {
-  double total = 0;
-  int64_t outputs = 0;
-  for (const SearchWeight& sw : weights) {
-    const int64_t out = sw.out;
-    std::vector<float> scaled(static_cast<size_t>(out * in)), delta(static_cast<size_t>(out * in));
-    for (int64_t o = 0; o < out; ++o)
-      for (int64_t i = 0; i < in; ++i) scaled[static_cast<size_t>(o * in + i)] = sw.w[o * in + i] * scales[static_cast<size_t>(i)];
-    DequantizeToOutIn(QuantizeGroupwise(scaled.data(), out, in, group), delta.data());
-    // The effective weight is Q(W s) / s; its error against W is what X sees.
-    for (int64_t o = 0; o < out; ++o)
-      for (int64_t i = 0; i < in; ++i) {
-        const auto k = static_cast<size_t>(o * in + i);
-        delta[k] = delta[k] / scales[static_cast<size_t>(i)] - sw.w[o * in + i];
-      }
-    total += SquaredOutput(x, rows, in, delta, out, pool);
-    outputs += out;
-  }
-  return total / static_cast<double>(std::max<int64_t>(1, rows * outputs));
+// Q(W s) / s - W, the error the input sees, rows split over the pool: every
+// candidate alpha re-rounds each weight of the group, the search's bulk.
+void WeightError(const SearchWeight& sw, int64_t in, std::span<const float> scales, int64_t group, ThreadPool& pool,
+                 std::vector<float>& delta) {
+  delta.resize(static_cast<size_t>(sw.out * in));
+  pool.ParallelFor(sw.out, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      const float* w = sw.w + o * in;
+      float* d = delta.data() + o * in;
+      for (int64_t i = 0; i < in; ++i) d[i] = w[i] * scales[static_cast<size_t>(i)];
+      QuantizeDequantizeRows(d, 1, in, group, d);
+      for (int64_t i = 0; i < in; ++i) d[i] = d[i] / scales[static_cast<size_t>(i)] - w[i];
+    }
+  });
 }
 
-ScaleSearchResult SearchScales(const float* x, int64_t rows, int64_t in, std::span<const float> mean_abs,
-                               std::span<const SearchWeight> weights, int64_t group, int grid, ThreadPool& pool) {
+}  // namespace
+
+ScaleSearchResult RoundToNearestScales(int64_t in) {
+  ScaleSearchResult r;
+  r.scales.assign(static_cast<size_t>(in), 1.0f);
+  return r;
+}
+
+double QuantizationLoss(std::span<const SearchInput> inputs, int64_t in, std::span<const float> scales, int64_t group,
+                        ThreadPool& pool) {
+  double total = 0;
+  int64_t outputs = 0;
+  std::vector<float> delta;
+  for (const SearchInput& input : inputs) {
+    if (input.rows == 0) continue;  // no row reads these weights: nothing to see
+    for (const SearchWeight& sw : input.weights) {
+      WeightError(sw, in, scales, group, pool, delta);
+      total += SquaredOutput(input.x, input.rows, in, delta, sw.out, pool);
+      outputs += input.rows * sw.out;
+    }
+  }
+  return total / static_cast<double>(std::max<int64_t>(1, outputs));
+}
+
+ScaleSearchResult SearchScales(std::span<const SearchInput> inputs, int64_t in, std::span<const float> mean_abs,
+                               int64_t group, int grid, ThreadPool& pool) {
   ScaleSearchResult best;
   std::vector<float> s(static_cast<size_t>(in));
   for (int step = 0; step < grid; ++step) {
@@ -62,7 +78,7 @@ ScaleSearchResult SearchScales(const float* x, int64_t rows, int64_t in, std::sp
     const float norm = std::sqrt(*lo * *hi);
     for (float& v : s) v /= norm;
     if (step == 0) std::fill(s.begin(), s.end(), 1.0f);  // alpha 0 is exactly RTN
-    const double loss = QuantizationLoss(x, rows, in, s, weights, group, pool);
+    const double loss = QuantizationLoss(inputs, in, s, group, pool);
     if (step == 0) best.rtn_loss = loss;
     if (step == 0 || loss < best.loss) {
       best.alpha = alpha;

@@ -1,6 +1,7 @@
 // AWQ's calibration statistics: the float32 CPU model runs over calibration
 // tokens, and the input of every dense layer's linear groups (q/k/v, o_proj,
-// gate/up, down_proj; MoE layers: q/k/v and o_proj) is kept.
+// gate/up, down_proj; MoE layers: q/k/v, o_proj and the MoE block's input)
+// is kept.
 #pragma once
 
 #include <array>

@@ -8,6 +8,25 @@
 
 namespace ernie::quantize {
 
+namespace {
+
+// One group's stored scale (f16-rounded) and zero point.
+struct GroupCode {
+  float scale;
+  float zero;
+};
+
+GroupCode CodeOf(const float* part, int64_t group) {
+  const auto [lo, hi] = std::minmax_element(part, part + group);
+  // Clamped to f16's largest finite value so the stored scale is never inf.
+  const float scale = F16ToFloat(FloatToF16(std::min(std::max(*hi - *lo, 1e-5f) / 15.0f, 65504.0f)));
+  return {scale, std::clamp(-std::nearbyint(*lo / scale), 0.0f, 15.0f)};
+}
+
+float Quantize(float w, GroupCode c) { return std::clamp(std::nearbyint(w / c.scale) + c.zero, 0.0f, 15.0f); }
+
+}  // namespace
+
 AwqTensors QuantizeGroupwise(const float* w, int64_t out, int64_t in, int64_t group) {
   AwqTensors t{.in = in, .out = out, .group = group};
   const int64_t groups = in / group, words = out / 8;
@@ -19,15 +38,11 @@ AwqTensors QuantizeGroupwise(const float* w, int64_t out, int64_t in, int64_t gr
     const float* row = w + o * in;
     for (int64_t g = 0; g < groups; ++g) {
       const float* part = row + g * group;
-      const auto [lo, hi] = std::minmax_element(part, part + group);
-      // Clamped to f16's largest finite value so the stored scale is never inf.
-      const float scale = F16ToFloat(FloatToF16(std::min(std::max(*hi - *lo, 1e-5f) / 15.0f, 65504.0f)));
-      const float zero = std::clamp(-std::nearbyint(*lo / scale), 0.0f, 15.0f);
-      t.scales[static_cast<size_t>(g * out + o)] = FloatToF16(scale);
-      z[static_cast<size_t>(g * out + o)] = static_cast<uint8_t>(zero);
+      const GroupCode c = CodeOf(part, group);
+      t.scales[static_cast<size_t>(g * out + o)] = FloatToF16(c.scale);
+      z[static_cast<size_t>(g * out + o)] = static_cast<uint8_t>(c.zero);
       for (int64_t i = 0; i < group; ++i)
-        q[static_cast<size_t>((g * group + i) * out + o)] =
-            static_cast<uint8_t>(std::clamp(std::nearbyint(part[i] / scale) + zero, 0.0f, 15.0f));
+        q[static_cast<size_t>((g * group + i) * out + o)] = static_cast<uint8_t>(Quantize(part[i], c));
     }
   }
   for (int64_t i = 0; i < in; ++i)
@@ -49,6 +64,18 @@ void DequantizeToOutIn(const AwqTensors& t, float* w) {
       }
     }
   }
+}
+
+void QuantizeDequantizeRows(const float* w, int64_t rows, int64_t in, int64_t group, float* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < in / group; ++g) {
+      const float* part = w + r * in + g * group;
+      float* dst = out + r * in + g * group;
+      const GroupCode c = CodeOf(part, group);
+      // (q - z) as an integer first, as DequantizeToOutIn's nibbles are.
+      for (int64_t i = 0; i < group; ++i)
+        dst[i] = static_cast<float>(static_cast<int>(Quantize(part[i], c)) - static_cast<int>(c.zero)) * c.scale;
+    }
 }
 
 }  // namespace ernie::quantize

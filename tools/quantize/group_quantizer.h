@@ -24,4 +24,9 @@ AwqTensors QuantizeGroupwise(const float* w, int64_t out, int64_t in, int64_t gr
 // The weights `t` stands for, back in [out, in] float32: (q - z) * s.
 void DequantizeToOutIn(const AwqTensors& t, float* w);
 
+// What QuantizeGroupwise then DequantizeToOutIn give, bit for bit, without
+// the packing: `rows` rows of `in` weights (any row count, so a caller can
+// split a matrix over threads). AWQ's search rounds every candidate this way.
+void QuantizeDequantizeRows(const float* w, int64_t rows, int64_t in, int64_t group, float* out);
+
 }  // namespace ernie::quantize

@@ -24,16 +24,19 @@ OutputCheckpoint::OutputCheckpoint(const Checkpoint& input) {
     tensors_[name] = Tensor{std::string(DTypeSafetensorsName(view.dtype)), view.shape, &view, {}};
 }
 
-void OutputCheckpoint::ReplaceFloat(const TensorView& source, const std::vector<float>& values) {
+void OutputCheckpoint::ReplaceFloat(const TensorView& source, const std::vector<float>& values,
+                                    std::optional<DType> dtype) {
+  const DType as = dtype.value_or(source.dtype);
   Tensor& t = tensors_[source.name];
   t.source = nullptr;
-  switch (source.dtype) {
+  t.dtype = std::string(DTypeSafetensorsName(as));
+  switch (as) {
     case DType::kF32: t.bytes = BytesOf(values); break;
     case DType::kBF16:
     case DType::kF16: {
       std::vector<uint16_t> half(values.size());
       for (size_t i = 0; i < values.size(); ++i)
-        half[i] = source.dtype == DType::kBF16 ? FloatToBf16(values[i]) : FloatToF16(values[i]);
+        half[i] = as == DType::kBF16 ? FloatToBf16(values[i]) : FloatToF16(values[i]);
       t.bytes = BytesOf(half);
       break;
     }

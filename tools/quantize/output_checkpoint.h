@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,10 @@ class OutputCheckpoint {
   // Starts as a copy of every tensor of `input` (which must outlive this).
   explicit OutputCheckpoint(const Checkpoint& input);
 
-  // Replaces tensor `source` (same name, dtype and shape) by `values` [numel],
-  // rounded to the source's dtype.
-  void ReplaceFloat(const TensorView& source, const std::vector<float>& values);
+  // Replaces tensor `source` (same name and shape) by `values` [numel],
+  // rounded to the source's dtype, or stored as `dtype` when given (a float
+  // dtype: a scaled router is kept in float32 rather than rounded again).
+  void ReplaceFloat(const TensorView& source, const std::vector<float>& values, std::optional<DType> dtype = {});
   // Drops `prefix`.weight and adds `prefix`.{qweight, qzeros, scales}.
   void ReplaceWithAwq(const std::string& prefix, AwqTensors tensors);
 

@@ -7,14 +7,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/backend/cpu/elementwise.h"
 #include "engine/model/ernie4_5_weights.h"
 #include "engine/util/status_macros.h"
 #include "engine/util/thread_pool.h"
 #include "nlohmann/json.hpp"
 #include "tools/quantize/awq_search.h"
 #include "tools/quantize/calibration.h"
+#include "tools/quantize/float_linear.h"
 #include "tools/quantize/model_runner.h"
+#include "tools/quantize/moe_awq.h"
 #include "tools/quantize/output_checkpoint.h"
 
 namespace ernie::quantize {
@@ -22,47 +23,6 @@ namespace ernie::quantize {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string PrefixOf(const LinearWeights& lin) {
-  const std::string& name = lin.weight->name;
-  return name.substr(0, name.size() - std::string(".weight").size());
-}
-
-std::vector<float> Widen(const TensorView& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  cpu::WidenToFloat(t, v.data());
-  return v;
-}
-
-// A linear's float weight [out, in], to be scaled before quantization.
-struct FloatLinear {
-  const LinearWeights* lin = nullptr;
-  std::vector<float> w;  // [out, in]
-  int64_t out() const { return lin->out_features(); }
-  int64_t in() const { return lin->in_features(); }
-  void ScaleColumns(const std::vector<float>& s) {
-    for (int64_t o = 0; o < out(); ++o)
-      for (int64_t i = 0; i < in(); ++i) w[static_cast<size_t>(o * in() + i)] *= s[static_cast<size_t>(i)];
-  }
-  void DivideRows(const std::vector<float>& s) {
-    for (int64_t o = 0; o < out(); ++o)
-      for (int64_t i = 0; i < in(); ++i) w[static_cast<size_t>(o * in() + i)] /= s[static_cast<size_t>(o)];
-  }
-};
-
-FloatLinear Load(const LinearWeights& lin) { return {&lin, Widen(*lin.weight)}; }
-
-void Emit(const FloatLinear& f, int64_t group, OutputCheckpoint& out) {
-  out.ReplaceWithAwq(PrefixOf(*f.lin), QuantizeGroupwise(f.w.data(), f.out(), f.in(), group));
-}
-
-// Divides a float vector tensor (a norm or a bias) by s into the output.
-void FoldDivide(const TensorView* t, const std::vector<float>& s, OutputCheckpoint& out) {
-  if (t == nullptr) return;
-  std::vector<float> v = Widen(*t);
-  for (size_t i = 0; i < v.size(); ++i) v[i] /= s[i];
-  out.ReplaceFloat(*t, v);
-}
 
 absl::Status CheckQuantizable(const LinearWeights& lin, int64_t group) {
   if (lin.in_features() % group != 0)
@@ -105,19 +65,55 @@ std::vector<float> GroupScales(const LayerJob& job, int64_t layer, cpu::LinearIn
   const int64_t in = linears[0]->in();
   if (job.acts == nullptr || !enabled) return std::vector<float>(static_cast<size_t>(in), 1.0f);
   const GroupActivations& g = (*job.acts)[static_cast<size_t>(which)];
-  std::vector<SearchWeight> weights;
-  for (const FloatLinear* f : linears) weights.push_back({f->w.data(), f->out()});
-  ScaleSearchResult r = SearchScales(g.rows.data(), g.num_rows(), in, g.mean_abs, weights, job.options.group_size,
-                                     job.options.alpha_grid, job.pool);
+  SearchInput input{g.rows.data(), g.num_rows(), {}};
+  for (const FloatLinear* f : linears) input.weights.push_back({f->w.data(), f->out()});
+  ScaleSearchResult r = SearchScales({&input, 1}, in, g.mean_abs, job.options.group_size, job.options.alpha_grid, job.pool);
   std::fprintf(stderr, "  layer %lld %-7s alpha %.2f  output MSE %.4g (RTN %.4g)\n", static_cast<long long>(layer),
                what, r.alpha, r.loss, r.rtn_loss);
   return r.scales;
 }
 
+// A MoE layer's MLP (moe_awq.h): one scale for the block's input, one for
+// each expert's down_proj; RTN throughout without calibration.
+void QuantizeMoeMlp(const LayerJob& job, int64_t layer, const Ernie45LayerWeights& l) {
+  const int64_t group = job.options.group_size;
+  FloatMoeMlp f = LoadFloatMoeMlp(l.moe);
+  if (job.acts != nullptr) {
+    const GroupActivations& input = (*job.acts)[static_cast<size_t>(cpu::LinearInput::kGateUp)];
+    const MoeMlpScales s = SearchMoeMlpScales(job.config, l.moe, input, f, group, job.options.alpha_grid, job.pool);
+    ApplyMoeMlpScales(s, f);
+    FoldDivide(l.post_attn_norm, s.gate_up.scales, job.out);
+    job.out.ReplaceFloat(*l.moe.router, f.router, DType::kF32);
+    double loss = 0, rtn = 0, alphas = 0;
+    int unrouted = 0;
+    for (size_t e = 0; e < s.down.size(); ++e) {
+      loss += s.down[e].loss;
+      rtn += s.down[e].rtn_loss;
+      alphas += s.down[e].alpha;
+      unrouted += s.routed_rows[e] == 0;
+    }
+    std::fprintf(stderr, "  layer %lld %-7s alpha %.2f  output MSE %.4g (RTN %.4g), %zu experts%s\n",
+                 static_cast<long long>(layer), "gate_up", s.gate_up.alpha, s.gate_up.loss, s.gate_up.rtn_loss,
+                 f.experts.size(), f.shared ? " + shared" : "");
+    std::fprintf(stderr, "  layer %lld %-7s mean alpha %.2f  output MSE summed over experts %.4g (RTN %.4g); "
+                 "%d of %zu experts saw no calibration token (RTN)\n", static_cast<long long>(layer), "down",
+                 alphas / static_cast<double>(std::max<size_t>(1, s.down.size())), loss, rtn, unrouted, s.down.size());
+    if (s.shared_down)
+      std::fprintf(stderr, "  layer %lld %-7s alpha %.2f  output MSE %.4g (RTN %.4g)\n", static_cast<long long>(layer),
+                   "shared down", s.shared_down->alpha, s.shared_down->loss, s.shared_down->rtn_loss);
+  }
+  auto emit = [&](const FloatMlp& m) {
+    for (const FloatLinear* lin : {&m.gate, &m.up, &m.down}) EmitQuantized(*lin, group, job.out);
+  };
+  for (const FloatMlp& m : f.experts) emit(m);
+  if (f.shared) emit(*f.shared);
+}
+
 void QuantizeLayer(const LayerJob& job, int64_t layer, const Ernie45LayerWeights& l) {
   const ModelConfig& c = job.config;
   const int64_t group = job.options.group_size;
-  FloatLinear q = Load(l.q_proj), k = Load(l.k_proj), v = Load(l.v_proj), o = Load(l.o_proj);
+  FloatLinear q = LoadFloatLinear(l.q_proj), k = LoadFloatLinear(l.k_proj), v = LoadFloatLinear(l.v_proj),
+              o = LoadFloatLinear(l.o_proj);
   const auto s_qkv = GroupScales(job, layer, cpu::LinearInput::kQkv, "qkv", {&q, &k, &v}, true);
   // o_proj's input channel h*d+j is v's output channel (h / group)*d+j; a
   // scale folds into v only when that map is one to one.
@@ -127,25 +123,22 @@ void QuantizeLayer(const LayerJob& job, int64_t layer, const Ernie45LayerWeights
   v.ScaleColumns(s_qkv);
   FoldDivide(l.input_norm, s_qkv, job.out);
   v.DivideRows(s_o);
-  FoldDivide(l.v_proj.bias, s_o, job.out);
   o.ScaleColumns(s_o);
-  for (const FloatLinear* f : {&q, &k, &v, &o}) Emit(*f, group, job.out);
+  for (const FloatLinear* f : {&q, &k, &v, &o}) EmitQuantized(*f, group, job.out);
 
   if (l.is_moe) {
-    for (const LinearWeights* lin : AllLinears(l))
-      if (lin != &l.q_proj && lin != &l.k_proj && lin != &l.v_proj && lin != &l.o_proj) Emit(Load(*lin), group, job.out);
+    QuantizeMoeMlp(job, layer, l);
     return;
   }
-  FloatLinear gate = Load(l.gate_proj), up = Load(l.up_proj), down = Load(l.down_proj);
+  FloatLinear gate = LoadFloatLinear(l.gate_proj), up = LoadFloatLinear(l.up_proj), down = LoadFloatLinear(l.down_proj);
   const auto s_gu = GroupScales(job, layer, cpu::LinearInput::kGateUp, "gate_up", {&gate, &up}, true);
   const auto s_down = GroupScales(job, layer, cpu::LinearInput::kDown, "down", {&down}, true);
   gate.ScaleColumns(s_gu);
   up.ScaleColumns(s_gu);
   FoldDivide(l.post_attn_norm, s_gu, job.out);
   up.DivideRows(s_down);
-  FoldDivide(l.up_proj.bias, s_down, job.out);
   down.ScaleColumns(s_down);
-  for (const FloatLinear* f : {&gate, &up, &down}) Emit(*f, group, job.out);
+  for (const FloatLinear* f : {&gate, &up, &down}) EmitQuantized(*f, group, job.out);
 }
 
 absl::Status CopySideFiles(const std::string& in_dir, const std::string& out_dir, const AwqConfig& awq) {

@@ -10,8 +10,10 @@
 //   down    <- up_proj's output rows / s       (down columns * s)
 //   o_proj  <- v_proj's output rows / s, only when heads map 1:1 onto KV
 //              heads (num_heads == num_kv_heads); otherwise o_proj is RTN.
-// MoE layers: attention as above, experts and shared experts RTN (the
-// per-expert calibration is not collected).
+// MoE layers (moe_awq.h): attention as above; one s for the block's input
+// (post_attention_layernorm / s, the router's and every expert's gate/up
+// columns * s, the router written in float32), and one for each expert's
+// down_proj (that expert's up_proj rows / s).
 #pragma once
 
 #include <string>

@@ -104,12 +104,13 @@ void CpuBackend::MlpBlock(int64_t layer, int64_t tokens) {
   const Ernie45LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const LayerVectors& lv = layer_vectors_[static_cast<size_t>(layer)];
   RmsNorm(x_.data(), tokens, c.hidden_size, lv.post_attn_norm.data(), c.rms_norm_eps, h_.data());
+  // A MoE block's input is its router's and every expert's gate/up input.
+  Observe(layer, LinearInput::kGateUp, h_, tokens, c.hidden_size);
   if (w.is_moe) {
     MoeMlp(h_.data(), tokens, c, w.moe, moe_, out_.data(), pool_);
     AddInPlace(x_.data(), out_.data(), tokens * c.hidden_size);
     return;
   }
-  Observe(layer, LinearInput::kGateUp, h_, tokens, c.hidden_size);
   ApplyLinear(h_.data(), tokens, w.gate_proj, OrNull(lv.gate_bias), gate_.data(), pool_);
   ApplyLinear(h_.data(), tokens, w.up_proj, OrNull(lv.up_bias), up_.data(), pool_);
   SiluAndMul(gate_.data(), up_.data(), tokens, c.intermediate_size, gate_.data());

@@ -23,7 +23,8 @@ enum class LinearInput { kQkv, kOProj, kGateUp, kDown };
 // Sees x [rows, cols] before the linears of `which` in `layer` run (for
 // calibration: tools/quantize collects AWQ's activation statistics here).
 // Called on the engine thread; `x` is valid only during the call. MoE
-// layers report kQkv and kOProj only.
+// layers report kGateUp as the MoE block's input (the router's and every
+// expert's) and no kDown (each expert's is its own: tools/quantize/moe_awq.h).
 using LinearInputObserver =
     std::function<void(int64_t layer, LinearInput which, const float* x, int64_t rows, int64_t cols)>;
 

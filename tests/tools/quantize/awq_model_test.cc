@@ -15,6 +15,7 @@
 #include "engine/model/ernie4_5_weights.h"
 #include "engine/model/model_config.h"
 #include "tests/tools/quantize/quantize_test_util.h"
+#include "tools/quantize/float_linear.h"
 #include "tools/quantize/model_runner.h"
 #include "tools/quantize/quant_eval.h"
 
@@ -111,7 +112,8 @@ class AwqModelTest : public ::testing::Test {
              {kBiasGqa, "bias_rtn64", "--method rtn --group-size 64"},
              {kTiedMha, "tied_awq32", "--method awq --group-size 32 --calib-tokens 96"},
              {kTiedMha, "tied_rtn32", "--method rtn --group-size 32"},
-             {kMoe, "moe_awq32", "--method awq --group-size 32 --calib-tokens 64"}}) {
+             {kMoe, "moe_awq32", "--method awq --group-size 32"},  // the default 512 calibration tokens
+             {kMoe, "moe_rtn32", "--method rtn --group-size 32"}}) {
       const std::string err = Quantize(in, *dir_ / name, args);
       ASSERT_EQ(err, "") << name;
     }
@@ -288,6 +290,35 @@ TEST_F(AwqModelTest, MoeExpertsAndSharedExpertsBindAsAwq) {
   EXPECT_GT(moe_layers, 0);
 }
 
+TEST_F(AwqModelTest, MoeRouterCarriesTheScaleFoldedIntoTheNorm) {
+  // AWQ divides the MoE block's input by s through post_attention_layernorm;
+  // the router, which is not quantized, must multiply its columns by the
+  // same s (and is kept in float32) so that it routes as before.
+  auto in = LoadModel(kMoe), out = LoadModel(Dir("moe_awq32")), rtn = LoadModel(Dir("moe_rtn32"));
+  ASSERT_TRUE(in.ok() && out.ok() && rtn.ok());
+  int moe_layers = 0;
+  for (size_t li = 0; li < (*in)->weights.layers.size(); ++li) {
+    const Ernie45LayerWeights &a = (*in)->weights.layers[li], &b = (*out)->weights.layers[li];
+    if (!a.is_moe) continue;
+    ++moe_layers;
+    const auto norm_in = WidenTensor(*a.post_attn_norm), norm_out = WidenTensor(*b.post_attn_norm);
+    const auto router_in = WidenTensor(*a.moe.router), router_out = WidenTensor(*b.moe.router);
+    EXPECT_EQ(b.moe.router->dtype, DType::kF32);
+    EXPECT_EQ((*rtn)->weights.layers[li].moe.router->dtype, a.moe.router->dtype) << "RTN leaves the router alone";
+    const size_t h = norm_in.size();
+    bool scaled = false;
+    for (size_t i = 0; i < h; ++i) {
+      const double s = static_cast<double>(norm_in[i]) / norm_out[i];  // the norm's weight rounds s to bf16
+      scaled = scaled || std::abs(s - 1.0) > 0.01;
+      for (size_t e = 0; e < router_in.size() / h; ++e)
+        EXPECT_NEAR(router_out[e * h + i], router_in[e * h + i] * s, 1e-2 * std::abs(router_in[e * h + i] * s) + 1e-7)
+            << "layer " << li << " expert " << e << " channel " << i;
+    }
+    EXPECT_TRUE(scaled) << "layer " << li << ": the search kept s = 1";
+  }
+  EXPECT_GT(moe_layers, 0);
+}
+
 // --- the int4 kernel --------------------------------------------------------
 
 TEST_F(AwqModelTest, Int4LinearEqualsTheDequantisedWeights) {
@@ -369,7 +400,8 @@ TEST_F(AwqModelTest, ReportsKlOfRtnAndAwq) {
   };
   const Case cases[] = {{"demo g128", demo, *dir_ / "demo_rtn128", *dir_ / "demo_awq128"},
                         {"gqa4_bf16_bias g64", kBiasGqa, Dir("bias_rtn64"), Dir("bias_awq64")},
-                        {"gqa1_f32_tied g32", kTiedMha, Dir("tied_rtn32"), Dir("tied_awq32")}};
+                        {"gqa1_f32_tied g32", kTiedMha, Dir("tied_rtn32"), Dir("tied_awq32")},
+                        {"moe_e16_k4_shared1 g32", kMoe, Dir("moe_rtn32"), Dir("moe_awq32")}};
   nlohmann::json report = nlohmann::json::array();
   for (const Case& c : cases) {
     auto rtn = CompareWithReference(c.reference, c.rtn, *text, 256, 2);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "engine/model/awq_format.h"
@@ -56,6 +57,30 @@ TEST(GroupQuantizerTest, RoundsEachGroupBetweenItsMinAndMax) {
   EXPECT_EQ(back[3], 5 * s0);
 }
 
+TEST(GroupQuantizerTest, QuantizeDequantizeRowsIsThePackedRoundTripBitForBit) {
+  // Rows of mixed ranges: a constant group (the 1e-5 floor), huge values (the
+  // f16 clamp of the scale), a group all negative, a group all positive.
+  const int64_t out = 24, in = 128, group = 32;
+  std::vector<float> w(static_cast<size_t>(out * in));
+  for (int64_t k = 0; k < out * in; ++k) {
+    const int64_t o = k / in, g = (k % in) / group;
+    float v = static_cast<float>((k * 2654435761LL) % 2001 - 1000) / 997.0f;
+    if (o == 3 && g == 1) v = 0.25f;
+    if (o == 5) v *= 2.0e6f;
+    if (g == 2) v = -std::abs(v) - 0.5f;
+    if (g == 3) v = std::abs(v) + 0.5f;
+    w[static_cast<size_t>(k)] = v;
+  }
+  std::vector<float> packed(w.size()), direct(w.size());
+  DequantizeToOutIn(QuantizeGroupwise(w.data(), out, in, group), packed.data());
+  QuantizeDequantizeRows(w.data(), out, in, group, direct.data());
+  for (size_t k = 0; k < w.size(); ++k) ASSERT_EQ(direct[k], packed[k]) << "weight " << k;
+  // In place, as the search calls it.
+  std::vector<float> in_place = w;
+  QuantizeDequantizeRows(in_place.data(), out, in, group, in_place.data());
+  EXPECT_EQ(in_place, packed);
+}
+
 TEST(AwqSearchTest, ChosenLossNeverAboveRoundToNearest) {
   // 9 calibration rows of 64 inputs with a few loud channels: AWQ's case.
   const int64_t rows = 9, in = 64, out = 16;
@@ -67,14 +92,44 @@ TEST(AwqSearchTest, ChosenLossNeverAboveRoundToNearest) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < in; ++i) mean_abs[static_cast<size_t>(i)] += std::abs(x[static_cast<size_t>(r * in + i)]) / rows;
   ThreadPool pool(1);
-  const SearchWeight weights[] = {{w.data(), out}};
-  const ScaleSearchResult r = SearchScales(x.data(), rows, in, mean_abs, weights, 32, 20, pool);
+  const SearchInput input{x.data(), rows, {{w.data(), out}}};
+  const ScaleSearchResult r = SearchScales({&input, 1}, in, mean_abs, 32, 20, pool);
   EXPECT_LE(r.loss, r.rtn_loss);
   EXPECT_GT(r.alpha, 0.0) << "loud channels should pull alpha above 0";
   EXPECT_LT(r.loss, r.rtn_loss);
   const std::vector<float> ones(in, 1.0f);
-  EXPECT_DOUBLE_EQ(QuantizationLoss(x.data(), rows, in, ones, weights, 32, pool), r.rtn_loss);
-  EXPECT_DOUBLE_EQ(QuantizationLoss(x.data(), rows, in, r.scales, weights, 32, pool), r.loss);
+  EXPECT_DOUBLE_EQ(QuantizationLoss({&input, 1}, in, ones, 32, pool), r.rtn_loss);
+  EXPECT_DOUBLE_EQ(QuantizationLoss({&input, 1}, in, r.scales, 32, pool), r.loss);
+}
+
+TEST(AwqSearchTest, InputsOfTheirOwnRowsWeighByRowsAndOutputs) {
+  // A MoE block's case: two linears scaled together read different rows
+  // (an expert its routed tokens); one more reads none.
+  const int64_t in = 64;
+  std::vector<float> x(static_cast<size_t>(7 * in)), w1(static_cast<size_t>(16 * in)), w2(static_cast<size_t>(8 * in));
+  for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>((k * 37) % 23) - 11.0f + (k % 64 == 5 ? 30.0f : 0.0f);
+  for (size_t k = 0; k < w1.size(); ++k) w1[k] = static_cast<float>((k * 7919) % 101 - 50) / 100.0f;
+  for (size_t k = 0; k < w2.size(); ++k) w2[k] = static_cast<float>((k * 613) % 89 - 44) / 90.0f;
+  std::vector<float> s(in);
+  for (int64_t i = 0; i < in; ++i) s[static_cast<size_t>(i)] = 0.5f + static_cast<float>(i % 5) * 0.25f;
+  ThreadPool pool(2);
+  const SearchInput first{x.data(), 7, {{w1.data(), 16}}};
+  const SearchInput second{x.data() + 2 * in, 3, {{w2.data(), 8}}};
+  const SearchInput unread{x.data(), 0, {{w2.data(), 8}}};
+  const double a = QuantizationLoss({&first, 1}, in, s, 32, pool);
+  const double b = QuantizationLoss({&second, 1}, in, s, 32, pool);
+  const SearchInput all[] = {first, second, unread};
+  EXPECT_NEAR(QuantizationLoss(all, in, s, 32, pool), (a * 7 * 16 + b * 3 * 8) / (7 * 16 + 3 * 8), 1e-12 * a);
+  EXPECT_EQ(QuantizationLoss({&unread, 1}, in, s, 32, pool), 0.0);
+  std::vector<float> mean_abs(in, 0.0f);
+  for (int64_t r = 0; r < 7; ++r)
+    for (int64_t i = 0; i < in; ++i) mean_abs[static_cast<size_t>(i)] += std::abs(x[static_cast<size_t>(r * in + i)]) / 7;
+  const ScaleSearchResult r = SearchScales(all, in, mean_abs, 32, 10, pool);
+  EXPECT_LE(r.loss, r.rtn_loss);
+  EXPECT_DOUBLE_EQ(QuantizationLoss(all, in, r.scales, 32, pool), r.loss);
+  const ScaleSearchResult none = RoundToNearestScales(in);
+  EXPECT_EQ(none.alpha, 0.0);
+  EXPECT_EQ(none.scales, std::vector<float>(in, 1.0f));
 }
 
 }  // namespace
