@@ -1,13 +1,13 @@
 #include "engine/backend/backend.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/sample/logit_edit.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie {
 
 bool CanSampleOnDevice(const SamplingParams& p, int64_t num_output_tokens, size_t num_banned_ids) {
-  return p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.top_logprobs <= kMaxTopLogprobs &&
+  return (!HasLogitEdits(p) || !p.logprobs) && p.top_logprobs <= kMaxTopLogprobs &&
          (num_output_tokens >= p.min_tokens || num_banned_ids <= kMaxDeviceBannedIds);
 }
 
@@ -41,6 +41,10 @@ absl::Status ValidateDeviceSamplingRequest(const StepBatch& b, const DeviceSampl
                            row.banned_ids ? row.banned_ids->size() : SIZE_MAX))
       return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i,
                                                      " needs a logits processor only the host sampler has"));
+    if (HasLogitEdits(*row.params) &&
+        (row.edits == nullptr || row.edits->num_output_tokens() != static_cast<int64_t>(row.position)))
+      return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i,
+                                                     " has logit_bias or penalties but not its current edits"));
   }
   for (int32_t h : r.host_logit_rows)
     if (h < 0 || h >= logit_rows)

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/backend/step_batch.h"
+#include "engine/sample/logit_edit.h"
 #include "engine/sample/sampler.h"
 #include "engine/sample/sampling_params.h"
 
@@ -58,6 +59,12 @@ struct DeviceSampleRow {
   // While a min_tokens ban is in force: the eos and stop ids it bans (at most
   // kMaxDeviceBannedIds); null otherwise. Owned by the caller for the step.
   const std::vector<int32_t>* banned_ids = nullptr;
+  // With logit_bias or a penalty: the sample's edits of its logits row
+  // (engine/sample/logit_edit.h), current to `position` output tokens; null
+  // otherwise. Owned by the caller for the step. The device edits the row in
+  // place, so rows that share a logit_row (an n > 1 fork) must have the same
+  // params and position.
+  const SampleLogitEdits* edits = nullptr;
 };
 
 // Most ids one device row can ban (eos ids + stop_token_ids under min_tokens).
@@ -73,11 +80,13 @@ struct DeviceSamplingRequest {
 
 // True when a row with these parameters, `num_output_tokens` tokens into its
 // output, samples the same on the device as the host Sampler would: greedy,
-// or temperature with top_k / top_p / min_p, logprobs and top_logprobs; no
-// logit_bias and no repetition / presence / frequency penalty. A min_tokens
-// ban still in force is done on the device when it bans at most
-// kMaxDeviceBannedIds ids (`num_banned_ids`: the model's eos ids plus the
-// request's stop_token_ids).
+// or temperature with top_k / top_p / min_p, logprobs and top_logprobs.
+// logit_bias and the repetition / presence / frequency penalties are done on
+// the device as edits of the row (logit_edit.h) when the row asks for no
+// logprobs (which are those of the raw logits, so the row must stay raw);
+// with logprobs they stay on the host. A min_tokens ban still in force is
+// done on the device when it bans at most kMaxDeviceBannedIds ids
+// (`num_banned_ids`: the model's eos ids plus the request's stop_token_ids).
 bool CanSampleOnDevice(const SamplingParams& params, int64_t num_output_tokens, size_t num_banned_ids = SIZE_MAX);
 
 // Steps a backend ran, by how (Backend::step_counters).

@@ -80,6 +80,7 @@ absl::Status EngineCore::AddRequest(EngineRequest request) {
   slot->seq.num_prompt_tokens = static_cast<int32_t>(prompt_len);
   slot->seq.max_total_tokens = static_cast<int32_t>(prompt_len + slot->max_tokens);
   slot->row = SamplerRow{.params = &req->sampling, .seed = req->seed, .sample_index = 0, .prompt_tokens = req->prompt_set};
+  StartLogitEdits(*req, *slot);
   ERNIE_RETURN_IF_ERROR(scheduler_->Add(&slot->seq));
   req->num_unfinished = req->sampling.n;  // siblings are counted before they exist
   by_sequence_[slot->seq.id] = {req.get(), slot.get()};
@@ -239,6 +240,12 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
   for (const auto& id : ids) EraseIfDone(id);
 }
 
+void EngineCore::StartLogitEdits(const RequestState& req, SampleSlot& slot) const {
+  // Rows that ask for logprobs keep their processors on the host (CanSampleOnDevice).
+  if (!device_sampling_ || !HasLogitEdits(req.sampling) || req.sampling.logprobs) return;
+  slot.edits.emplace(req.sampling, req.prompt_set.get(), static_cast<int32_t>(backend_->vocab_size()));
+}
+
 void EngineCore::PlanDeviceSampling(const sched::StepPlan& plan) {
   device_rows_.clear();
   host_logit_rows_.clear();
@@ -253,8 +260,10 @@ void EngineCore::PlanDeviceSampling(const sched::StepPlan& plan) {
     const std::vector<int32_t>* bans = banning ? &req->min_tokens_bans : nullptr;
     if (CanSampleOnDevice(req->sampling, slot->row.output.num_tokens(), req->min_tokens_bans.size())) {
       route.device_first = static_cast<int32_t>(device_rows_.size());
+      const SampleLogitEdits* edits = slot->edits ? &*slot->edits : nullptr;
       device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
-                              .sample_index = slot->row.sample_index, .position = position, .banned_ids = bans});
+                              .sample_index = slot->row.sample_index, .position = position, .banned_ids = bans,
+                              .edits = edits});
       // The same condition as the update's fork: siblings sample from this
       // row now. A sibling whose fork then fails recomputes its prompt and
       // samples later; its draw here is dropped.
@@ -262,7 +271,8 @@ void EngineCore::PlanDeviceSampling(const sched::StepPlan& plan) {
       if (route.forks)
         for (int32_t i = 1; i < req->sampling.n; ++i)
           device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
-                                  .sample_index = static_cast<uint32_t>(i), .position = position, .banned_ids = bans});
+                                  .sample_index = static_cast<uint32_t>(i), .position = position, .banned_ids = bans,
+                                  .edits = edits});  // the parent's: a fork's outputs are empty alike
     } else {
       route.host_row = static_cast<int32_t>(host_logit_rows_.size());
       host_logit_rows_.push_back(logit_row);
@@ -326,6 +336,7 @@ void EngineCore::ForkSiblings(RequestState& req, std::vector<SampleSlot*>& rows,
     child->seq.num_cached_prompt_tokens = parent.seq.num_cached_prompt_tokens;
     child->row = SamplerRow{.params = &req.sampling, .seed = req.seed, .sample_index = static_cast<uint32_t>(i),
                             .prompt_tokens = req.prompt_set};
+    StartLogitEdits(req, *child);
     by_sequence_[child->seq.id] = {&req, child.get()};
     auto forked = kv_->ForkSequence(parent.seq.id, child->seq.id);
     if (forked.ok() && forked->has_value()) {
@@ -350,6 +361,7 @@ void EngineCore::ForkSiblings(RequestState& req, std::vector<SampleSlot*>& rows,
 void EngineCore::AppendToken(RequestState& req, SampleSlot& slot, const SampledToken& token) {
   slot.seq.tokens.push_back(token.token_id);
   slot.row.output.Add(token.token_id);
+  if (slot.edits) slot.edits->AddOutputToken(token.token_id);
   slot.pending_tokens.push_back(token.token_id);
   if (req.sampling.logprobs) slot.pending_logprobs.push_back(token);
   ++generated_tokens_;

@@ -67,6 +67,9 @@ class EngineCore {
   struct SampleSlot {
     sched::Sequence seq;
     SamplerRow row;
+    // With device sampling and logit_bias or penalties (and no logprobs):
+    // the row's edits, kept with row.output.
+    std::optional<SampleLogitEdits> edits;
     int64_t max_tokens = 0;
     bool finished = false;
     std::vector<int32_t> pending_tokens;        // produced, not yet delivered this step
@@ -97,6 +100,8 @@ class EngineCore {
   // logits row of the step whether the device samples it or its logits come
   // to the host Sampler (rows needing bias, penalties or a min_tokens ban).
   void PlanDeviceSampling(const sched::StepPlan& plan);
+  // Gives `slot` its logit edits when its rows will be edited on the device.
+  void StartLogitEdits(const RequestState& req, SampleSlot& slot) const;
   // One SampledToken per row: from the device's results or the host Sampler.
   absl::StatusOr<std::vector<SampledToken>> SampleRows(const std::vector<SampleSlot*>& rows,
                                                        const std::vector<int32_t>& row_logits);

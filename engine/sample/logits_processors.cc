@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "engine/sample/logit_edit_math.h"
+
 namespace ernie {
 namespace {
 
@@ -9,13 +11,11 @@ bool InRow(int32_t token_id, std::span<float> logits) {
   return token_id >= 0 && static_cast<size_t>(token_id) < logits.size();
 }
 
-float Penalized(float logit, float penalty) { return logit > 0.0f ? logit / penalty : logit * penalty; }
-
 }  // namespace
 
 void ApplyLogitBias(const absl::flat_hash_map<int32_t, float>& logit_bias, std::span<float> logits) {
   for (const auto& [token_id, bias] : logit_bias) {
-    if (InRow(token_id, logits)) logits[static_cast<size_t>(token_id)] += bias;
+    if (InRow(token_id, logits)) logits[static_cast<size_t>(token_id)] = LogitBiased(logits[static_cast<size_t>(token_id)], bias);
   }
 }
 
@@ -29,13 +29,13 @@ void ApplyRepetitionPenalty(float penalty, const PromptTokenSet* prompt, const O
                             std::span<float> logits) {
   if (prompt != nullptr) {
     for (int32_t token_id : prompt->distinct_ids()) {
-      if (InRow(token_id, logits)) logits[static_cast<size_t>(token_id)] = Penalized(logits[static_cast<size_t>(token_id)], penalty);
+      if (InRow(token_id, logits)) logits[static_cast<size_t>(token_id)] = RepetitionPenalized(logits[static_cast<size_t>(token_id)], penalty);
     }
   }
   for (const auto& [token_id, count] : output.counts()) {
     // A token in both sets is penalized once, as vLLM's mask over the union does.
     if (prompt != nullptr && prompt->Contains(token_id)) continue;
-    if (InRow(token_id, logits)) logits[static_cast<size_t>(token_id)] = Penalized(logits[static_cast<size_t>(token_id)], penalty);
+    if (InRow(token_id, logits)) logits[static_cast<size_t>(token_id)] = RepetitionPenalized(logits[static_cast<size_t>(token_id)], penalty);
   }
 }
 
@@ -43,7 +43,8 @@ void ApplyFrequencyAndPresencePenalties(float frequency_penalty, float presence_
                                         const OutputTokenCounts& output, std::span<float> logits) {
   for (const auto& [token_id, count] : output.counts()) {
     if (!InRow(token_id, logits)) continue;
-    logits[static_cast<size_t>(token_id)] -= frequency_penalty * static_cast<float>(count) + presence_penalty;
+    float& logit = logits[static_cast<size_t>(token_id)];
+    logit = FrequencyPresencePenalized(logit, count, frequency_penalty, presence_penalty);
   }
 }
 

@@ -1,9 +1,13 @@
 #include "engine/backend/cuda/device_sampler.h"
 
 #include <algorithm>
+#include <type_traits>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/sample/logit_edit.h"
 #include "engine/sample/philox.h"
 #include "engine/util/status_macros.h"
 
@@ -46,9 +50,70 @@ absl::StatusOr<DeviceSampler> DeviceSampler::Create(int64_t vocab_size, int64_t 
   return s;
 }
 
-absl::Status DeviceSampler::Sample(const float* logits, int32_t first_logit_row,
-                                   std::span<const DeviceSampleRow> rows, std::span<SampledToken> out,
-                                   cudaStream_t stream) {
+absl::Status DeviceSampler::EditRows(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
+                                     cudaStream_t stream) {
+  edit_rows_host_.clear();
+  std::vector<const SampleLogitEdits*> sources;  // whose edits each edit row applies
+  size_t num_edits = 0;
+  absl::flat_hash_map<int32_t, const DeviceSampleRow*> edited;  // logits row -> the row that edits it
+  for (const DeviceSampleRow& row : rows) {
+    if (row.edits == nullptr) continue;
+    auto [it, first] = edited.try_emplace(row.logit_row, &row);
+    if (!first) {
+      // An n > 1 fork: its samples read one row, with the same processors.
+      const DeviceSampleRow& owner = *it->second;
+      if (owner.params != row.params || owner.position != row.position)
+        return absl::InvalidArgumentError(absl::StrCat("device sampling: rows of logits row ", row.logit_row,
+                                                       " would edit it differently"));
+      continue;
+    }
+    const auto count = static_cast<int32_t>(row.edits->edits().size());
+    if (count == 0) continue;
+    edit_rows_host_.push_back({.logit_row = row.logit_row - first_logit_row,
+                               .first_edit = static_cast<int32_t>(num_edits),
+                               .num_edits = count,
+                               .params = row.edits->params()});
+    sources.push_back(row.edits);
+    num_edits += static_cast<size_t>(count);
+  }
+  if (edit_rows_host_.empty()) return absl::OkStatus();
+  // Grown to what this call needs, doubled so that growth is rare. The
+  // previous call's copies finished before it returned (it synchronised).
+  auto reserve = [](auto& staging, auto& device, size_t n, const char* what) -> absl::Status {
+    if (device.size() >= n) return absl::OkStatus();
+    using T = std::remove_pointer_t<decltype(device.data())>;
+    const size_t capacity = std::max<size_t>(2 * device.size(), n);
+    ERNIE_ASSIGN_OR_RETURN(staging, PinnedBuffer<T>::Allocate(capacity, absl::StrCat(what, " staging")));
+    ERNIE_ASSIGN_OR_RETURN(device, DeviceBuffer<T>::Allocate(capacity, what));
+    return absl::OkStatus();
+  };
+  ERNIE_RETURN_IF_ERROR(reserve(edit_rows_staging_, edit_rows_, edit_rows_host_.size(), "logit edit rows"));
+  ERNIE_RETURN_IF_ERROR(reserve(edits_staging_, edits_, num_edits, "logit edits"));
+  std::copy(edit_rows_host_.begin(), edit_rows_host_.end(), edit_rows_staging_.data());
+  for (size_t i = 0; i < edit_rows_host_.size(); ++i) {
+    const auto e = sources[i]->edits();
+    std::copy(e.begin(), e.end(), edits_staging_.data() + edit_rows_host_[i].first_edit);
+  }
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(edit_rows_.data(), edit_rows_staging_.data(),
+                                             edit_rows_host_.size() * sizeof(LogitEditRow), cudaMemcpyHostToDevice,
+                                             stream),
+                             "cudaMemcpyAsync of logit edit rows");
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(edits_.data(), edits_staging_.data(), num_edits * sizeof(LogitEdit),
+                                             cudaMemcpyHostToDevice, stream),
+                             "cudaMemcpyAsync of logit edits");
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchLogitEdits({.logits = logits,
+                                               .vocab = vocab_,
+                                               .rows = edit_rows_.data(),
+                                               .num_rows = static_cast<int32_t>(edit_rows_host_.size()),
+                                               .edits = edits_.data()},
+                                              stream),
+                             "logit edits kernel launch");
+  return absl::OkStatus();
+}
+
+absl::Status DeviceSampler::Sample(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
+                                   std::span<SampledToken> out, cudaStream_t stream) {
+  ERNIE_RETURN_IF_ERROR(EditRows(logits, first_logit_row, rows, stream));
   for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(max_rows_)) {
     const size_t n = std::min(rows.size() - begin, static_cast<size_t>(max_rows_));
     ERNIE_RETURN_IF_ERROR(SampleChunk(logits, first_logit_row, rows.subspan(begin, n), out.subspan(begin, n), stream));

@@ -13,10 +13,12 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/kernels/logit_edits.h"
 #include "engine/backend/cuda/kernels/sample_rows.h"
 
 namespace ernie::cuda {
@@ -28,13 +30,21 @@ class DeviceSampler {
   // Samples `rows` (checked by ValidateDeviceSamplingRequest) from `logits`
   // ([*, vocab] float32 on the device; rows[i] reads its row
   // rows[i].logit_row - first_logit_row) into out[i], on `stream`, and waits
-  // for the results. InvalidArgument naming the row when it has no finite logit.
-  absl::Status Sample(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
+  // for the results. Rows with logit_bias or penalties first have their
+  // logits row edited in place (once a row, however many samples read it).
+  // InvalidArgument naming the row when it has no finite logit, or when rows
+  // that share a logits row would edit it differently.
+  absl::Status Sample(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
                       std::span<SampledToken> out, cudaStream_t stream);
 
-  int64_t bytes() const { return static_cast<int64_t>(params_.bytes() + results_.bytes()); }
+  int64_t bytes() const {
+    return static_cast<int64_t>(params_.bytes() + results_.bytes() + edit_rows_.bytes() + edits_.bytes());
+  }
 
  private:
+  // Uploads and launches the logits edits of `rows` (logit_edit.h), if any.
+  absl::Status EditRows(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
+                        cudaStream_t stream);
   absl::Status SampleChunk(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
                            std::span<SampledToken> out, cudaStream_t stream);
 
@@ -44,6 +54,13 @@ class DeviceSampler {
   DeviceBuffer<SampleRowParams> params_;           // [max_rows]
   DeviceBuffer<SampleRowResult> results_;          // [max_rows]
   PinnedBuffer<SampleRowResult> results_staging_;  // [max_rows] host side of results_
+  // The edits of one Sample call: rows and per-token edits, grown on demand
+  // (a row has at most its distinct prompt and output tokens plus its biases).
+  std::vector<LogitEditRow> edit_rows_host_;
+  PinnedBuffer<LogitEditRow> edit_rows_staging_;
+  DeviceBuffer<LogitEditRow> edit_rows_;
+  PinnedBuffer<LogitEdit> edits_staging_;
+  DeviceBuffer<LogitEdit> edits_;
 };
 
 // What a SamplingParams asks of the kernel, for one row (the uniform from

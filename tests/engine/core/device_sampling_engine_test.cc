@@ -1,10 +1,11 @@
 // The engine's device-sampling path (Backend::ForwardAndSample), on the CPU:
-// a backend that "samples on its device" by running the host Sampler on its
-// own logits makes the engine route each row either to the device or, for
-// rows with bias, penalties or a min_tokens ban, to the host fallback. Every
-// request must then produce exactly what the plain logits path produces
-// (tokens and logprobs), including n > 1 forks and seeded draws, and both
-// routes must actually be taken.
+// a backend that "samples on its device" as the CUDA backend does (the row's
+// logit_bias and penalties applied as edits of its logits row, then the host
+// Sampler with no processors left; the min_tokens ban by id) makes the engine
+// route each row either to the device or, for rows with processors and
+// logprobs, to the host fallback. Every request must then produce exactly
+// what the plain logits path produces (tokens and logprobs), including n > 1
+// forks and seeded draws, and both routes must actually be taken.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/core/engine_core.h"
+#include "engine/sample/logit_edit.h"
 #include "engine/sample/sampler.h"
 
 namespace ernie {
@@ -50,10 +52,20 @@ class HostSamplingBackend : public Backend {
       if (row.position < static_cast<uint64_t>(row.params->min_tokens) &&
           (row.banned_ids == nullptr || row.banned_ids->empty() || row.banned_ids->front() != 2))
         return absl::InvalidArgumentError("a min_tokens row reached the device without its banned ids");
-      SamplerRow host_row{.params = row.params, .seed = row.seed, .sample_index = row.sample_index};
+      // The processors as the device does them: edits of the row, from the
+      // tokens the row points at, then a sampler that sees no processor.
+      SamplingParams plain = *row.params;
+      plain.logit_bias.clear();
+      plain.repetition_penalty = 1.0f;
+      plain.frequency_penalty = plain.presence_penalty = 0.0f;
+      SamplerRow host_row{.params = &plain, .seed = row.seed, .sample_index = row.sample_index};
       for (uint64_t p = 0; p < row.position; ++p) host_row.output.Add(0);  // only the count is read
       std::vector<float> one(logits.begin() + static_cast<ptrdiff_t>(row.logit_row * vocab),
                              logits.begin() + static_cast<ptrdiff_t>((row.logit_row + 1) * vocab));
+      if (row.edits != nullptr) {  // ValidateDeviceSamplingRequest: current, and present whenever needed
+        ApplyLogitEdits(row.edits->edits(), row.edits->params(), one);
+        ++edited_rows;
+      }
       const SamplerRow* rows[] = {&host_row};
       auto got = sampler_.Sample(one, rows);
       if (!got.ok()) return got.status();
@@ -68,7 +80,7 @@ class HostSamplingBackend : public Backend {
     return absl::OkStatus();
   }
 
-  int64_t device_rows = 0, host_rows = 0;
+  int64_t device_rows = 0, host_rows = 0, edited_rows = 0;
 
  private:
   Backend* inner_;
@@ -101,11 +113,20 @@ std::vector<SamplingParams> MixedParams() {
   out.push_back({.temperature = 0.8f, .top_p = 0.8f, .seed = 7});            // device
   out.push_back({.temperature = 1.0f, .top_k = 5, .seed = 11, .n = 3});      // device, forked
   out.push_back({.temperature = 0.7f, .min_p = 0.1f, .seed = 3, .logprobs = true, .top_logprobs = 4});
-  SamplingParams bias{.temperature = 0.9f, .seed = 5};                       // host: logit_bias
+  SamplingParams bias{.temperature = 0.9f, .seed = 5};                       // device: logit_bias edits
   bias.logit_bias[17] = 5.0f;
   out.push_back(bias);
-  out.push_back({.temperature = 0.9f, .repetition_penalty = 1.3f, .seed = 9});  // host: penalty
-  out.push_back({.temperature = 1.0f, .seed = 13, .min_tokens = 3, .n = 2});    // host, then device
+  out.push_back({.temperature = 0.9f, .repetition_penalty = 1.3f, .seed = 9});  // device: penalty edits
+  out.push_back({.temperature = 1.0f, .seed = 13, .min_tokens = 3, .n = 2});    // device bans
+  // Greedy under strong penalties: the edits decide every token.
+  out.push_back({.temperature = 0.0f, .repetition_penalty = 1.8f, .presence_penalty = 1.5f,
+                 .frequency_penalty = 0.7f});
+  SamplingParams forked_bias{.temperature = 1.1f, .top_k = 20, .frequency_penalty = 0.9f, .seed = 21, .n = 2};
+  forked_bias.logit_bias[40] = -3.0f;
+  out.push_back(forked_bias);                                                // device: a fork's shared row
+  // logprobs are of the raw logits, so a penalized row that asks for them
+  // stays on the host.
+  out.push_back({.temperature = 0.8f, .repetition_penalty = 1.2f, .seed = 17, .logprobs = true, .top_logprobs = 2});
   for (SamplingParams& p : out) p.max_tokens = 9;
   return out;
 }
@@ -166,9 +187,10 @@ TEST_F(DeviceSamplingEngineTest, DeviceAndHostRoutesGiveThePlainPathsTokens) {
       EXPECT_EQ(sample.top, got.samples.at(index).top) << id << " sample " << index;
     }
   }
-  // Both routes were taken: up to 9 rows of each device sample, and the bias,
-  // penalty rows on the host (min_tokens bans now run on the device too).
+  // Both routes were taken: up to 9 rows of each device sample (the bias and
+  // penalty rows edited there), and the penalized row with logprobs on the host.
   EXPECT_GT(routed_backend.device_rows, 20);
+  EXPECT_GE(routed_backend.edited_rows, 30);
   EXPECT_GE(routed_backend.host_rows, 5);
   // The three samples of the forked request differ (each its own draw).
   const auto& forked = plain.at("r102").samples;
@@ -180,12 +202,18 @@ TEST(CanSampleOnDeviceTest, RefusesWhatOnlyTheHostSamplerHas) {
   EXPECT_TRUE(CanSampleOnDevice({.temperature = 0.8f, .top_p = 0.9f, .top_k = 40, .min_p = 0.05f,
                                  .logprobs = true, .top_logprobs = 20},
                                 0));
+  // Bias and penalties edit the row on the device, unless the row wants the
+  // raw logits' logprobs.
   SamplingParams bias;
   bias.logit_bias[3] = 1.0f;
+  EXPECT_TRUE(CanSampleOnDevice(bias, 0));
+  EXPECT_TRUE(CanSampleOnDevice({.repetition_penalty = 1.1f}, 0));
+  EXPECT_TRUE(CanSampleOnDevice({.presence_penalty = 0.5f}, 0));
+  EXPECT_TRUE(CanSampleOnDevice({.frequency_penalty = -0.5f}, 0));
+  bias.logprobs = true;
   EXPECT_FALSE(CanSampleOnDevice(bias, 0));
-  EXPECT_FALSE(CanSampleOnDevice({.repetition_penalty = 1.1f}, 0));
-  EXPECT_FALSE(CanSampleOnDevice({.presence_penalty = 0.5f}, 0));
-  EXPECT_FALSE(CanSampleOnDevice({.frequency_penalty = -0.5f}, 0));
+  EXPECT_FALSE(CanSampleOnDevice({.repetition_penalty = 1.1f, .logprobs = true}, 0));
+  EXPECT_FALSE(CanSampleOnDevice({.frequency_penalty = 0.2f, .logprobs = true, .top_logprobs = 1}, 0));
   EXPECT_FALSE(CanSampleOnDevice({.min_tokens = 4}, 3));  // a ban in force, ids unknown
   EXPECT_TRUE(CanSampleOnDevice({.min_tokens = 4}, 3, 2));  // ... or known and few: the device bans them
   EXPECT_FALSE(CanSampleOnDevice({.min_tokens = 4}, 3, kMaxDeviceBannedIds + 1));

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <random>
 
 #include "engine/backend/cuda/device_buffer.h"
@@ -135,6 +137,79 @@ TEST(CudaDeviceSamplerTest, MatchesTheHostSamplerOnTheSameLogits) {
     }
 }
 
+// logit_bias and the penalties, edited into each row on the device before
+// it is sampled, against the host Sampler with the same prompt and output
+// tokens: the edits round as the host does, so tokens are equal exactly.
+TEST(CudaDeviceSamplerTest, BiasAndPenaltiesEditTheRowAsTheHostDoes) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const int vocab : {1002, 103424}) {
+    std::vector<SamplingParams> params = {
+        {.temperature = 0.0f, .repetition_penalty = 1.5f},
+        {.temperature = 0.0f, .presence_penalty = 2.0f, .frequency_penalty = 1.5f},
+        {.temperature = 0.9f, .top_p = 0.9f, .repetition_penalty = 1.3f, .frequency_penalty = 0.4f},
+        {.temperature = 1.0f, .top_k = 30, .presence_penalty = -1.0f},
+        {.temperature = 0.7f, .min_p = 0.05f, .repetition_penalty = 0.8f, .presence_penalty = 0.5f},
+        {.temperature = 0.0f},
+        {.temperature = 1.2f},
+    };
+    params[5].logit_bias = {{5, 30.0f}, {17, -100.0f}, {vocab - 1, 12.5f}};  // greedy: bias decides
+    params[6].logit_bias = {{3, 4.0f}, {99, 6.0f}};
+    // The output mostly from a row's strong tokens (i % 97 == 5), so the
+    // penalties move the tokens the samplers would pick.
+    const int repeats = 5, logit_rows = static_cast<int>(params.size()) * repeats;
+    const auto logits = MakeLogits(logit_rows, vocab, 77u + static_cast<uint32_t>(vocab));
+    std::vector<std::shared_ptr<PromptTokenSet>> prompts;
+    std::vector<OutputTokenCounts> outputs(static_cast<size_t>(logit_rows));
+    std::vector<std::unique_ptr<SampleLogitEdits>> edits;
+    std::vector<DeviceSampleRow> rows;
+    for (int r = 0; r < logit_rows; ++r) {
+      std::vector<int32_t> prompt;
+      for (int k = 0; k < 20 + r; ++k) prompt.push_back((k * 97 + 5 + r * 31) % vocab);
+      prompts.push_back(std::make_shared<PromptTokenSet>(prompt));
+      const SamplingParams& p = params[static_cast<size_t>(r) % params.size()];
+      edits.push_back(std::make_unique<SampleLogitEdits>(p, prompts.back().get(), vocab));
+      for (int k = 0; k < 3 * r; ++k) {
+        const int32_t id = ((k % 7) * 97 + 5) % vocab;
+        outputs[static_cast<size_t>(r)].Add(id);
+        edits.back()->AddOutputToken(id);
+      }
+      rows.push_back({.logit_row = r, .params = &p, .seed = 500u + static_cast<uint64_t>(r),
+                      .sample_index = 0, .position = static_cast<uint64_t>(outputs[static_cast<size_t>(r)].num_tokens()),
+                      .edits = edits.back().get()});
+    }
+    auto device_logits = cuda::DeviceBuffer<float>::Allocate(logits.size(), "test logits");
+    ASSERT_TRUE(device_logits.ok());
+    ASSERT_EQ(cudaMemcpy(device_logits->data(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    auto sampler = cuda::DeviceSampler::Create(vocab, 16);  // several launches: edits once, before them all
+    ASSERT_TRUE(sampler.ok());
+    std::vector<SampledToken> got(rows.size());
+    ASSERT_TRUE(sampler->Sample(device_logits->data(), 0, rows, got, nullptr).ok());
+    auto host = Sampler::Create({.vocab_size = vocab, .eos_token_ids = {kTestEos}});
+    ASSERT_TRUE(host.ok());
+    int changed_by_edits = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      SamplerRow host_row{.params = rows[i].params, .seed = rows[i].seed, .sample_index = 0,
+                          .prompt_tokens = prompts[i], .output = outputs[i]};
+      std::vector<float> one(logits.begin() + static_cast<ptrdiff_t>(i) * vocab,
+                             logits.begin() + static_cast<ptrdiff_t>(i + 1) * vocab);
+      const std::vector<float> raw = one;
+      const SamplerRow* ptr[] = {&host_row};
+      auto want = host->Sample(one, ptr);
+      ASSERT_TRUE(want.ok());
+      EXPECT_EQ((*want)[0].token_id, got[i].token_id) << "vocab " << vocab << " row " << i;
+      // The device row now holds the edited logits, bit for bit the host's.
+      std::vector<float> edited(static_cast<size_t>(vocab));
+      ASSERT_EQ(cudaMemcpy(edited.data(), device_logits->data() + i * vocab, edited.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(0, std::memcmp(edited.data(), one.data(), edited.size() * sizeof(float))) << "row " << i;
+      changed_by_edits += std::memcmp(raw.data(), one.data(), raw.size() * sizeof(float)) != 0;
+    }
+    EXPECT_EQ(changed_by_edits, logit_rows) << "every row has a processor";
+  }
+}
+
 TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::vector<float> logits(50, -INFINITY);
@@ -183,7 +258,7 @@ TEST_P(CudaForwardAndSampleTest, DeviceRowsMatchTheHostSamplerAndFallbackRowsMat
   SamplingParams greedy{.temperature = 0.0f, .logprobs = true, .top_logprobs = 3};
   SamplingParams nucleus{.temperature = 0.8f, .top_p = 0.8f, .seed = 42};
   SamplingParams topk{.temperature = 1.0f, .top_k = 20, .seed = 43, .n = 2};
-  SamplingParams biased{.temperature = 0.9f};
+  SamplingParams biased{.temperature = 0.9f, .logprobs = true};  // raw logprobs: the host must process it
   biased.logit_bias[7] = 3.0f;
   const std::vector<DeviceSampleRow> device_rows = {
       {.logit_row = 0, .params = &greedy, .seed = 1},
@@ -218,7 +293,7 @@ TEST_P(CudaForwardAndSampleTest, DeviceRowsMatchTheHostSamplerAndFallbackRowsMat
         EXPECT_EQ((*want)[0].top_logprobs[k].token_id, sampled[i].top_logprobs[k].token_id);
     }
   }
-  // A row CanSampleOnDevice refuses is refused, naming the problem.
+  // A row CanSampleOnDevice refuses (bias with logprobs) is refused, naming the problem.
   const DeviceSampleRow bad[] = {{.logit_row = 2, .params = &biased}};
   SampledToken one_out[1];
   EXPECT_EQ((*gpu)->ForwardAndSample(batch, {bad, {}}, one_out, {}).code(), absl::StatusCode::kInvalidArgument);
