@@ -48,7 +48,11 @@
 // v2 path; host sampling cost not included); ForwardAndSample with every row
 // sampled on the GPU, greedy ("device greedy") and seeded temperature 0.8 /
 // top_p 0.8, the released models' defaults ("device top-p"), so only token
-// ids cross to the host; and with no logit rows at all. The next tokens are
+// ids cross to the host; and with no logit rows at all. Then top-p with
+// repetition_penalty 1.1 (the Chainlit app's) two ways: edited on the device
+// ("rep-penalty device", engine/sample/logit_edit.h), and as the engine's
+// fallback for rows the device cannot take, the logits copied to the host and
+// the host Sampler run on them ("host fallback", host sampling included). The next tokens are
 // fixed pseudo-random ids either way, so every run writes the same cache.
 // Times are host wall clock around the call, which synchronizes the stream
 // before returning.
@@ -64,7 +68,9 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +78,8 @@
 #include "absl/strings/str_split.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/sample/logit_edit.h"
+#include "engine/sample/sampler.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/cuda/int_list_flag.h"
 #if ERNIE_HAVE_CUPTI
@@ -252,9 +260,21 @@ struct BatchResult {
   double median_step_no_logits_ms = 0;  // the same steps asking for no logit rows (no lm_head, no copy)
   double greedy_ms = 0, median_step_greedy_ms = 0;  // ForwardAndSample, greedy rows
   double top_p_ms = 0, median_step_top_p_ms = 0;    // ForwardAndSample, temperature 0.8 / top_p 0.8, seeded
+  // top-p with repetition_penalty 1.1 (the Chainlit app's): the row edited
+  // on the device, against the host fallback (logits copied, host Sampler).
+  double penalized_ms = 0, median_step_penalized_ms = 0;
+  double host_penalized_ms = 0, median_step_host_penalized_ms = 0;
 };
 
-enum class StepKind { kHostLogits, kNoLogits, kDeviceGreedy, kDeviceTopP };
+enum class StepKind { kHostLogits, kNoLogits, kDeviceGreedy, kDeviceTopP, kDevicePenalized, kHostPenalized };
+
+// Each sequence's sampling state for the penalized kinds: the prompt the
+// repetition penalty reads (the prefill's tokens) and the output so far.
+struct PenaltyState {
+  std::vector<std::shared_ptr<ernie::PromptTokenSet>> prompts;
+  std::vector<std::unique_ptr<ernie::SampleLogitEdits>> edits;  // device
+  std::vector<ernie::SamplerRow> host_rows;                     // host fallback
+};
 
 // decode_tokens steps of one token for each of `batch` sequences from
 // position `first_pos`; returns the sorted step times (ms).
@@ -264,9 +284,30 @@ absl::StatusOr<std::vector<double>> DecodeSteps(ernie::Backend& backend, const s
   const bool with_logits = kind != StepKind::kNoLogits;
   static const ernie::SamplingParams kGreedy{.temperature = 0.0f};
   static const ernie::SamplingParams kTopP{.temperature = 0.8f, .top_p = 0.8f, .seed = 1};
+  static const ernie::SamplingParams kPenalized{.temperature = 0.8f, .top_p = 0.8f, .repetition_penalty = 1.1f,
+                                                .seed = 1};
   std::vector<ernie::DeviceSampleRow> sample_rows(tables.size());
   std::vector<ernie::SampledToken> sampled(tables.size());
   const auto batch = static_cast<int>(tables.size());
+  const auto vocab = static_cast<int32_t>(backend.vocab_size());
+  PenaltyState penalty;
+  std::optional<ernie::Sampler> host_sampler;
+  if (kind == StepKind::kDevicePenalized || kind == StepKind::kHostPenalized) {
+    for (int s = 0; s < batch; ++s) {
+      std::vector<int32_t> prompt;
+      for (int p = 0; p < first_pos; ++p) prompt.push_back(TokenFor(s, p, vocab));
+      penalty.prompts.push_back(std::make_shared<ernie::PromptTokenSet>(prompt));
+      if (kind == StepKind::kDevicePenalized)
+        penalty.edits.push_back(std::make_unique<ernie::SampleLogitEdits>(kPenalized, penalty.prompts.back().get(), vocab));
+      else
+        penalty.host_rows.push_back({.params = &kPenalized, .seed = 1, .prompt_tokens = penalty.prompts.back()});
+    }
+    auto created = ernie::Sampler::Create({.vocab_size = vocab});
+    if (!created.ok()) return created.status();
+    host_sampler.emplace(std::move(*created));
+  }
+  std::vector<const ernie::SamplerRow*> host_row_ptrs;
+  for (auto& row : penalty.host_rows) host_row_ptrs.push_back(&row);
   std::vector<int32_t> ids(static_cast<size_t>(batch)), pos(static_cast<size_t>(batch)), rows(static_cast<size_t>(batch));
   std::iota(rows.begin(), rows.end(), 0);
   std::vector<ernie::SequenceSlice> seqs(static_cast<size_t>(batch));
@@ -279,20 +320,37 @@ absl::StatusOr<std::vector<double>> DecodeSteps(ernie::Backend& backend, const s
       seqs[static_cast<size_t>(s)] = {s, 1, p, tables[static_cast<size_t>(s)]};
     }
     for (int s = 0; s < batch; ++s)
-      sample_rows[static_cast<size_t>(s)] = {.logit_row = s,
-                                             .params = kind == StepKind::kDeviceTopP ? &kTopP : &kGreedy,
-                                             .seed = 1,
-                                             .sample_index = 0,
-                                             .position = static_cast<uint64_t>(d)};
+      sample_rows[static_cast<size_t>(s)] = {
+          .logit_row = s,
+          .params = kind == StepKind::kDeviceTopP        ? &kTopP
+                    : kind == StepKind::kDevicePenalized ? &kPenalized
+                                                         : &kGreedy,
+          .seed = 1,
+          .sample_index = 0,
+          .position = static_cast<uint64_t>(d),
+          .edits = kind == StepKind::kDevicePenalized ? penalty.edits[static_cast<size_t>(s)].get() : nullptr};
     const auto t0 = Clock::now();
     const ernie::StepBatch step{ids, pos, seqs, with_logits ? std::span<const int32_t>(rows) : std::span<const int32_t>()};
-    if (kind == StepKind::kDeviceGreedy || kind == StepKind::kDeviceTopP) {
+    if (kind == StepKind::kDeviceGreedy || kind == StepKind::kDeviceTopP || kind == StepKind::kDevicePenalized) {
       if (auto st = backend.ForwardAndSample(step, {.rows = sample_rows, .host_logit_rows = {}}, sampled, {}); !st.ok())
         return st;
+    } else if (kind == StepKind::kHostPenalized) {
+      // The engine's fallback: the rows' logits to the host, the host Sampler.
+      if (auto st = backend.ForwardAndSample(step, {.rows = {}, .host_logit_rows = rows}, {}, logits); !st.ok())
+        return st;
+      auto host = host_sampler->Sample(std::span(logits).first(static_cast<size_t>(batch) * static_cast<size_t>(vocab)),
+                                       host_row_ptrs);
+      if (!host.ok()) return host.status();
+      for (int s = 0; s < batch; ++s) sampled[static_cast<size_t>(s)] = (*host)[static_cast<size_t>(s)];
     } else if (auto st = backend.Forward(step, logits); !st.ok()) {
       return st;
     }
     steps.push_back(Ms(Clock::now() - t0));
+    for (int s = 0; s < batch; ++s) {  // what the engine records after each step
+      const int32_t token = sampled[static_cast<size_t>(s)].token_id;
+      if (kind == StepKind::kDevicePenalized) penalty.edits[static_cast<size_t>(s)]->AddOutputToken(token);
+      if (kind == StepKind::kHostPenalized) penalty.host_rows[static_cast<size_t>(s)].output.Add(token);
+    }
   }
   return steps;
 }
@@ -397,11 +455,18 @@ absl::StatusOr<BatchResult> RunBatch(ernie::Backend& backend, int batch, const A
   if (!steps.ok()) return steps.status();
   // Again over the same positions (rewriting the same cache rows), sampling
   // on the device: the difference is the logits' copy to the host.
-  for (const StepKind kind : {StepKind::kDeviceGreedy, StepKind::kDeviceTopP}) {
+  for (const StepKind kind :
+       {StepKind::kDeviceGreedy, StepKind::kDeviceTopP, StepKind::kDevicePenalized, StepKind::kHostPenalized}) {
     auto sampled = DecodeSteps(backend, tables, a.prompt_len, a.decode_tokens, kind, logits);
     if (!sampled.ok()) return sampled.status();
-    double& total = kind == StepKind::kDeviceGreedy ? r.greedy_ms : r.top_p_ms;
-    double& median = kind == StepKind::kDeviceGreedy ? r.median_step_greedy_ms : r.median_step_top_p_ms;
+    double& total = kind == StepKind::kDeviceGreedy       ? r.greedy_ms
+                    : kind == StepKind::kDeviceTopP       ? r.top_p_ms
+                    : kind == StepKind::kDevicePenalized  ? r.penalized_ms
+                                                          : r.host_penalized_ms;
+    double& median = kind == StepKind::kDeviceGreedy       ? r.median_step_greedy_ms
+                     : kind == StepKind::kDeviceTopP       ? r.median_step_top_p_ms
+                     : kind == StepKind::kDevicePenalized  ? r.median_step_penalized_ms
+                                                           : r.median_step_host_penalized_ms;
     total = std::accumulate(sampled->begin(), sampled->end(), 0.0);
     std::sort(sampled->begin(), sampled->end());
     median = (*sampled)[sampled->size() / 2];
@@ -602,7 +667,8 @@ int main(int argc, char** argv) {
     }
   }
   std::cout << "batch  prefill tok/s  step ms: host logits  device greedy  device top-p  no logits"
-               "  tok/s: host logits  device greedy  device top-p\n";
+               "  tok/s: host logits  device greedy  device top-p"
+               "  | rep-penalty step ms: device  host fallback\n";
   for (int b : args.batch_sizes) {
     auto r = RunBatch(**backend, b, args);
     if (!r.ok()) {
@@ -621,10 +687,16 @@ int main(int argc, char** argv) {
                               {"median_step_greedy_ms", r->median_step_greedy_ms},
                               {"decode_greedy_tok_s", b * args.decode_tokens / (r->greedy_ms / 1e3)},
                               {"median_step_top_p_ms", r->median_step_top_p_ms},
-                              {"decode_top_p_tok_s", b * args.decode_tokens / (r->top_p_ms / 1e3)}});
-    std::printf("%5d  %13.0f  %20.3f  %13.3f  %12.3f  %9.3f  %18.0f  %13.0f  %12.0f\n", b, prefill_tps,
-                r->median_step_ms, r->median_step_greedy_ms, r->median_step_top_p_ms, r->median_step_no_logits_ms,
-                decode_tps, b * args.decode_tokens / (r->greedy_ms / 1e3), b * args.decode_tokens / (r->top_p_ms / 1e3));
+                              {"decode_top_p_tok_s", b * args.decode_tokens / (r->top_p_ms / 1e3)},
+                              {"median_step_rep_penalty_ms", r->median_step_penalized_ms},
+                              {"decode_rep_penalty_tok_s", b * args.decode_tokens / (r->penalized_ms / 1e3)},
+                              {"median_step_rep_penalty_host_ms", r->median_step_host_penalized_ms},
+                              {"decode_rep_penalty_host_tok_s", b * args.decode_tokens / (r->host_penalized_ms / 1e3)}});
+    std::printf("%5d  %13.0f  %20.3f  %13.3f  %12.3f  %9.3f  %18.0f  %13.0f  %12.0f  | %26.3f  %13.3f\n", b,
+                prefill_tps, r->median_step_ms, r->median_step_greedy_ms, r->median_step_top_p_ms,
+                r->median_step_no_logits_ms, decode_tps, b * args.decode_tokens / (r->greedy_ms / 1e3),
+                b * args.decode_tokens / (r->top_p_ms / 1e3), r->median_step_penalized_ms,
+                r->median_step_host_penalized_ms);
   }
   log["captured_graphs"] = (*backend)->step_counters().graph_captures;
 #if ERNIE_HAVE_CUPTI
