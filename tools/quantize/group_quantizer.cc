@@ -17,13 +17,23 @@ struct GroupCode {
 };
 
 GroupCode CodeOf(const float* part, int64_t group) {
-  const auto [lo, hi] = std::minmax_element(part, part + group);
+  // Plain min / max chains (minmax_element tracks positions, which keeps the
+  // compiler from vectorizing); the weights are finite.
+  float lo = part[0], hi = part[0];
+  for (int64_t i = 1; i < group; ++i) {
+    lo = part[i] < lo ? part[i] : lo;
+    hi = part[i] > hi ? part[i] : hi;
+  }
   // Clamped to f16's largest finite value so the stored scale is never inf.
-  const float scale = F16ToFloat(FloatToF16(std::min(std::max(*hi - *lo, 1e-5f) / 15.0f, 65504.0f)));
-  return {scale, std::clamp(-std::nearbyint(*lo / scale), 0.0f, 15.0f)};
+  const float scale = F16ToFloat(FloatToF16(std::min(std::max(hi - lo, 1e-5f) / 15.0f, 65504.0f)));
+  return {scale, std::clamp(-std::nearbyint(lo / scale), 0.0f, 15.0f)};
 }
 
-float Quantize(float w, GroupCode c) { return std::clamp(std::nearbyint(w / c.scale) + c.zero, 0.0f, 15.0f); }
+// clamp(round(w / scale) + zero, 0, 15), rounding to nearest even.
+float Quantize(float w, GroupCode c) {
+  const float q = std::nearbyint(w / c.scale) + c.zero;
+  return q < 0.0f ? 0.0f : (q > 15.0f ? 15.0f : q);
+}
 
 }  // namespace
 
@@ -72,9 +82,9 @@ void QuantizeDequantizeRows(const float* w, int64_t rows, int64_t in, int64_t gr
       const float* part = w + r * in + g * group;
       float* dst = out + r * in + g * group;
       const GroupCode c = CodeOf(part, group);
-      // (q - z) as an integer first, as DequantizeToOutIn's nibbles are.
-      for (int64_t i = 0; i < group; ++i)
-        dst[i] = static_cast<float>(static_cast<int>(Quantize(part[i], c)) - static_cast<int>(c.zero)) * c.scale;
+      // q - z is a small integer, exact in float, as DequantizeToOutIn's
+      // nibble difference is (and never -0: q is -0 only when z is too).
+      for (int64_t i = 0; i < group; ++i) dst[i] = (Quantize(part[i], c) - c.zero) * c.scale;
     }
 }
 

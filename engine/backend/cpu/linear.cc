@@ -106,6 +106,8 @@ template <DType T, int NR>
 inline void Column(const float* x, int64_t m, int64_t k, const typename WeightLoad<T>::Elem* w, int64_t n0,
                    const float* bias, float* y, int64_t y_stride) {
   int64_t m0 = 0;
+  if constexpr (NR == 3)
+    for (; m0 + 4 <= m; m0 += 4) Tile<T, 4, NR>(x, m0, k, w, n0, bias, y, y_stride);
   for (; m0 + 2 <= m; m0 += 2) Tile<T, 2, NR>(x, m0, k, w, n0, bias, y, y_stride);
   if (m0 < m) Tile<T, 1, NR>(x, m0, k, w, n0, bias, y, y_stride);
 }
@@ -115,6 +117,8 @@ void RowsTyped(const float* x, int64_t m, int64_t k, const void* weight, const f
                int64_t y_stride, int64_t n_begin, int64_t n_end) {
   const auto* w = static_cast<const typename WeightLoad<T>::Elem*>(weight);
   int64_t n0 = n_begin;
+  if (m >= 4)
+    for (; n0 + 3 <= n_end; n0 += 3) Column<T, 3>(x, m, k, w, n0, bias, y, y_stride);
   for (; n0 + 4 <= n_end; n0 += 4) Column<T, 4>(x, m, k, w, n0, bias, y, y_stride);
   for (; n0 < n_end; ++n0) Column<T, 1>(x, m, k, w, n0, bias, y, y_stride);
 }
