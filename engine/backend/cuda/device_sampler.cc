@@ -4,7 +4,6 @@
 #include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/sample/logit_edit.h"

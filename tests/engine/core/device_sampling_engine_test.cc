@@ -131,7 +131,7 @@ std::vector<SamplingParams> MixedParams() {
   return out;
 }
 
-std::map<std::string, Collect> RunAll(Backend* backend) {
+std::map<std::string, Collect> RunAll(Backend* backend, int64_t* preemptions = nullptr) {
   EngineConfig config{.scheduler = {.max_num_seqs = 16, .max_num_batched_tokens = 24}, .max_model_len = 64,
                       .eos_token_ids = {2}};
   auto engine = EngineCore::Create(backend, config);
@@ -149,6 +149,7 @@ std::map<std::string, Collect> RunAll(Backend* backend) {
   }
   for (int step = 0; step < 500 && (*engine)->Step(); ++step) {
   }
+  if (preemptions != nullptr) *preemptions = (*engine)->Load().preemptions;
   std::map<std::string, Collect> out;
   for (auto& [id, sink] : sinks) out[id] = *sink;
   return out;
@@ -195,6 +196,28 @@ TEST_F(DeviceSamplingEngineTest, DeviceAndHostRoutesGiveThePlainPathsTokens) {
   // The three samples of the forked request differ (each its own draw).
   const auto& forked = plain.at("r102").samples;
   EXPECT_TRUE(forked.at(0).tokens != forked.at(1).tokens || forked.at(1).tokens != forked.at(2).tokens);
+}
+
+TEST_F(DeviceSamplingEngineTest, EditsSurvivePreemption) {
+  // A KV pool too small for every request at once: sequences are preempted
+  // and recomputed, and their edits (kept with their outputs) must still
+  // give the plain path's tokens.
+  auto small = cpu::CpuBackend::Create(*model_, {.num_threads = 2, .block_size = 4, .num_blocks = 40,
+                                                 .max_tokens_per_step = 24});
+  ASSERT_TRUE(small.ok()) << small.status();
+  int64_t plain_preemptions = 0, routed_preemptions = 0;
+  const auto plain = RunAll(small->get(), &plain_preemptions);
+  HostSamplingBackend routed_backend(small->get());
+  const auto routed = RunAll(&routed_backend, &routed_preemptions);
+  EXPECT_GT(routed_preemptions, 0) << "the pool should force preemptions";
+  EXPECT_EQ(plain_preemptions, routed_preemptions);
+  for (const auto& [id, want] : plain) {
+    const Collect& got = routed.at(id);
+    ASSERT_TRUE(want.error.ok() && got.error.ok()) << id << ": " << want.error << " / " << got.error;
+    for (const auto& [index, sample] : want.samples)
+      EXPECT_EQ(sample.tokens, got.samples.at(index).tokens) << id << " sample " << index;
+  }
+  EXPECT_GE(routed_backend.edited_rows, 30);
 }
 
 TEST(CanSampleOnDeviceTest, RefusesWhatOnlyTheHostSamplerHas) {
