@@ -302,7 +302,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
                                         cudaMemcpyHostToDevice),
                              "cudaMemcpy of rotary frequencies");
 
-  ERNIE_ASSIGN_OR_RETURN(b->sampler_, DeviceSampler::Create(c.vocab_size, options.max_sample_rows));
+  ERNIE_ASSIGN_OR_RETURN(b->sampler_, DeviceSampler::Create(c.vocab_size, options.max_sample_rows, options.fast_greedy_sampling));
 
   // Block tables: a sequence spans at most the pool, and at most the model's context.
   const int64_t context_blocks = c.max_position_embeddings > 0

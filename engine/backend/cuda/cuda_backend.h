@@ -105,6 +105,11 @@ struct CudaBackendOptions {
   // it measures faster (NOTES.md v23).
   bool persistent_decode = false;
   int64_t persistent_decode_max_context = 1024;
+  // Greedy rows without logprobs or bans take kernels/greedy_rows.h (each
+  // row's argmax over every free SM) instead of the sampling kernel's
+  // cluster of up to 8 CTAs a row. False: the sampling kernel (the before).
+  // Not yet measured on a device (NOTES.md v26).
+  bool fast_greedy_sampling = true;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
   // go in chunks.

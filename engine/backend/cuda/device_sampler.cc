@@ -33,7 +33,8 @@ SampleRowParams MakeSampleRowParams(const DeviceSampleRow& row, int32_t first_lo
   return out;
 }
 
-absl::StatusOr<DeviceSampler> DeviceSampler::Create(int64_t vocab_size, int64_t max_rows_per_launch) {
+absl::StatusOr<DeviceSampler> DeviceSampler::Create(int64_t vocab_size, int64_t max_rows_per_launch,
+                                                    bool fast_greedy) {
   if (vocab_size < 1 || vocab_size > (int64_t{1} << 30))
     return absl::InvalidArgumentError(absl::StrCat("device sampler: vocab_size ", vocab_size, " out of range"));
   if (max_rows_per_launch < 1)
@@ -41,11 +42,15 @@ absl::StatusOr<DeviceSampler> DeviceSampler::Create(int64_t vocab_size, int64_t 
   DeviceSampler s;
   s.vocab_ = static_cast<int32_t>(vocab_size);
   s.max_rows_ = max_rows_per_launch;
+  s.fast_greedy_ = fast_greedy;
   const auto n = static_cast<size_t>(max_rows_per_launch);
   ERNIE_ASSIGN_OR_RETURN(s.params_staging_, PinnedBuffer<SampleRowParams>::Allocate(n, "sampling parameter staging"));
   ERNIE_ASSIGN_OR_RETURN(s.params_, DeviceBuffer<SampleRowParams>::Allocate(n, "sampling parameters"));
   ERNIE_ASSIGN_OR_RETURN(s.results_, DeviceBuffer<SampleRowResult>::Allocate(n, "sampling results"));
   ERNIE_ASSIGN_OR_RETURN(s.results_staging_, PinnedBuffer<SampleRowResult>::Allocate(n, "sampling result staging"));
+  ERNIE_ASSIGN_OR_RETURN(s.greedy_keys_, DeviceBuffer<unsigned long long>::Allocate(n, "greedy argmax keys"));
+  ERNIE_ASSIGN_OR_RETURN(s.greedy_keys_staging_,
+                         PinnedBuffer<unsigned long long>::Allocate(n, "greedy argmax key staging"));
   return s;
 }
 
@@ -123,24 +128,44 @@ absl::Status DeviceSampler::Sample(float* logits, int32_t first_logit_row, std::
 absl::Status DeviceSampler::SampleChunk(const float* logits, int32_t first_logit_row,
                                         std::span<const DeviceSampleRow> rows, std::span<SampledToken> out,
                                         cudaStream_t stream) {
-  for (size_t i = 0; i < rows.size(); ++i) params_staging_.data()[i] = MakeSampleRowParams(rows[i], first_logit_row);
+  size_t fast = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SampleRowParams& params = params_staging_.data()[i];
+    params = MakeSampleRowParams(rows[i], first_logit_row);
+    params.fast_greedy = fast_greedy_ && params.greedy && !params.logprobs && params.num_banned == 0 ? 1 : 0;
+    fast += static_cast<size_t>(params.fast_greedy);
+  }
+  const auto n = static_cast<int32_t>(rows.size());
   ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params_.data(), params_staging_.data(),
                                              rows.size() * sizeof(SampleRowParams), cudaMemcpyHostToDevice, stream),
                              "cudaMemcpyAsync of sampling parameters");
-  ERNIE_CUDA_RETURN_IF_ERROR(LaunchSampleRows({.logits = logits,
-                                               .rows = params_.data(),
-                                               .results = results_.data(),
-                                               .num_rows = static_cast<int32_t>(rows.size()),
-                                               .vocab = vocab_},
-                                              stream),
-                             "sampling kernel launch");
-  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(results_staging_.data(), results_.data(),
-                                             rows.size() * sizeof(SampleRowResult), cudaMemcpyDeviceToHost, stream),
-                             "cudaMemcpyAsync of sampling results");
+  if (fast > 0) {
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGreedyRows({.logits = logits, .rows = params_.data(), .num_rows = n,
+                                                 .vocab = vocab_, .keys = greedy_keys_.data()},
+                                                stream),
+                               "greedy kernel launch");
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(greedy_keys_staging_.data(), greedy_keys_.data(),
+                                               rows.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                               stream),
+                               "cudaMemcpyAsync of greedy keys");
+  }
+  if (fast < rows.size()) {
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchSampleRows({.logits = logits,
+                                                 .rows = params_.data(),
+                                                 .results = results_.data(),
+                                                 .num_rows = n,
+                                                 .vocab = vocab_},
+                                                stream),
+                               "sampling kernel launch");
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(results_staging_.data(), results_.data(),
+                                               rows.size() * sizeof(SampleRowResult), cudaMemcpyDeviceToHost, stream),
+                               "cudaMemcpyAsync of sampling results");
+  }
   // The staging buffers are reused by the next chunk, and the caller reads the results now.
   ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "sampling kernel");
   for (size_t i = 0; i < rows.size(); ++i) {
-    const SampleRowResult& r = results_staging_.data()[i];
+    SampleRowResult& r = results_staging_.data()[i];
+    if (params_staging_.data()[i].fast_greedy) r.token = GreedyTokenOfKey(greedy_keys_staging_.data()[i]);
     const SamplingParams& p = *rows[i].params;
     if (r.token < 0 || r.token >= vocab_)
       return absl::InvalidArgumentError(absl::StrCat("logits row ", rows[i].logit_row,

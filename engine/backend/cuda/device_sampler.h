@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/device_buffer.h"
+#include "engine/backend/cuda/kernels/greedy_rows.h"
 #include "engine/backend/cuda/kernels/logit_edits.h"
 #include "engine/backend/cuda/kernels/sample_rows.h"
 
@@ -25,7 +26,10 @@ namespace ernie::cuda {
 
 class DeviceSampler {
  public:
-  static absl::StatusOr<DeviceSampler> Create(int64_t vocab_size, int64_t max_rows_per_launch);
+  // fast_greedy: greedy rows without logprobs or bans take kernels/greedy_rows.h
+  // (false: the sampling kernel takes every row, the before of that kernel).
+  static absl::StatusOr<DeviceSampler> Create(int64_t vocab_size, int64_t max_rows_per_launch,
+                                              bool fast_greedy = true);
 
   // Samples `rows` (checked by ValidateDeviceSamplingRequest) from `logits`
   // ([*, vocab] float32 on the device; rows[i] reads its row
@@ -38,7 +42,8 @@ class DeviceSampler {
                       std::span<SampledToken> out, cudaStream_t stream);
 
   int64_t bytes() const {
-    return static_cast<int64_t>(params_.bytes() + results_.bytes() + edit_rows_.bytes() + edits_.bytes());
+    return static_cast<int64_t>(params_.bytes() + results_.bytes() + greedy_keys_.bytes() + edit_rows_.bytes() +
+                                edits_.bytes());
   }
 
  private:
@@ -50,6 +55,9 @@ class DeviceSampler {
 
   int32_t vocab_ = 0;
   int64_t max_rows_ = 0;
+  bool fast_greedy_ = true;
+  DeviceBuffer<unsigned long long> greedy_keys_;          // [max_rows] the greedy kernel's argmax keys
+  PinnedBuffer<unsigned long long> greedy_keys_staging_;  // [max_rows] host side of greedy_keys_
   PinnedBuffer<SampleRowParams> params_staging_;   // [max_rows] host side of params_
   DeviceBuffer<SampleRowParams> params_;           // [max_rows]
   DeviceBuffer<SampleRowResult> results_;          // [max_rows]

@@ -7,6 +7,7 @@
 // pass and in several.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -208,6 +209,69 @@ TEST(CudaDeviceSamplerTest, BiasAndPenaltiesEditTheRowAsTheHostDoes) {
     }
     EXPECT_EQ(changed_by_edits, logit_rows) << "every row has a processor";
   }
+}
+
+// Greedy rows without logprobs or bans take kernels/greedy_rows.h: the
+// argmax against the host Sampler's, ties to the smaller id (coarse values,
+// -0 beside +0), NaN as -inf, the lowest finite value, a vocabulary that
+// leaves the last CTA a partial slice; and the same with the kernel off.
+TEST(CudaDeviceSamplerTest, GreedyRowsOnTheGreedyKernelMatchTheHostArgmax) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const int vocab : {97, 2049, 1002, 103424}) {
+    const int logit_rows = 9;
+    auto logits = MakeLogits(logit_rows, vocab, 5u + static_cast<uint32_t>(vocab));
+    auto at = [&](int r, int i) -> float& { return logits[static_cast<size_t>(r) * vocab + i]; };
+    for (int i = 0; i < vocab; ++i) {
+      at(4, i) = std::round(at(4, i));                      // many ties at the max
+      at(5, i) = -std::abs(at(5, i));                       // max 0, as -0 and +0
+      if (i % 3 == 0) at(5, i) = (i % 2) ? -0.0f : 0.0f;
+      if (i % 5 == 1) at(6, i) = std::nanf("");             // NaN reads as -inf
+      at(7, i) = -INFINITY;                                 // only the lowest finite value
+    }
+    at(7, vocab - 1) = -FLT_MAX;
+    at(7, vocab / 2) = -FLT_MAX;
+    at(8, vocab - 1) = 1e30f;                               // the last id of a partial slice
+    auto device_logits = cuda::DeviceBuffer<float>::Allocate(logits.size(), "test logits");
+    ASSERT_TRUE(device_logits.ok());
+    ASSERT_EQ(cudaMemcpy(device_logits->data(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    const SamplingParams greedy{.temperature = 0.0f};
+    std::vector<DeviceSampleRow> rows;
+    for (int r = 0; r < logit_rows; ++r) rows.push_back({.logit_row = r, .params = &greedy, .position = 3});
+    auto host = Sampler::Create({.vocab_size = vocab, .eos_token_ids = {kTestEos}});
+    ASSERT_TRUE(host.ok());
+    for (const bool fast : {true, false}) {
+      auto sampler = cuda::DeviceSampler::Create(vocab, 4, fast);  // three launches of up to 4 rows
+      ASSERT_TRUE(sampler.ok());
+      std::vector<SampledToken> got(rows.size());
+      const absl::Status st = sampler->Sample(device_logits->data(), 0, rows, got, nullptr);
+      ASSERT_TRUE(st.ok()) << st;
+      for (int r = 0; r < logit_rows; ++r) {
+        SamplerRow host_row{.params = &greedy};
+        std::vector<float> one(logits.begin() + static_cast<ptrdiff_t>(r) * vocab,
+                               logits.begin() + static_cast<ptrdiff_t>(r + 1) * vocab);
+        const SamplerRow* ptr[] = {&host_row};
+        auto want = host->Sample(one, ptr);
+        ASSERT_TRUE(want.ok());
+        EXPECT_EQ((*want)[0].token_id, got[static_cast<size_t>(r)].token_id)
+            << "vocab " << vocab << " row " << r << (fast ? " (greedy kernel)" : " (sampling kernel)");
+        EXPECT_FALSE(got[static_cast<size_t>(r)].logprob.has_value());
+      }
+    }
+  }
+  // A greedy row with no finite logit is the same error on the greedy kernel.
+  std::vector<float> none(300, -INFINITY);
+  none[7] = std::nanf("");
+  auto device_none = cuda::DeviceBuffer<float>::Allocate(none.size(), "test logits");
+  ASSERT_TRUE(device_none.ok());
+  ASSERT_EQ(cudaMemcpy(device_none->data(), none.data(), none.size() * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  auto sampler = cuda::DeviceSampler::Create(300, 4, true);
+  ASSERT_TRUE(sampler.ok());
+  const SamplingParams greedy{.temperature = 0.0f};
+  const DeviceSampleRow row{.logit_row = 0, .params = &greedy};
+  SampledToken out[1];
+  EXPECT_EQ(sampler->Sample(device_none->data(), 0, {&row, 1}, out, nullptr).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {

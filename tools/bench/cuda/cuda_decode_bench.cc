@@ -35,7 +35,9 @@
 // --decode-linear-single-wave 0 one row pair a warp in the fused decode
 // linear however many CTAs that takes (the before of two where it pays);
 // --persistent-decode 1 runs batch-1 steps as the persistent decode kernel
-// (off by default, as in the backend); --norm-epilogues 0 keeps the residual
+// (off by default, as in the backend); --fast-greedy 0 samples greedy rows
+// with the sampling kernel, the before of kernels/greedy_rows.h;
+// --norm-epilogues 0 keeps the residual
 // add + RMSNorm kernels between the small-batch GEMMs (the before of the
 // split norms);
 // --small-batch-gemm-max-rows 0 cuBLAS for every unfused bf16 linear (the
@@ -104,6 +106,7 @@ struct Args {
   int decode_attention_swap_ab = 1;  // 0: the general kernel's decode shape (the before)
   int persistent_decode = 0;  // 1: batch-1 steps as the persistent decode kernel
   int norm_epilogues = 1;     // 0: the norm kernels between small-batch GEMMs (the before)
+  int fast_greedy = 1;        // 0: greedy rows on the sampling kernel (the before of greedy_rows.h)
   int decode_linear_single_wave = 1;  // 0: one row pair a warp in the fused decode linear (the before)
   // 64: steps of 9 - 64 tokens on the cluster decode kernel (the backend's default: off)
   int cluster_decode_max_rows = ernie::CudaBackendOptions{}.cluster_decode_max_rows;
@@ -176,6 +179,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->decode_attention_swap_ab) || a->decode_attention_swap_ab < 0 ||
           a->decode_attention_swap_ab > 1)
         return false;
+    } else if (f == "--fast-greedy") {
+      if (!absl::SimpleAtoi(v, &a->fast_greedy) || a->fast_greedy < 0 || a->fast_greedy > 1) return false;
     } else if (f == "--norm-epilogues") {
       if (!absl::SimpleAtoi(v, &a->norm_epilogues) || a->norm_epilogues < 0 || a->norm_epilogues > 1) return false;
     } else if (f == "--persistent-decode") {
@@ -553,7 +558,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--unsplit-attention-max-context N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--unsplit-attention-max-context N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -614,6 +619,7 @@ int main(int argc, char** argv) {
                 .small_batch_gemm_max_rows = args.small_batch_gemm_max_rows,
                 .small_batch_norm_epilogues = args.norm_epilogues == 1,
                 .persistent_decode = args.persistent_decode == 1,
+                .fast_greedy_sampling = args.fast_greedy == 1,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
                 .moe_grouped_gemm_min_rows = args.moe_grouped_gemm_min_rows,

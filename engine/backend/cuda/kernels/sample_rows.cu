@@ -425,6 +425,7 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
   const int ranks = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
   const int row_index = static_cast<int>(blockIdx.x) / ranks;
   const SampleRowParams row = p.rows[row_index];
+  if (row.fast_greedy) return;  // every CTA of the cluster: the greedy kernel's row
   const float* logits = p.logits + static_cast<size_t>(row.logit_row) * static_cast<size_t>(p.vocab);
   const int32_t vocab = p.vocab;
   const int32_t per_rank = (vocab + 32 * ranks - 1) / (32 * ranks) * 32;

@@ -31,6 +31,8 @@ struct SampleRowParams {
   int32_t top_logprobs = 0;         // 0 .. kMaxDeviceTopLogprobs best raw log-probabilities
   int32_t num_banned = 0;           // min_tokens: ids sampled as if their logit were -inf
   int32_t banned[8] = {};           // (logprobs stay those of the raw logits, as on the host)
+  int32_t fast_greedy = 0;          // 1: greedy_rows.h takes the row (greedy, no logprobs, no
+                                    // bans); this kernel skips it
 };
 
 struct SampleRowResult {

@@ -1,0 +1,71 @@
+#include "engine/backend/cuda/kernels/greedy_rows.h"
+
+#include <cstring>
+#include <limits>
+
+#include "engine/backend/cuda/kernels/common.cuh"
+
+namespace ernie::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPerCta = 2048;  // logits a CTA folds: 8 a thread
+
+// A key whose order is (value, then smaller id): the float's bits made
+// unsigned-monotone in the high half, ~id in the low half. NaN is -inf, and
+// -0 is +0 (the two compare equal, so their tie goes to the smaller id).
+__device__ __forceinline__ unsigned long long KeyOf(float v, int32_t id) {
+  v = v != v ? -INFINITY : __fadd_rn(v, 0.0f);
+  uint32_t u = __float_as_uint(v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<unsigned long long>(u) << 32) | static_cast<unsigned long long>(~static_cast<uint32_t>(id));
+}
+
+__global__ void __launch_bounds__(kThreads) GreedyRowsKernel(GreedyRowsParams p) {
+  const SampleRowParams& row = p.rows[blockIdx.y];
+  if (!row.fast_greedy) return;  // the sampling kernel's row
+  const float* logits = p.logits + static_cast<size_t>(row.logit_row) * static_cast<size_t>(p.vocab);
+  const int32_t begin = static_cast<int32_t>(blockIdx.x) * kPerCta;
+  const int32_t end = min(p.vocab, begin + kPerCta);
+  unsigned long long best = 0;
+#pragma unroll
+  for (int j = 0; j < kPerCta / kThreads; ++j) {  // all loads issued before the folds
+    const int32_t i = begin + j * kThreads + static_cast<int32_t>(threadIdx.x);
+    if (i < end) best = max(best, KeyOf(logits[i], i));
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) best = max(best, __shfl_xor_sync(kernels::kFullMask, best, offset));
+  __shared__ unsigned long long warp_best[kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) best = max(best, warp_best[w]);
+    atomicMax(p.keys + blockIdx.y, best);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchGreedyRows(const GreedyRowsParams& p, cudaStream_t stream) {
+  if (p.num_rows == 0) return cudaSuccess;
+  if (p.logits == nullptr || p.rows == nullptr || p.keys == nullptr || p.num_rows < 0 || p.num_rows > 65535 ||
+      p.vocab < 1)
+    return cudaErrorInvalidValue;
+  if (const cudaError_t e = cudaMemsetAsync(p.keys, 0, static_cast<size_t>(p.num_rows) * sizeof(*p.keys), stream);
+      e != cudaSuccess)
+    return e;
+  const dim3 grid(static_cast<unsigned>((p.vocab + kPerCta - 1) / kPerCta), static_cast<unsigned>(p.num_rows));
+  GreedyRowsKernel<<<grid, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+int32_t GreedyTokenOfKey(unsigned long long key) {
+  if (key == 0) return -1;
+  const auto u = static_cast<uint32_t>(key >> 32);
+  const uint32_t bits = (u & 0x80000000u) ? (u & 0x7FFFFFFFu) : ~u;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  if (value == -std::numeric_limits<float>::infinity()) return -1;  // no finite logit in the row
+  return static_cast<int32_t>(~static_cast<uint32_t>(key & 0xFFFFFFFFull));
+}
+
+}  // namespace ernie::cuda
