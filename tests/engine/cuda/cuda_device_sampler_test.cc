@@ -272,6 +272,12 @@ TEST(CudaDeviceSamplerTest, GreedyRowsOnTheGreedyKernelMatchTheHostArgmax) {
   const DeviceSampleRow row{.logit_row = 0, .params = &greedy};
   SampledToken out[1];
   EXPECT_EQ(sampler->Sample(device_none->data(), 0, {&row, 1}, out, nullptr).code(), absl::StatusCode::kInvalidArgument);
+  // Nor is a +inf maximum a token, on either kernel or on the host.
+  none[100] = INFINITY;
+  none[101] = 3.0f;
+  ASSERT_EQ(cudaMemcpy(device_none->data(), none.data(), none.size() * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  EXPECT_EQ(sampler->Sample(device_none->data(), 0, {&row, 1}, out, nullptr).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {

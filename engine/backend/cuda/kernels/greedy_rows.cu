@@ -1,7 +1,7 @@
 #include "engine/backend/cuda/kernels/greedy_rows.h"
 
+#include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "engine/backend/cuda/kernels/common.cuh"
 
@@ -64,7 +64,9 @@ int32_t GreedyTokenOfKey(unsigned long long key) {
   const uint32_t bits = (u & 0x80000000u) ? (u & 0x7FFFFFFFu) : ~u;
   float value;
   std::memcpy(&value, &bits, sizeof(value));
-  if (value == -std::numeric_limits<float>::infinity()) return -1;  // no finite logit in the row
+  // -inf: no finite logit in the row; +inf: the sampling kernel and the host
+  // Sampler refuse such a row too (its maximum is not finite).
+  if (!std::isfinite(value)) return -1;
   return static_cast<int32_t>(~static_cast<uint32_t>(key & 0xFFFFFFFFull));
 }
 

@@ -28,8 +28,8 @@ struct GreedyRowsParams {
 // Zeroes the keys and launches; both on `stream`.
 cudaError_t LaunchGreedyRows(const GreedyRowsParams& p, cudaStream_t stream);
 
-// The token a row's key names, or -1 when the row had no finite logit (or
-// no CTA wrote it). `key` as the kernel left it.
+// The token a row's key names, or -1 when the row's maximum is not finite
+// (only -inf and NaN, or a +inf) or no CTA wrote it. `key` as the kernel left it.
 int32_t GreedyTokenOfKey(unsigned long long key);
 
 }  // namespace ernie::cuda
