@@ -190,10 +190,12 @@ absl::Status QuantizeModel(const QuantizeOptions& o) {
     std::fprintf(stderr, "ernie-quantize: calibration done (%.1f s)\n", Seconds(start));
   }
   ThreadPool pool(o.threads);
-  OutputCheckpoint out(*model->checkpoint);
+  ERNIE_ASSIGN_OR_RETURN(auto out_ptr, OutputCheckpoint::Create(*model->checkpoint, o.output_dir));
+  OutputCheckpoint& out = *out_ptr;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const LayerJob job{c, o, acts.empty() ? nullptr : &acts[static_cast<size_t>(i)], pool, out};
     QuantizeLayer(job, i, model->weights.layers[static_cast<size_t>(i)]);
+    ERNIE_RETURN_IF_ERROR(out.status());  // a full disk: stop at once, not after every layer
     std::fprintf(stderr, "ernie-quantize: layer %lld/%lld (%.1f s)\n", static_cast<long long>(i + 1),
                  static_cast<long long>(c.num_layers), Seconds(start));
   }
