@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -155,6 +156,17 @@ TEST_F(AwqModelTest, QuantizedCheckpointBindsAsAwq) {
   EXPECT_EQ(w.layers[1].q_proj.out_features(), 192);
   EXPECT_FALSE(w.lm_head.is_awq());
   EXPECT_EQ(w.lm_head.weight->name, "lm_head.weight");
+}
+
+TEST_F(AwqModelTest, TheOutputFolderHoldsTheCheckpointAndNoSpool) {
+  // Replaced tensors wait in a spool file in the output folder, unlinked as
+  // soon as it is made: nothing of it may be left beside the checkpoint.
+  for (const std::string name : {"bias_awq64", "bias_rtn64", "moe_awq32"})
+    for (const auto& entry : std::filesystem::directory_iterator(Dir(name))) {
+      const std::string file = entry.path().filename().string();
+      EXPECT_EQ(file.find("spool"), std::string::npos) << name << ": " << file;
+      EXPECT_EQ(file.find(".tmp"), std::string::npos) << name << ": " << file;
+    }
 }
 
 TEST_F(AwqModelTest, QweightWithTheWrongDtype) {
