@@ -27,11 +27,20 @@ __global__ void __launch_bounds__(kThreads) GreedyRowsKernel(GreedyRowsParams p)
   const float* logits = p.logits + static_cast<size_t>(row.logit_row) * static_cast<size_t>(p.vocab);
   const int32_t begin = static_cast<int32_t>(blockIdx.x) * kPerCta;
   const int32_t end = min(p.vocab, begin + kPerCta);
+  // Every load of the thread first (independent, so all in flight at once),
+  // then the folds.
+  constexpr int kLoads = kPerCta / kThreads;
+  float v[kLoads];
+#pragma unroll
+  for (int j = 0; j < kLoads; ++j) {
+    const int32_t i = begin + j * kThreads + static_cast<int32_t>(threadIdx.x);
+    v[j] = i < end ? logits[i] : -INFINITY;
+  }
   unsigned long long best = 0;
 #pragma unroll
-  for (int j = 0; j < kPerCta / kThreads; ++j) {  // all loads issued before the folds
+  for (int j = 0; j < kLoads; ++j) {
     const int32_t i = begin + j * kThreads + static_cast<int32_t>(threadIdx.x);
-    if (i < end) best = max(best, KeyOf(logits[i], i));
+    if (i < end) best = max(best, KeyOf(v[j], i));
   }
   for (int offset = 16; offset > 0; offset >>= 1) best = max(best, __shfl_xor_sync(kernels::kFullMask, best, offset));
   __shared__ unsigned long long warp_best[kThreads / 32];
