@@ -2,10 +2,11 @@
 
 namespace ernie {
 
-bool HasLogitEdits(const SamplingParams& p) {
-  return !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
-         p.presence_penalty != 0.0f;
+bool HasPenalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
 }
+
+bool HasLogitEdits(const SamplingParams& p) { return !p.logit_bias.empty() || HasPenalties(p); }
 
 LogitEditParams LogitEditParamsOf(const SamplingParams& p) {
   return {.repetition_penalty = p.repetition_penalty,
@@ -20,7 +21,7 @@ void AppendLogitEdits(const SamplingParams& p, const PromptTokenSet* prompt, con
   // unique, the output's counts and the biases are hash maps already.
   auto in_row = [vocab](int32_t id) { return id >= 0 && id < vocab; };
   const bool repetition = p.repetition_penalty != 1.0f && prompt != nullptr;
-  const bool penalized = p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+  const bool penalized = HasPenalties(p);
   auto with_bias = [&p](LogitEdit e) {
     if (!p.logit_bias.empty())
       if (auto it = p.logit_bias.find(e.token_id); it != p.logit_bias.end()) {
@@ -53,8 +54,7 @@ void ApplyLogitEdits(std::span<const LogitEdit> edits, const LogitEditParams& p,
 SampleLogitEdits::SampleLogitEdits(const SamplingParams& params, const PromptTokenSet* prompt, int32_t vocab)
     : params_(&params),
       vocab_(vocab),
-      penalized_(params.repetition_penalty != 1.0f || params.frequency_penalty != 0.0f ||
-                 params.presence_penalty != 0.0f) {
+      penalized_(HasPenalties(params)) {
   AppendLogitEdits(params, prompt, OutputTokenCounts{}, vocab, &edits_);
   index_.reserve(edits_.size());
   for (size_t i = 0; i < edits_.size(); ++i) index_.emplace(edits_[i].token_id, static_cast<int32_t>(i));

@@ -19,6 +19,9 @@
 
 namespace ernie {
 
+// True when `p` has a repetition, frequency or presence penalty.
+bool HasPenalties(const SamplingParams& p);
+
 // True when `p` has a processor that edits logits (bias or a penalty).
 bool HasLogitEdits(const SamplingParams& p);
 

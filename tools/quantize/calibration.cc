@@ -1,11 +1,23 @@
 #include "tools/quantize/calibration.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/util/status_macros.h"
 #include "tools/quantize/model_runner.h"
 
 namespace ernie::quantize {
+
+std::vector<float> MeanAbsPerColumn(const std::vector<float>& rows, int64_t cols) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
+  std::vector<double> sum(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < cols; ++i) sum[static_cast<size_t>(i)] += std::fabs(rows[static_cast<size_t>(r * cols + i)]);
+  std::vector<float> mean(static_cast<size_t>(cols));
+  for (int64_t i = 0; i < cols; ++i)
+    mean[static_cast<size_t>(i)] = static_cast<float>(sum[static_cast<size_t>(i)] / static_cast<double>(std::max<int64_t>(1, n)));
+  return mean;
+}
 
 absl::StatusOr<std::vector<LayerActivations>> CollectActivations(const LoadedModel& model,
                                                                  const std::vector<int32_t>& tokens, int threads) {
@@ -20,13 +32,7 @@ absl::StatusOr<std::vector<LayerActivations>> CollectActivations(const LoadedMod
   ERNIE_RETURN_IF_ERROR(RunSequence(*backend, tokens, kRunnerChunk, nullptr));
   for (LayerActivations& layer : layers)
     for (GroupActivations& g : layer) {
-      if (g.cols == 0) continue;
-      std::vector<double> sum(static_cast<size_t>(g.cols), 0.0);
-      for (int64_t r = 0; r < g.num_rows(); ++r)
-        for (int64_t i = 0; i < g.cols; ++i) sum[static_cast<size_t>(i)] += std::fabs(g.rows[static_cast<size_t>(r * g.cols + i)]);
-      g.mean_abs.resize(static_cast<size_t>(g.cols));
-      for (int64_t i = 0; i < g.cols; ++i)
-        g.mean_abs[static_cast<size_t>(i)] = static_cast<float>(sum[static_cast<size_t>(i)] / static_cast<double>(g.num_rows()));
+      if (g.cols != 0) g.mean_abs = MeanAbsPerColumn(g.rows, g.cols);
     }
   return layers;
 }

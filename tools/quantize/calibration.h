@@ -24,6 +24,9 @@ struct GroupActivations {
 // Indexed by cpu::LinearInput (kQkv, kOProj, kGateUp, kDown).
 using LayerActivations = std::array<GroupActivations, 4>;
 
+// Mean |x| of each of `cols` columns over the rows of `rows` ([n, cols]).
+std::vector<float> MeanAbsPerColumn(const std::vector<float>& rows, int64_t cols);
+
 // Runs `tokens` through `model` and returns each layer's activations.
 absl::StatusOr<std::vector<LayerActivations>> CollectActivations(const LoadedModel& model,
                                                                  const std::vector<int32_t>& tokens, int threads);

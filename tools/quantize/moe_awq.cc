@@ -15,16 +15,6 @@ FloatMlp LoadFloatMlp(const MlpWeights& m) {
   return {LoadFloatLinear(m.gate_proj), LoadFloatLinear(m.up_proj), LoadFloatLinear(m.down_proj)};
 }
 
-std::vector<float> MeanAbs(const std::vector<float>& rows, int64_t cols) {
-  std::vector<double> sum(static_cast<size_t>(cols), 0.0);
-  const int64_t n = static_cast<int64_t>(rows.size()) / cols;
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < cols; ++i) sum[static_cast<size_t>(i)] += std::fabs(rows[static_cast<size_t>(r * cols + i)]);
-  std::vector<float> mean(static_cast<size_t>(cols));
-  for (int64_t i = 0; i < cols; ++i) mean[static_cast<size_t>(i)] = static_cast<float>(sum[static_cast<size_t>(i)] / static_cast<double>(std::max<int64_t>(1, n)));
-  return mean;
-}
-
 // silu(x gate^T) * (x up^T), the input of an expert's down_proj, computed
 // from the checkpoint's own weights (biases too) as the model computes it.
 std::vector<float> SiluProduct(const float* x, int64_t rows, const MlpWeights& m, ThreadPool& pool) {
@@ -47,7 +37,7 @@ ScaleSearchResult SearchDown(const std::vector<float>& product, int64_t rows, co
   const int64_t width = f.down.in();
   if (rows == 0) return RoundToNearestScales(width);
   const SearchInput input{product.data(), rows, {{f.down.w.data(), f.down.out()}}};
-  return SearchScales({&input, 1}, width, MeanAbs(product, width), group, grid, pool);
+  return SearchScales({&input, 1}, width, MeanAbsPerColumn(product, width), group, grid, pool);
 }
 
 }  // namespace

@@ -20,6 +20,18 @@ namespace {
 // (32 KiB at group 128) that the m rows of x reuse.
 constexpr int64_t kColumnBlock = 64;
 
+#ifdef ERNIE_CPU_AVX2
+// The 8 columns of one AutoAWQ word as floats, in column order: each lane
+// shifts the word by its column's nibble (kAwqUnpackOrder), as AwqNibble does.
+inline __m256 AwqColumns8(int32_t word) {
+  const __m256i shifts = _mm256_setr_epi32(4 * kAwqUnpackOrder[0], 4 * kAwqUnpackOrder[1], 4 * kAwqUnpackOrder[2],
+                                           4 * kAwqUnpackOrder[3], 4 * kAwqUnpackOrder[4], 4 * kAwqUnpackOrder[5],
+                                           4 * kAwqUnpackOrder[6], 4 * kAwqUnpackOrder[7]);
+  return _mm256_cvtepi32_ps(
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), shifts), _mm256_set1_epi32(0xF)));
+}
+#endif
+
 // Dequantises inputs [k0, k0 + rows) x columns [c0, c1) into tile [rows, c1 - c0].
 void DequantizeTile(const AwqLinearWeights& w, int64_t k0, int64_t rows, int64_t c0, int64_t c1, float* tile) {
   const int64_t n = w.out_features(), words = n / 8, width = c1 - c0;
@@ -44,14 +56,9 @@ void DequantizeTile(const AwqLinearWeights& w, int64_t k0, int64_t rows, int64_t
     // nibble (kAwqUnpackOrder), then the same (q - z) * s as below. At batch 1
     // each weight is dequantised once and used once, so this loop was the
     // int4 linear's cost: one word at a time it made AWQ decode slower than bf16.
-    const __m256i shifts = _mm256_setr_epi32(4 * kAwqUnpackOrder[0], 4 * kAwqUnpackOrder[1], 4 * kAwqUnpackOrder[2],
-                                             4 * kAwqUnpackOrder[3], 4 * kAwqUnpackOrder[4], 4 * kAwqUnpackOrder[5],
-                                             4 * kAwqUnpackOrder[6], 4 * kAwqUnpackOrder[7]);
-    const __m256i low_nibble = _mm256_set1_epi32(0xF);
     for (; j < c1 / 8; ++j) {
       const int64_t o = 8 * j - c0;
-      const __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(q[j]), shifts), low_nibble);
-      const __m256 centred = _mm256_sub_ps(_mm256_cvtepi32_ps(nibbles), _mm256_loadu_ps(zero + o));
+      const __m256 centred = _mm256_sub_ps(AwqColumns8(q[j]), _mm256_loadu_ps(zero + o));
       _mm256_storeu_ps(dst + o, _mm256_mul_ps(centred, _mm256_loadu_ps(scale + o)));
     }
 #endif
@@ -74,10 +81,6 @@ void DecodeColumnBlock(const float* x, const AwqLinearWeights& w, const float* b
   const auto* qweight = static_cast<const int32_t*>(w.qweight->data());
   const auto* qzeros = static_cast<const int32_t*>(w.qzeros->data());
   const auto* scales = static_cast<const uint16_t*>(w.scales->data());
-  const __m256i shifts = _mm256_setr_epi32(4 * kAwqUnpackOrder[0], 4 * kAwqUnpackOrder[1], 4 * kAwqUnpackOrder[2],
-                                           4 * kAwqUnpackOrder[3], 4 * kAwqUnpackOrder[4], 4 * kAwqUnpackOrder[5],
-                                           4 * kAwqUnpackOrder[6], 4 * kAwqUnpackOrder[7]);
-  const __m256i low_nibble = _mm256_set1_epi32(0xF);
   constexpr int kVectors = kColumnBlock / 8;
   for (int64_t o = c0; o < c0 + kColumnBlock; ++o) y[o] = bias ? bias[o] : 0.0f;
   for (int64_t k0 = 0; k0 < k; k0 += group) {
@@ -85,8 +88,7 @@ void DecodeColumnBlock(const float* x, const AwqLinearWeights& w, const float* b
     __m256 zero[kVectors], scale[kVectors], acc[kVectors];
     for (int v = 0; v < kVectors; ++v) {
       const int64_t j = c0 / 8 + v;
-      zero[v] = _mm256_cvtepi32_ps(
-          _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(qzeros[g * words + j]), shifts), low_nibble));
+      zero[v] = AwqColumns8(qzeros[g * words + j]);
       scale[v] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + g * n + 8 * j)));
       acc[v] = _mm256_setzero_ps();
     }
@@ -94,8 +96,7 @@ void DecodeColumnBlock(const float* x, const AwqLinearWeights& w, const float* b
       const __m256 xv = _mm256_set1_ps(x[k0 + i]);
       const int32_t* q = qweight + (k0 + i) * words + c0 / 8;
       for (int v = 0; v < kVectors; ++v) {
-        const __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(q[v]), shifts), low_nibble);
-        const __m256 weight = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(nibbles), zero[v]), scale[v]);
+        const __m256 weight = _mm256_mul_ps(_mm256_sub_ps(AwqColumns8(q[v]), zero[v]), scale[v]);
         acc[v] = _mm256_fmadd_ps(xv, weight, acc[v]);
       }
     }
