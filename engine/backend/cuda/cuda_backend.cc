@@ -103,6 +103,12 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.small_batch_gemm_max_rows < 0 || o.small_batch_gemm_max_rows > kSmallBatchGemmMaxRows)
     return absl::InvalidArgumentError(absl::StrCat("small_batch_gemm_max_rows must be in [0, ", kSmallBatchGemmMaxRows,
                                                    "], got ", o.small_batch_gemm_max_rows));
+  if (o.awq_tiled_gemm_max_rows < 0 || o.awq_tiled_gemm_max_rows > 4096)
+    return absl::InvalidArgumentError(
+        absl::StrCat("awq_tiled_gemm_max_rows must be in [0, 4096], got ", o.awq_tiled_gemm_max_rows));
+  if (o.awq_tiled_gemm_tile_rows != 16 && o.awq_tiled_gemm_tile_rows != 32 && o.awq_tiled_gemm_tile_rows != 64)
+    return absl::InvalidArgumentError(
+        absl::StrCat("awq_tiled_gemm_tile_rows must be 16, 32 or 64, got ", o.awq_tiled_gemm_tile_rows));
   if (o.unsplit_attention_max_context < 0 || o.unsplit_attention_min_pairs < 1)
     return absl::InvalidArgumentError(absl::StrCat(
         "unsplit_attention_max_context must not be negative and unsplit_attention_min_pairs must be positive, got ",
@@ -189,6 +195,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;
   b->small_batch_gemm_max_rows_ = options.small_batch_gemm_max_rows;
+  b->awq_tiled_gemm_max_rows_ = options.awq_tiled_gemm_max_rows;
+  b->awq_tiled_gemm_tile_rows_ = options.awq_tiled_gemm_tile_rows;
   {
     const int64_t h = c.hidden_size, qkv = c.q_size() + 2 * c.kv_size(), i = c.intermediate_size;
     b->norm_epilogue_shapes_ = options.small_batch_norm_epilogues && !c.awq.has_value() &&

@@ -90,6 +90,14 @@ struct CudaBackendOptions {
   // 32, 0.843 -> 0.797 at 64) and slower from 128 (0.94 -> 1.11), where every
   // CTA re-reading the x rows costs more than the weights (NOTES.md v21).
   int small_batch_gemm_max_rows = 64;
+  // AWQ linears of steps of 17 up to this many tokens (at most 4,096) run on
+  // the tiled int4 tensor-core GEMM (kernels/grouped_awq_gemm.h,
+  // LaunchAwqTiledGemm: the MoE experts' kernel with the linear as its one
+  // expert), in slot tiles of awq_tiled_gemm_tile_rows (16, 32 or 64); larger
+  // steps dequantise to bf16 and run cuBLAS. 0: dequantise + cuBLAS above
+  // the int4 GEMV's 16 rows (the before).
+  int awq_tiled_gemm_max_rows = 0;
+  int awq_tiled_gemm_tile_rows = 64;
   // Dense bf16 models, steps on the small-batch GEMM: the residual add +
   // RMSNorm after o_proj and down_proj split over the linears around it (the
   // one before adds into the residual and writes x * g with each CTA's sum

@@ -238,6 +238,8 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t persistent_decode_max_context_ = 0;  // one-token steps up to this context take the persistent kernel; 0: off
   int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)
   int32_t small_batch_gemm_max_rows_ = 0;  // CudaBackendOptions::small_batch_gemm_max_rows
+  int32_t awq_tiled_gemm_max_rows_ = 0;    // CudaBackendOptions::awq_tiled_gemm_max_rows
+  int32_t awq_tiled_gemm_tile_rows_ = 64;  // CudaBackendOptions::awq_tiled_gemm_tile_rows
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
   int32_t moe_max_tile_rows_ = 32;     // CudaBackendOptions::moe_max_tile_rows
   int32_t moe_grouped_gemm_min_rows_ = 0;  // CudaBackendOptions::moe_grouped_gemm_min_rows

@@ -1,12 +1,15 @@
 // The layers' linears, bf16 or AWQ int4, behind one call. For AWQ the switch
-// between the int4 GEMV and dequantise + cuBLAS is where ernie-bench-gemv
-// measured it on the H200 (tools/bench/results/gemv-2026-12-02): the GEMV
-// wins at every m <= 16 on every shape, and loses at 32. bf16 linears of
+// between the int4 GEMV and the rest is where ernie-bench-gemv measured it
+// on the H200 (tools/bench/results/gemv-2026-12-02): the GEMV wins at every
+// m <= 16 on every shape, and loses at 32. Above it, steps up to
+// awq_tiled_gemm_max_rows take the tiled int4 GEMM, larger ones dequantise
+// + cuBLAS. bf16 linears of
 // decode-sized steps take the small-batch GEMM (small_batch_gemm.h), which
 // overlaps its weight reads with the kernel before; cuBLAS the rest.
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/awq_gemm.h"
+#include "engine/backend/cuda/kernels/grouped_awq_gemm.h"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/util/status_macros.h"
 
@@ -63,6 +66,16 @@ absl::StatusOr<bool> CudaBackendImpl::RunLinearWithEpilogue(const uint16_t* x, i
                                               .out = linear_out},
                                              stream_.get()),
                                "AWQ int4 GEMV kernel");
+    return false;
+  }
+  if (m <= awq_tiled_gemm_max_rows_) {
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqTiledGemm({.x = reinterpret_cast<const __nv_bfloat16*>(x),
+                                                   .w = awq.view(),
+                                                   .y = y,
+                                                   .m = static_cast<int32_t>(m),
+                                                   .out = linear_out},
+                                                  awq_tiled_gemm_tile_rows_, stream_.get()),
+                               "AWQ int4 tiled GEMM kernel");
     return false;
   }
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqDequantize({.w = awq.view(),

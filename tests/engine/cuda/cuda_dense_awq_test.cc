@@ -4,8 +4,9 @@
 // 32, with and without biases), quantized here (ernie-quantize's library,
 // RTN, groups 64 and 32), teacher-forced through every linear path:
 // the fused int4 decode kernels (steps of 1 as CUDA graphs, and of 7), the
-// unfused int4 GEMV (fused decode off; steps of 16) and dequantise + cuBLAS
-// (one step of 96).
+// unfused int4 GEMV (fused decode off; steps of 16), the tiled int4 GEMM
+// (steps of 33, a partial last tile, in tiles of 16 and 64; one step of 96)
+// and dequantise + cuBLAS (one step of 96).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,16 +81,22 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
     struct Layout {
       int32_t chunk;
       bool fused_decode;
+      int32_t tiled_max_rows = 0;  // CudaBackendOptions::awq_tiled_gemm_max_rows
+      int32_t tile_rows = 64;
     };
-    for (const Layout layout :
-         {Layout{1, true}, Layout{7, true}, Layout{1, false}, Layout{16, true}, Layout{96, true}}) {
-      SCOPED_TRACE(absl::StrCat(name, " chunk=", layout.chunk, " fused_decode=", layout.fused_decode));
+    for (const Layout layout : {Layout{1, true}, Layout{7, true}, Layout{1, false}, Layout{16, true},
+                                Layout{96, true}, Layout{33, true, 128, 16}, Layout{33, true, 128, 64},
+                                Layout{96, true, 128, 32}}) {
+      SCOPED_TRACE(absl::StrCat(name, " chunk=", layout.chunk, " fused_decode=", layout.fused_decode,
+                                " tiled_max_rows=", layout.tiled_max_rows, " tile_rows=", layout.tile_rows));
       auto gpu = CreateCudaBackend(
           **m, {.block_size = 16,
                 .num_blocks = 16,
                 .max_tokens_per_step = 128,
                 // chunk 7: the fused int4 kernels too
-                .fused_decode_max_rows = layout.fused_decode ? cuda::kDecodeLinearMaxRows : 0});
+                .fused_decode_max_rows = layout.fused_decode ? cuda::kDecodeLinearMaxRows : 0,
+                .awq_tiled_gemm_max_rows = layout.tiled_max_rows,
+                .awq_tiled_gemm_tile_rows = layout.tile_rows});
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       const auto got = TeacherForced(**gpu, tokens, 0, layout.chunk, table);
       std::vector<double> errors;
@@ -99,7 +106,7 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
       EXPECT_LE(errors[errors.size() / 2], kBound) << "median";
       EXPECT_LE(errors.back(), kBound) << "maximum";
       std::cout << "[ yardstick ] " << name << " chunk " << layout.chunk << " fused " << layout.fused_decode
-                << ": median " << errors[errors.size() / 2] << ", max " << errors.back() << "\n";
+                << " tiled " << layout.tiled_max_rows << "/" << layout.tile_rows << ": median " << errors[errors.size() / 2] << ", max " << errors.back() << "\n";
     }
   }
 }

@@ -27,6 +27,7 @@
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/awq_repack.h"
 #include "engine/backend/cuda/kernels/gemv_bf16.h"
+#include "engine/backend/cuda/kernels/grouped_awq_gemm.h"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/backend/cuda/kernels/tensor_map.h"
 #include "engine/util/half.h"
@@ -403,6 +404,75 @@ TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
         }
     }
   }
+}
+
+// The dense AWQ linear on the tiled int4 GEMM (LaunchAwqTiledGemm): every
+// slot-tile size, full and partial last tiles, long groups (one scale per
+// 128 k) and both outputs. y has a row of sentinels past m: the kernel must
+// leave it alone, since a dense caller's y holds exactly m rows.
+TEST(AwqTiledGemmTest, MatchesTheReferenceAndWritesOnlyItsRows) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(2468);
+  struct Shape {
+    int n, k, group;
+  };
+  for (const Shape shape : {Shape{8, 128, 32}, Shape{200, 384, 64}, Shape{1000, 1024, 128}, Shape{1288, 1344, 64}}) {
+    const AwqCase c = MakeAwqCase(shape.n, shape.k, shape.group, gen);
+    const DeviceAwq w = UploadAwq(c);
+    for (int m : {1, 17, 33, 64, 100, 257}) {
+      const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * shape.k, gen);
+      const auto x = Upload(x_bf16);
+      const Reference ref = ReferenceLinear(ToFloat(x_bf16), c.w, m, shape.n, shape.k);
+      for (int tile_rows : {16, 32, 64})
+        for (auto out : {cuda::LinearOutput::kF32, cuda::LinearOutput::kBf16}) {
+          SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << shape.n << " k=" << shape.k << " group="
+                                            << shape.group << " tile_rows=" << tile_rows
+                                            << (out == cuda::LinearOutput::kF32 ? " float32" : " bf16"));
+          const size_t count = static_cast<size_t>(m) * shape.n;
+          auto y = DeviceBuffer<float>::Allocate(count + shape.n, "y");
+          ASSERT_TRUE(y.ok());
+          ASSERT_EQ(cudaMemset(y->data(), 0xff, y->bytes()), cudaSuccess);
+          ASSERT_EQ(cuda::LaunchAwqTiledGemm({.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                                              .w = w.view,
+                                              .y = y->data(),
+                                              .m = m,
+                                              .out = out},
+                                             tile_rows, nullptr),
+                    cudaSuccess);
+          EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, count), ref, shape.k, out), 1.0);
+          const auto raw = Download(*y);
+          const size_t written_bytes = count * (out == cuda::LinearOutput::kF32 ? 4 : 2);
+          const auto* bytes = reinterpret_cast<const uint8_t*>(raw.data());
+          size_t touched = 0;
+          for (size_t i = written_bytes; i < raw.size() * 4; ++i) touched += bytes[i] != 0xff;
+          EXPECT_EQ(touched, 0u) << "bytes written past row m";
+        }
+    }
+  }
+}
+
+TEST(AwqTiledGemmTest, RejectsBadParameters) {
+  // Checked before any CUDA call, so this runs without a device too.
+  alignas(16) static uint32_t data[64] = {};
+  const auto* x = reinterpret_cast<const __nv_bfloat16*>(data);
+  const cuda::AwqGemvParams ok{
+      .x = x, .w = {.packed = data, .records = data, .n = 16, .k = 64, .group_size = 64}, .y = data, .m = 40};
+  auto bad = [&](auto edit, int tile_rows = 64) {
+    cuda::AwqGemvParams p = ok;
+    edit(p);
+    return cuda::LaunchAwqTiledGemm(p, tile_rows, nullptr);
+  };
+  EXPECT_EQ(bad([](auto& p) { p.m = 0; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.m = 16 * 65536; }, 16), cudaErrorInvalidValue);  // more tiles than a grid's y
+  EXPECT_EQ(bad([](auto&) {}, 8), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto&) {}, 48), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.k_slices = 2; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.loop = cuda::AwqGemvLoop::kBulkCopy; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w.k = 96; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w.n = 12; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.w.group_size = 128; }), cudaErrorInvalidValue);  // does not divide k = 64
+  EXPECT_EQ(bad([&](auto& p) { p.x = x + 1; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.y = nullptr; }), cudaErrorInvalidValue);
 }
 
 TEST(AwqDequantizeTest, WritesExactBf16WeightsAndFeedsCublas) {

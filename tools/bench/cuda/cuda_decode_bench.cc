@@ -13,6 +13,7 @@
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
+//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
 //                    [--unsplit-attention-max-context 256]
 //
@@ -43,7 +44,9 @@
 // --small-batch-gemm-max-rows 0 cuBLAS for every unfused bf16 linear (the
 // before of the small-batch GEMM); --unsplit-attention-max-context 0
 // splits attention by the item count however short the contexts (the before
-// of unsplit short-context steps).
+// of unsplit short-context steps); --awq-tiled-gemm-max-rows N puts an AWQ
+// model's steps of 17 - N tokens on the tiled int4 GEMM in slot tiles of
+// --awq-tiled-gemm-tile-rows (0, the default: dequantise + cuBLAS).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -113,6 +116,9 @@ struct Args {
   int tensor_core_attention = 1;  // 0: the CUDA-core attention kernel (the before)
   // 0: cuBLAS for the bf16 linears of unfused steps of up to 64 tokens (the before)
   int small_batch_gemm_max_rows = ernie::CudaBackendOptions{}.small_batch_gemm_max_rows;
+  // AWQ steps of 17 up to N tokens on the tiled int4 GEMM, in slot tiles of R (0: dequantise + cuBLAS)
+  int awq_tiled_gemm_max_rows = ernie::CudaBackendOptions{}.awq_tiled_gemm_max_rows;
+  int awq_tiled_gemm_tile_rows = ernie::CudaBackendOptions{}.awq_tiled_gemm_tile_rows;
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
   int moe_shared_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_shared_gemm_min_tokens);
@@ -202,6 +208,10 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->unsplit_attention_max_context) || a->unsplit_attention_max_context < 0) return false;
     } else if (f == "--small-batch-gemm-max-rows") {
       if (!absl::SimpleAtoi(v, &a->small_batch_gemm_max_rows) || a->small_batch_gemm_max_rows < 0) return false;
+    } else if (f == "--awq-tiled-gemm-max-rows") {
+      if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_max_rows) || a->awq_tiled_gemm_max_rows < 0) return false;
+    } else if (f == "--awq-tiled-gemm-tile-rows") {
+      if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_tile_rows)) return false;
     } else if (f == "--tensor-core-attention") {
       if (!absl::SimpleAtoi(v, &a->tensor_core_attention) || a->tensor_core_attention < 0 ||
           a->tensor_core_attention > 1)
@@ -558,7 +568,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--unsplit-attention-max-context N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--awq-tiled-gemm-max-rows N] [--awq-tiled-gemm-tile-rows 16|32|64] [--unsplit-attention-max-context N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -617,6 +627,8 @@ int main(int argc, char** argv) {
                 .decode_linear_single_wave = args.decode_linear_single_wave == 1,
                 .cluster_decode_max_rows = args.cluster_decode_max_rows,
                 .small_batch_gemm_max_rows = args.small_batch_gemm_max_rows,
+                .awq_tiled_gemm_max_rows = args.awq_tiled_gemm_max_rows,
+                .awq_tiled_gemm_tile_rows = args.awq_tiled_gemm_tile_rows,
                 .small_batch_norm_epilogues = args.norm_epilogues == 1,
                 .persistent_decode = args.persistent_decode == 1,
                 .fast_greedy_sampling = args.fast_greedy == 1,
@@ -653,6 +665,8 @@ int main(int argc, char** argv) {
                         {"fused_decode_max_rows", args.fused_decode_max_rows},
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},
                         {"small_batch_gemm_max_rows", args.small_batch_gemm_max_rows},
+                        {"awq_tiled_gemm_max_rows", args.awq_tiled_gemm_max_rows},
+                        {"awq_tiled_gemm_tile_rows", args.awq_tiled_gemm_tile_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
                         {"decode_linear_single_wave", args.decode_linear_single_wave == 1},

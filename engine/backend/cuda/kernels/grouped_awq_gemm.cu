@@ -48,9 +48,12 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
   // A down launch may start (p.dependent) once every CTA here has begun.
   kernels::AllowDependentLaunch();
   const int tile_index = blockIdx.y;
-  if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
-  const int expert = p.tile_expert[tile_index];
+  // The whole CTA: the routing used fewer tiles. A dense launch has no tables (every tile expert 0).
+  if (p.num_tiles != nullptr && tile_index >= *p.num_tiles) return;
+  const int expert = p.tile_expert != nullptr ? p.tile_expert[tile_index] : 0;
   const int64_t slot0 = int64_t{tile_index} * kTileRows;
+  // Slots of this tile that exist (a dense launch's last tile may be partial).
+  const int tile_slots = p.rows > 0 ? static_cast<int>(min(int64_t{kTileRows}, p.rows - slot0)) : kTileRows;
   const int k = p.w.k, blocks = k / kAwqBlockK, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16, tile0 = int64_t{blockIdx.x} * kCtaTiles;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -82,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
 #pragma unroll
   for (int i = 0; i < kSlotTiles; ++i) {
     x_src[i] = nullptr;  // padding slots and rows past the routed tile read zeros
-    if (copy_row + 16 * i >= kTileRows) continue;
+    if (copy_row + 16 * i >= tile_slots) continue;
     const int64_t slot = slot0 + copy_row + 16 * i;
     const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
@@ -167,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
       }
     }
   });
-  kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.w.n, slot0, kTileRows,
+  kernels::StoreGroupedGemmTile<kSlotTiles>(acc, p.w.n, slot0, tile_slots,
                                             int64_t{blockIdx.x} * kCtaTiles * 16 + 32 * warp, p.epilogue, p.y);
 }
 
@@ -208,11 +211,28 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
 }  // namespace
 
 cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t stream) {
-  const int group_shift = CheckedGroupShift(p);
+  const int group_shift = CheckedGroupShift(p, /*tiled_gemm=*/true);
   // The GEMM keeps a tile's whole k in one CTA: a k split is the GEMV's alone, as is wait_first.
   if (group_shift < 0 || p.k_slices != 0 || p.cta_warps != 0 || p.wait_first) return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
+}
+
+cudaError_t LaunchAwqTiledGemm(const AwqGemvParams& p, int tile_rows, cudaStream_t stream) {
+  if (p.m < 1 || p.k_slices != 0 || p.loop != AwqGemvLoop::kAuto) return cudaErrorInvalidValue;
+  if (tile_rows != 16 && tile_rows != 32 && tile_rows != 64) return cudaErrorInvalidValue;
+  const int64_t tiles = (int64_t{p.m} + tile_rows - 1) / tile_rows;
+  if (tiles > 65535) return cudaErrorInvalidValue;
+  return LaunchGroupedAwqGemm(
+      {.x = p.x,
+       .w = {.packed = p.w.packed, .records = p.w.records, .experts = 1, .n = p.w.n, .k = p.w.k,
+             .group_size = p.w.group_size},
+       .y = p.y,
+       .max_tiles = static_cast<int32_t>(tiles),
+       .tile_rows = tile_rows,
+       .epilogue = p.out == LinearOutput::kBf16 ? GroupedEpilogue::kStoreBf16 : GroupedEpilogue::kStoreF32,
+       .rows = p.m},
+      stream);
 }
 
 }  // namespace ernie::cuda

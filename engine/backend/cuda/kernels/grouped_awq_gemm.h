@@ -22,4 +22,13 @@ namespace ernie::cuda {
 // of k (10 KB at k = 2,560, group 128).
 cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t stream);
 
+// y = x W^T for one dense AWQ linear (awq_gemm.h's view and output) of any
+// m rows, on the kernel above: the linear is one expert, its rows slot tiles
+// of `tile_rows` (16, 32 or 64; more tiles, more CTAs, each reading the
+// weights again, from L2 after the first). Between the int4 GEMV's rows
+// (m <= 16) and dequantise + cuBLAS, which writes and reads a bf16 copy of
+// the weights every call; cuda_linear.cc picks by m. p.k_slices and p.loop
+// must be left at their defaults. cudaErrorInvalidValue for bad parameters.
+cudaError_t LaunchAwqTiledGemm(const AwqGemvParams& p, int tile_rows, cudaStream_t stream);
+
 }  // namespace ernie::cuda

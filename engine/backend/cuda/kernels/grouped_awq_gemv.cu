@@ -171,15 +171,15 @@ int CheckedGroupShift(const AwqExpertsView& w) {
   return __builtin_ctz(static_cast<unsigned>(w.group_size));
 }
 
-int CheckedGroupShift(const GroupedAwqGemvParams& p) {
+int CheckedGroupShift(const GroupedAwqGemvParams& p, bool tiled_gemm) {
   const int group_shift = CheckedGroupShift(p.w);
-  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || p.tile_expert == nullptr || p.num_tiles == nullptr ||
-      !kernels::Aligned16(p.x))
-    return -1;
-  if (p.max_tiles < 1 || p.max_tiles > 65535) return -1;
+  if (group_shift < 0 || p.x == nullptr || p.y == nullptr || !kernels::Aligned16(p.x)) return -1;
+  if (!tiled_gemm && (p.tile_expert == nullptr || p.num_tiles == nullptr || p.rows != 0)) return -1;
+  if (p.rows < 0 || p.max_tiles < 1 || p.max_tiles > 65535) return -1;
   if (p.epilogue == GroupedEpilogue::kSiluMulBf16 && p.w.n % 16 != 0) return -1;
-  if (p.epilogue != GroupedEpilogue::kStoreF32 && p.epilogue != GroupedEpilogue::kSiluMulBf16) return -1;
-  return group_shift;
+  const bool known = p.epilogue == GroupedEpilogue::kStoreF32 || p.epilogue == GroupedEpilogue::kSiluMulBf16 ||
+                     (tiled_gemm && p.epilogue == GroupedEpilogue::kStoreBf16);
+  return known ? group_shift : -1;
 }
 
 cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t stream) {

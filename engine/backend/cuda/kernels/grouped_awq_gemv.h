@@ -41,8 +41,11 @@ struct GroupedAwqGemvParams {
   // of its stall samples on that staging). nullptr: every slot is read.
   const int32_t* slot_token = nullptr;
   AwqExpertsView w;
-  const int32_t* tile_expert = nullptr;  // [max_tiles] expert of each tile (< w.experts)
-  const int32_t* num_tiles = nullptr;    // [1] tiles in use (device side)
+  // [max_tiles] expert of each tile (< w.experts). The tiled GEMM only:
+  // nullptr puts every tile on expert 0 (a dense linear, LaunchAwqTiledGemm).
+  const int32_t* tile_expert = nullptr;
+  // [1] tiles in use (device side). The tiled GEMM only: nullptr is max_tiles.
+  const int32_t* num_tiles = nullptr;
   void* y = nullptr;                     // per `epilogue` (grouped_expert_gemv.h), n = w.n
   int32_t max_tiles = 0;                 // grid size along tiles: an upper bound of *num_tiles
   int32_t tile_rows = 8;                 // slots per tile: 8, 16, 32 or 64
@@ -64,6 +67,10 @@ struct GroupedAwqGemvParams {
   // 8, fewer when a step's CTAs fit one wave and smaller ones spread more
   // evenly over the SMs (batch 1: 6 at gate/up, 5 at down on an H200).
   int32_t cta_warps = 0;
+  // The tiled GEMM only: slots at or past `rows` are neither read nor
+  // stored, so y needs only `rows` rows (a dense linear of m rows in tiles
+  // of tile_rows). 0: every slot of the tiles.
+  int32_t rows = 0;
 };
 
 // Warps a CTA of the grouped GEMV (a multiple of k_slices, <= max_warps)
@@ -96,7 +103,9 @@ int CheckedGroupShift(const AwqExpertsView& w);
 
 // The same for the whole launch (the view, x, y, the tile table, sizes, a
 // known epilogue): every grouped int4 launcher (GEMV and GEMM) checks first.
-int CheckedGroupShift(const GroupedAwqGemvParams& p);
+// `tiled_gemm` admits what only the tiled GEMM does: no tile tables, a rows
+// bound, the kStoreBf16 epilogue.
+int CheckedGroupShift(const GroupedAwqGemvParams& p, bool tiled_gemm = false);
 
 // cudaErrorInvalidValue for a null or misaligned pointer, a size out of
 // range, a k_slices other than 0, 1, 2, 4 or 8, or a cta_warps out of

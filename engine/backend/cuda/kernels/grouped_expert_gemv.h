@@ -24,6 +24,9 @@ enum class GroupedEpilogue : int32_t {
   // groups of 16: rows 16i .. 16i+7 are gate features 8i .. 8i+7 and rows
   // 16i+8 .. 16i+15 the up features of the same indices (n % 16 == 0).
   kSiluMulBf16,
+  // y: bf16 [slots, n], each sum rounded once. The tiled AWQ GEMM only
+  // (grouped_awq_gemm.h), for a dense linear's bf16 output.
+  kStoreBf16,
 };
 
 struct GroupedExpertGemvParams {

@@ -20,7 +20,8 @@ constexpr int kGroupedGemmSlotTiles = kTileRows < 16 ? 1 : kTileRows / 16;
 // + g, and + 8 for [2], [3]) by weight rows warp_row0 + 8j + 2c, + 1 (lane
 // 4g + c), for the 32 weight rows a warp owns. Rows >= n and slots past the
 // routed tile's `tile_rows` (an 8-slot tile in a 16-row mma tile) are
-// dropped. y per
+// dropped (`tile_rows` may be fewer than the tile's: the rows bound of a
+// dense launch). y per
 // `epilogue` (grouped_expert_gemv.h); for kSiluMulBf16 each 16 weight rows
 // are 8 gate rows (tile 2jj) and the 8 up rows of the same features (tile
 // 2jj + 1), so a lane holds both and no shared memory is needed.
@@ -41,6 +42,23 @@ __device__ __forceinline__ void StoreGroupedGemmTile(const float (&acc)[kSlotTil
           const int64_t slot = slot0 + 16 * t + g + 8 * half, row = warp_row0 + 8 * j + 2 * c;
           if (row < n) y[slot * n + row] = acc[t][j][2 * half];
           if (row + 1 < n) y[slot * n + row + 1] = acc[t][j][2 * half + 1];
+        }
+    return;
+  }
+  if (epilogue == GroupedEpilogue::kStoreBf16) {
+    // Rows 2c, 2c + 1 of an 8-row tile are neighbours: one bf16 pair each (n is even).
+    auto* y = static_cast<__nv_bfloat16*>(out);
+#pragma unroll
+    for (int t = 0; t < kSlotTiles; ++t)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          if (16 * t + g + 8 * half >= tile_rows) continue;
+          const int64_t slot = slot0 + 16 * t + g + 8 * half, row = warp_row0 + 8 * j + 2 * c;
+          if (row >= n) continue;
+          *reinterpret_cast<__nv_bfloat162*>(y + slot * n + row) =
+              __floats2bfloat162_rn(acc[t][j][2 * half], acc[t][j][2 * half + 1]);
         }
     return;
   }
