@@ -246,6 +246,15 @@ TEST(CudaGroupedAwqGemvTest, RejectsBadParameters) {
   EXPECT_EQ(bad([](auto& p) { p.tile_rows = 24; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.max_tiles = 0; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.num_tiles = nullptr; }), cudaErrorInvalidValue);
+  // What only the tiled GEMM's dense launches take (LaunchAwqTiledGemm): no tile table, a rows
+  // bound, a bf16 store.
+  EXPECT_EQ(bad([](auto& p) { p.tile_expert = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.rows = 5; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.epilogue = cuda::GroupedEpilogue::kStoreBf16; }), cudaErrorInvalidValue);
+  cuda::GroupedAwqGemvParams negative_rows = ok;
+  negative_rows.tile_rows = 16;
+  negative_rows.rows = -1;
+  EXPECT_EQ(cuda::LaunchGroupedAwqGemm(negative_rows, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.cta_warps = 9; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) { p.cta_warps = -1; }), cudaErrorInvalidValue);
   EXPECT_EQ(bad([](auto& p) {
