@@ -196,6 +196,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->decode_single_wave_ = options.decode_linear_single_wave;
   b->small_batch_gemm_max_rows_ = options.small_batch_gemm_max_rows;
   b->awq_tiled_gemm_max_rows_ = options.awq_tiled_gemm_max_rows;
+  b->small_batch_lm_head_ = options.small_batch_lm_head;
   b->awq_tiled_gemm_tile_rows_ = options.awq_tiled_gemm_tile_rows;
   {
     const int64_t h = c.hidden_size, qkv = c.q_size() + 2 * c.kv_size(), i = c.intermediate_size;

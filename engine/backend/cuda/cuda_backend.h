@@ -98,6 +98,10 @@ struct CudaBackendOptions {
   // the int4 GEMV's 16 rows (the before).
   int awq_tiled_gemm_max_rows = 0;
   int awq_tiled_gemm_tile_rows = 64;
+  // lm_head of up to small_batch_gemm_max_rows logit rows on the
+  // small-batch GEMM instead of cuBLAS (64 rows of the 0.3b: cuBLAS took 66
+  // us against 49 us of bytes, NOTES.md v24). False: cuBLAS (the before).
+  bool small_batch_lm_head = false;
   // Dense bf16 models, steps on the small-batch GEMM: the residual add +
   // RMSNorm after o_proj and down_proj split over the linears around it (the
   // one before adds into the residual and writes x * g with each CTA's sum

@@ -21,6 +21,7 @@
 #include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/backend/cuda/kernels/rotary_kv_write.h"
+#include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie::cuda {
@@ -204,7 +205,8 @@ absl::Status CudaBackendImpl::EnqueueLogitPass(int32_t first_row, int32_t rows) 
 }
 
 // The final RMSNorm of the logit rows of x (+ delta + delta_bias when delta
-// is set, x itself left as it is) into ws_.h, then lm_head on cuBLAS.
+// is set, x itself left as it is) into ws_.h, then lm_head on cuBLAS (or,
+// with small_batch_lm_head, a few rows on the small-batch GEMM).
 absl::Status CudaBackendImpl::NormAndLmHead(int32_t first_row, int32_t rows, const float* delta,
                                             const float* delta_bias) {
   const ModelConfig& c = config_;
@@ -220,6 +222,18 @@ absl::Status CudaBackendImpl::NormAndLmHead(int32_t first_row, int32_t rows, con
                                                .write_residual = false},
                                               stream_.get()),
                              "final RMSNorm kernel");
+  if (small_batch_lm_head_ && rows <= small_batch_gemm_max_rows_ &&
+      SmallBatchGemmSupports(c.vocab_size, c.hidden_size) && reinterpret_cast<uintptr_t>(weights_.lm_head) % 16 == 0) {
+    return CudaStatus(LaunchSmallBatchGemm({.x = reinterpret_cast<const __nv_bfloat16*>(ws_.h.data()),
+                                            .w = reinterpret_cast<const __nv_bfloat16*>(weights_.lm_head),
+                                            .y = ws_.logits.data(),
+                                            .m = rows,
+                                            .n = static_cast<int32_t>(c.vocab_size),
+                                            .k = static_cast<int32_t>(c.hidden_size),
+                                            .out = LinearOutput::kF32},
+                                           stream_.get()),
+                      "small-batch lm_head kernel");
+  }
   return gemm_.Run(Raw(ws_.h), rows, c.hidden_size, weights_.lm_head, c.vocab_size, ws_.logits.data(),
                    GemmOutput::kF32);
 }

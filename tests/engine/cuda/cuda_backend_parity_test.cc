@@ -263,17 +263,25 @@ TEST(CudaExtraModelsTest, TeacherForcedLogitsMatchTheCpuReference) {
     const ErrorBounds bounds{kBound, kBound, moe ? 1.0 : kBound};
     // Chunks of 17 (cuBLAS, or with cluster_decode_max_rows the cluster
     // decode kernel where the shapes allow), of 1 and 5 (fused decode
-    // kernels, taken here up to 8 tokens a step, and split-KV attention).
-    for (const int cluster_rows : {0, 64}) {
+    // kernels, taken here up to 8 tokens a step, and split-KV attention);
+    // with small_batch_lm_head, 17 and 5 logit rows on the small-batch GEMM.
+    struct Variant {
+      int cluster_rows;
+      bool small_batch_lm_head;
+    };
+    for (const Variant v : {Variant{0, false}, Variant{64, false}, Variant{0, true}}) {
       auto gpu = CreateCudaBackend(**m, {.block_size = 16,
                                          .num_blocks = 4,
                                          .max_tokens_per_step = 64,
                                          .fused_decode_max_rows = cuda::kDecodeLinearMaxRows,
-                                         .cluster_decode_max_rows = cluster_rows});
+                                         .cluster_decode_max_rows = v.cluster_rows,
+                                         .small_batch_lm_head = v.small_batch_lm_head});
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       for (int32_t chunk : {17, 1, 5}) {
-        if (cluster_rows > 0 && chunk != 17) continue;  // steps of <= 8 tokens never take it
-        SCOPED_TRACE(absl::StrCat("chunk ", chunk, " cluster_decode_max_rows ", cluster_rows));
+        if (v.cluster_rows > 0 && chunk != 17) continue;  // steps of <= 8 tokens never take it
+        if (v.small_batch_lm_head && chunk == 1) continue;
+        SCOPED_TRACE(absl::StrCat("chunk ", chunk, " cluster_decode_max_rows ", v.cluster_rows,
+                                  " small_batch_lm_head ", v.small_batch_lm_head));
         const auto got = TeacherForced(**gpu, tokens, 0, chunk, table);
         std::vector<double> errors;
         for (size_t t = 0; t < tokens.size(); ++t)

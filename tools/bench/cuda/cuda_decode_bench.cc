@@ -13,7 +13,7 @@
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
-//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64]
+//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
 //                    [--unsplit-attention-max-context 256]
 //
@@ -46,7 +46,9 @@
 // splits attention by the item count however short the contexts (the before
 // of unsplit short-context steps); --awq-tiled-gemm-max-rows N puts an AWQ
 // model's steps of 17 - N tokens on the tiled int4 GEMM in slot tiles of
-// --awq-tiled-gemm-tile-rows (0, the default: dequantise + cuBLAS).
+// --awq-tiled-gemm-tile-rows (0, the default: dequantise + cuBLAS);
+// --small-batch-lm-head 1 runs lm_head of up to 64 rows on the small-batch
+// GEMM rather than cuBLAS.
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -119,6 +121,7 @@ struct Args {
   // AWQ steps of 17 up to N tokens on the tiled int4 GEMM, in slot tiles of R (0: dequantise + cuBLAS)
   int awq_tiled_gemm_max_rows = ernie::CudaBackendOptions{}.awq_tiled_gemm_max_rows;
   int awq_tiled_gemm_tile_rows = ernie::CudaBackendOptions{}.awq_tiled_gemm_tile_rows;
+  int small_batch_lm_head = ernie::CudaBackendOptions{}.small_batch_lm_head ? 1 : 0;  // 1: lm_head of <= 64 rows on the small-batch GEMM
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
   int moe_shared_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_shared_gemm_min_tokens);
@@ -212,6 +215,9 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_max_rows) || a->awq_tiled_gemm_max_rows < 0) return false;
     } else if (f == "--awq-tiled-gemm-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_tile_rows)) return false;
+    } else if (f == "--small-batch-lm-head") {
+      if (!absl::SimpleAtoi(v, &a->small_batch_lm_head) || a->small_batch_lm_head < 0 || a->small_batch_lm_head > 1)
+        return false;
     } else if (f == "--tensor-core-attention") {
       if (!absl::SimpleAtoi(v, &a->tensor_core_attention) || a->tensor_core_attention < 0 ||
           a->tensor_core_attention > 1)
@@ -568,7 +574,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--awq-tiled-gemm-max-rows N] [--awq-tiled-gemm-tile-rows 16|32|64] [--unsplit-attention-max-context N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--awq-tiled-gemm-max-rows N] [--awq-tiled-gemm-tile-rows 16|32|64] [--small-batch-lm-head 0|1] [--unsplit-attention-max-context N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -629,6 +635,7 @@ int main(int argc, char** argv) {
                 .small_batch_gemm_max_rows = args.small_batch_gemm_max_rows,
                 .awq_tiled_gemm_max_rows = args.awq_tiled_gemm_max_rows,
                 .awq_tiled_gemm_tile_rows = args.awq_tiled_gemm_tile_rows,
+                .small_batch_lm_head = args.small_batch_lm_head == 1,
                 .small_batch_norm_epilogues = args.norm_epilogues == 1,
                 .persistent_decode = args.persistent_decode == 1,
                 .fast_greedy_sampling = args.fast_greedy == 1,
@@ -667,6 +674,7 @@ int main(int argc, char** argv) {
                         {"small_batch_gemm_max_rows", args.small_batch_gemm_max_rows},
                         {"awq_tiled_gemm_max_rows", args.awq_tiled_gemm_max_rows},
                         {"awq_tiled_gemm_tile_rows", args.awq_tiled_gemm_tile_rows},
+                        {"small_batch_lm_head", args.small_batch_lm_head == 1},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
                         {"decode_linear_single_wave", args.decode_linear_single_wave == 1},
