@@ -94,6 +94,22 @@ absl::StatusOr<std::string> BuildSafetensorsHeader(
   return text;
 }
 
+absl::StatusOr<SafetensorsLayout> PlanSafetensors(std::span<const SafetensorsTensorSpec> specs,
+                                                  const std::map<std::string, std::string>& metadata) {
+  SafetensorsLayout layout;
+  ERNIE_ASSIGN_OR_RETURN(layout.header, BuildSafetensorsHeader(specs, metadata));
+  layout.file_offsets.resize(specs.size());
+  layout.bytes.resize(specs.size());
+  uint64_t offset = 8 + layout.header.size();
+  for (size_t index : FileOrder(specs)) {
+    ERNIE_ASSIGN_OR_RETURN(layout.bytes[index], SafetensorsTensorBytes(specs[index]));
+    layout.file_offsets[index] = offset;
+    offset += layout.bytes[index];
+  }
+  layout.file_bytes = offset;
+  return layout;
+}
+
 absl::Status WriteSafetensors(const std::string& path,
                               std::span<const SafetensorsTensorSpec> specs,
                               const SafetensorsChunkFiller& fill,

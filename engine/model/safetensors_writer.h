@@ -57,6 +57,18 @@ absl::StatusOr<std::string> BuildSafetensorsHeader(
     std::span<const SafetensorsTensorSpec> specs,
     const std::map<std::string, std::string>& metadata);
 
+// Where everything of the file WriteSafetensors writes for `specs` lies: a
+// writer that fills tensors out of order (ernie-quantize's output, written
+// as each layer is done) writes the same bytes with pwrite at these offsets.
+struct SafetensorsLayout {
+  std::string header;                  // as BuildSafetensorsHeader
+  std::vector<uint64_t> file_offsets;  // [specs.size()]: where each tensor's data starts in the file
+  std::vector<uint64_t> bytes;         // [specs.size()]: its data's size
+  uint64_t file_bytes = 0;             // the whole file: 8 + header + data
+};
+absl::StatusOr<SafetensorsLayout> PlanSafetensors(std::span<const SafetensorsTensorSpec> specs,
+                                                  const std::map<std::string, std::string>& metadata);
+
 // Writes `path` (through `path`.tmp, renamed at the end, so a failed write
 // never leaves a truncated file under the real name). Errors: InvalidArgument
 // for bad specs (duplicate or empty names, unknown dtype, negative dims),

@@ -3,14 +3,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/safetensors_writer.h"
 #include "engine/util/half.h"
+#include "engine/util/status_macros.h"
 
 namespace ernie::quantize {
 
@@ -20,42 +22,109 @@ absl::Status IoError(const std::string& what, const std::string& path) {
   return absl::InternalError(absl::StrCat(what, " '", path, "': ", std::strerror(errno)));
 }
 
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&text, i == 0 ? "" : ", ", shape[i]);
+  return text + "]";
+}
+
+// The AWQ tensors that stand for prefix.weight [out, in] (AutoAWQ's "gemm" layout).
+std::vector<model::SafetensorsTensorSpec> AwqSpecs(const OutputPlan::Quantized& q, int64_t group) {
+  const int64_t groups = q.in / group;
+  return {{q.prefix + ".qweight", "I32", {q.in, q.out / 8}},
+          {q.prefix + ".qzeros", "I32", {groups, q.out / 8}},
+          {q.prefix + ".scales", "F16", {groups, q.out}}};
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OutputCheckpoint>> OutputCheckpoint::Create(const Checkpoint& input,
-                                                                           const std::string& spool_dir) {
-  std::string path = (std::filesystem::path(spool_dir) / ".ernie-quantize-spool.XXXXXX").string();
-  const int fd = mkstemp(path.data());
-  if (fd < 0) return IoError("cannot create the spool file", path);
-  unlink(path.c_str());  // the open descriptor keeps it until the process ends
-  std::unique_ptr<OutputCheckpoint> out(new OutputCheckpoint(fd, path));
-  for (const auto& [name, view] : input.tensors())
-    out->tensors_[name] = Tensor{std::string(DTypeSafetensorsName(view.dtype)), view.shape, &view, 0, view.bytes.size()};
+                                                                           const OutputPlan& plan,
+                                                                           const std::string& dir) {
+  // Every output tensor: the input's, less the quantized weights, plus their AWQ tensors.
+  std::map<std::string, const OutputPlan::Quantized*> quantized;
+  for (const OutputPlan::Quantized& q : plan.quantized) {
+    const std::string weight = q.prefix + ".weight";
+    ERNIE_ASSIGN_OR_RETURN(const TensorView* view, input.FindWithShape(weight, {q.out, q.in}));
+    (void)view;
+    if (plan.group_size <= 0 || q.in % plan.group_size != 0 || q.out % 8 != 0)
+      return absl::InvalidArgumentError(absl::StrCat("cannot plan '", weight, "' [", q.out, ", ", q.in,
+                                                     "] as AWQ with group size ", plan.group_size));
+    quantized[weight] = &q;
+  }
+  for (const std::string& name : plan.float32) ERNIE_RETURN_IF_ERROR(input.Find(name).status());
+  std::vector<model::SafetensorsTensorSpec> specs;
+  std::vector<const TensorView*> sources;
+  for (const auto& [name, view] : input.tensors()) {
+    if (const auto it = quantized.find(name); it != quantized.end()) {
+      for (auto& spec : AwqSpecs(*it->second, plan.group_size)) {
+        specs.push_back(std::move(spec));
+        sources.push_back(nullptr);
+      }
+      continue;
+    }
+    const DType dtype = plan.float32.count(name) != 0 ? DType::kF32 : view.dtype;
+    specs.push_back({name, std::string(DTypeSafetensorsName(dtype)), view.shape});
+    // A tensor whose dtype changes has no bytes to copy: its replacement must come.
+    sources.push_back(dtype == view.dtype ? &view : nullptr);
+  }
+  ERNIE_ASSIGN_OR_RETURN(const model::SafetensorsLayout layout,
+                         model::PlanSafetensors(specs, model::SafetensorsWriteOptions{}.metadata));
+
+  const std::string final_path = (std::filesystem::path(dir) / "model.safetensors").string();
+  const std::string temp_path = final_path + ".tmp";
+  const int fd = open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot create", temp_path);
+  std::unique_ptr<OutputCheckpoint> out(new OutputCheckpoint(fd, temp_path, final_path));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    out->tensors_[specs[i].name] =
+        Tensor{sources[i], layout.file_offsets[i], layout.bytes[i], specs[i].dtype, specs[i].shape, false};
+    out->data_bytes_ += layout.bytes[i];
+  }
+  // The whole file's size at once (sparse until written), then the prefix and header.
+  if (ftruncate(fd, static_cast<off_t>(layout.file_bytes)) != 0) return IoError("cannot size", temp_path);
+  uint8_t length_prefix[8];
+  for (int i = 0; i < 8; ++i) length_prefix[i] = static_cast<uint8_t>(uint64_t{layout.header.size()} >> (8 * i));
+  ERNIE_RETURN_IF_ERROR(out->WriteAt(0, length_prefix, sizeof(length_prefix)));
+  ERNIE_RETURN_IF_ERROR(out->WriteAt(8, layout.header.data(), layout.header.size()));
   return out;
 }
 
-OutputCheckpoint::OutputCheckpoint(int spool_fd, std::string spool_path)
-    : spool_fd_(spool_fd), spool_path_(std::move(spool_path)) {}
+OutputCheckpoint::OutputCheckpoint(int fd, std::string temp_path, std::string final_path)
+    : fd_(fd), temp_path_(std::move(temp_path)), final_path_(std::move(final_path)) {}
 
 OutputCheckpoint::~OutputCheckpoint() {
-  if (spool_fd_ >= 0) close(spool_fd_);
+  if (fd_ >= 0) close(fd_);
+  if (!finished_) std::remove(temp_path_.c_str());
 }
 
-void OutputCheckpoint::Spool(const std::string& name, std::string dtype, std::vector<int64_t> shape, const void* data,
-                             size_t size) {
-  if (!status_.ok()) return;
+absl::Status OutputCheckpoint::WriteAt(uint64_t offset, const void* data, size_t size) {
   const auto* bytes = static_cast<const uint8_t*>(data);
   for (size_t done = 0; done < size;) {
-    const ssize_t n = pwrite(spool_fd_, bytes + done, size - done, static_cast<off_t>(spool_end_ + done));
+    const ssize_t n = pwrite(fd_, bytes + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      status_ = IoError(absl::StrCat("cannot spool tensor '", name, "' to"), spool_path_);
-      return;
-    }
+    if (n <= 0) return IoError("cannot write", temp_path_);
     done += static_cast<size_t>(n);
   }
-  tensors_[name] = Tensor{std::move(dtype), std::move(shape), nullptr, spool_end_, size};
-  spool_end_ += size;
+  return absl::OkStatus();
+}
+
+void OutputCheckpoint::WriteTensor(const std::string& name, const std::string& dtype,
+                                   const std::vector<int64_t>& shape, const void* data, size_t size) {
+  if (!status_.ok()) return;
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    status_ = absl::InternalError(absl::StrCat("tensor '", name, "' is not in the output's plan"));
+    return;
+  }
+  Tensor& t = it->second;
+  if (t.dtype != dtype || t.shape != shape || t.bytes != size) {
+    status_ = absl::InternalError(absl::StrCat("tensor '", name, "' was planned as ", t.dtype, " ", ShapeText(t.shape),
+                                               " but written as ", dtype, " ", ShapeText(shape)));
+    return;
+  }
+  status_ = WriteAt(t.file_offset, data, size);
+  t.written = status_.ok();
 }
 
 void OutputCheckpoint::ReplaceFloat(const TensorView& source, const std::vector<float>& values,
@@ -63,13 +132,15 @@ void OutputCheckpoint::ReplaceFloat(const TensorView& source, const std::vector<
   const DType as = dtype.value_or(source.dtype);
   const std::string name(DTypeSafetensorsName(as));
   switch (as) {
-    case DType::kF32: Spool(source.name, name, source.shape, values.data(), values.size() * sizeof(float)); break;
+    case DType::kF32:
+      WriteTensor(source.name, name, source.shape, values.data(), values.size() * sizeof(float));
+      break;
     case DType::kBF16:
     case DType::kF16: {
       std::vector<uint16_t> half(values.size());
       for (size_t i = 0; i < values.size(); ++i)
         half[i] = as == DType::kBF16 ? FloatToBf16(values[i]) : FloatToF16(values[i]);
-      Spool(source.name, name, source.shape, half.data(), half.size() * sizeof(uint16_t));
+      WriteTensor(source.name, name, source.shape, half.data(), half.size() * sizeof(uint16_t));
       break;
     }
     case DType::kI32: break;  // never a float tensor
@@ -77,43 +148,35 @@ void OutputCheckpoint::ReplaceFloat(const TensorView& source, const std::vector<
 }
 
 void OutputCheckpoint::ReplaceWithAwq(const std::string& prefix, const AwqTensors& q) {
-  tensors_.erase(prefix + ".weight");
   const int64_t groups = q.in / q.group;
-  Spool(prefix + ".qweight", "I32", {q.in, q.out / 8}, q.qweight.data(), q.qweight.size() * sizeof(int32_t));
-  Spool(prefix + ".qzeros", "I32", {groups, q.out / 8}, q.qzeros.data(), q.qzeros.size() * sizeof(int32_t));
-  Spool(prefix + ".scales", "F16", {groups, q.out}, q.scales.data(), q.scales.size() * sizeof(uint16_t));
+  WriteTensor(prefix + ".qweight", "I32", {q.in, q.out / 8}, q.qweight.data(), q.qweight.size() * sizeof(int32_t));
+  WriteTensor(prefix + ".qzeros", "I32", {groups, q.out / 8}, q.qzeros.data(), q.qzeros.size() * sizeof(int32_t));
+  WriteTensor(prefix + ".scales", "F16", {groups, q.out}, q.scales.data(), q.scales.size() * sizeof(uint16_t));
 }
 
-int64_t OutputCheckpoint::total_bytes() const {
-  int64_t n = 0;
-  for (const auto& [name, t] : tensors_) n += static_cast<int64_t>(t.size);
-  return n;
-}
-
-absl::Status OutputCheckpoint::Write(const std::string& dir) const {
-  if (!status_.ok()) return status_;
-  std::vector<model::SafetensorsTensorSpec> specs;
-  std::vector<const Tensor*> order;
-  for (const auto& [name, t] : tensors_) {
-    specs.push_back({name, t.dtype, t.shape});
-    order.push_back(&t);
+absl::Status OutputCheckpoint::Finish() {
+  ERNIE_RETURN_IF_ERROR(status_);
+  // Unchanged tensors straight from the input's mapping, in file order (the
+  // map's), a bounded piece at a time so the page cache streams them.
+  constexpr size_t kPiece = size_t{64} << 20;
+  for (auto& [name, t] : tensors_) {
+    if (t.written) continue;
+    if (t.source == nullptr)
+      return absl::InternalError(absl::StrCat("the output's planned tensor '", name, "' was never written"));
+    for (size_t done = 0; done < t.bytes; done += kPiece)
+      ERNIE_RETURN_IF_ERROR(WriteAt(t.file_offset + done, t.source->bytes.data() + done,
+                                    std::min<size_t>(kPiece, t.bytes - done)));
+    t.written = true;
   }
-  auto fill = [this, &order](size_t index, uint64_t offset, std::span<uint8_t> chunk) -> absl::Status {
-    const Tensor& t = *order[index];
-    if (t.source != nullptr) {
-      std::memcpy(chunk.data(), t.source->bytes.data() + offset, chunk.size());
-      return absl::OkStatus();
-    }
-    for (size_t done = 0; done < chunk.size();) {
-      const ssize_t n = pread(spool_fd_, chunk.data() + done, chunk.size() - done,
-                              static_cast<off_t>(t.spool_offset + offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return IoError("cannot read back the spool file", spool_path_);
-      done += static_cast<size_t>(n);
-    }
-    return absl::OkStatus();
-  };
-  return model::WriteSafetensors((std::filesystem::path(dir) / "model.safetensors").string(), specs, fill);
+  if (close(fd_) != 0) {
+    fd_ = -1;
+    return IoError("cannot close", temp_path_);
+  }
+  fd_ = -1;
+  if (std::rename(temp_path_.c_str(), final_path_.c_str()) != 0)
+    return IoError(absl::StrCat("cannot rename '", temp_path_, "' to"), final_path_);
+  finished_ = true;
+  return absl::OkStatus();
 }
 
 }  // namespace ernie::quantize

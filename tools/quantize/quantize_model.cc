@@ -49,6 +49,21 @@ std::vector<const LinearWeights*> AllLinears(const Ernie45LayerWeights& l) {
   return all;
 }
 
+// What the output replaces: every linear's weight becomes AWQ tensors; with
+// calibration, each MoE router is written in float32 (QuantizeMoeMlp scales it).
+OutputPlan PlanOutput(const Ernie45Weights& weights, const QuantizeOptions& o) {
+  OutputPlan plan{.group_size = o.group_size};
+  for (const Ernie45LayerWeights& l : weights.layers) {
+    for (const LinearWeights* lin : AllLinears(l)) {
+      const std::string& name = lin->weight->name;
+      plan.quantized.push_back({name.substr(0, name.size() - std::string(".weight").size()), lin->in_features(),
+                                lin->out_features()});
+    }
+    if (l.is_moe && o.method == QuantMethod::kAwq) plan.float32.insert(l.moe.router->name);
+  }
+  return plan;
+}
+
 // The context one layer's quantization needs.
 struct LayerJob {
   const ModelConfig& config;
@@ -190,7 +205,8 @@ absl::Status QuantizeModel(const QuantizeOptions& o) {
     std::fprintf(stderr, "ernie-quantize: calibration done (%.1f s)\n", Seconds(start));
   }
   ThreadPool pool(o.threads);
-  ERNIE_ASSIGN_OR_RETURN(auto out_ptr, OutputCheckpoint::Create(*model->checkpoint, o.output_dir));
+  ERNIE_ASSIGN_OR_RETURN(auto out_ptr,
+                         OutputCheckpoint::Create(*model->checkpoint, PlanOutput(model->weights, o), o.output_dir));
   OutputCheckpoint& out = *out_ptr;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const LayerJob job{c, o, acts.empty() ? nullptr : &acts[static_cast<size_t>(i)], pool, out};
@@ -199,7 +215,7 @@ absl::Status QuantizeModel(const QuantizeOptions& o) {
     std::fprintf(stderr, "ernie-quantize: layer %lld/%lld (%.1f s)\n", static_cast<long long>(i + 1),
                  static_cast<long long>(c.num_layers), Seconds(start));
   }
-  ERNIE_RETURN_IF_ERROR(out.Write(o.output_dir));
+  ERNIE_RETURN_IF_ERROR(out.Finish());
   ERNIE_RETURN_IF_ERROR(CopySideFiles(o.input_dir, o.output_dir, AwqConfig{.group_size = o.group_size}));
   std::fprintf(stderr, "ernie-quantize: wrote %s: %lld bytes of tensors (from %lld) in %.1f s\n", o.output_dir.c_str(),
                static_cast<long long>(out.total_bytes()), static_cast<long long>(model->checkpoint->total_bytes()),

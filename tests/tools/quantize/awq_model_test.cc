@@ -158,9 +158,10 @@ TEST_F(AwqModelTest, QuantizedCheckpointBindsAsAwq) {
   EXPECT_EQ(w.lm_head.weight->name, "lm_head.weight");
 }
 
-TEST_F(AwqModelTest, TheOutputFolderHoldsTheCheckpointAndNoSpool) {
-  // Replaced tensors wait in a spool file in the output folder, unlinked as
-  // soon as it is made: nothing of it may be left beside the checkpoint.
+TEST_F(AwqModelTest, TheOutputFolderHoldsTheCheckpointAndNoTemporaryFile) {
+  // The checkpoint is written as model.safetensors.tmp and renamed when
+  // done (an older version also kept a spool file there): neither may be
+  // left beside the checkpoint.
   for (const std::string name : {"bias_awq64", "bias_rtn64", "moe_awq32"})
     for (const auto& entry : std::filesystem::directory_iterator(Dir(name))) {
       const std::string file = entry.path().filename().string();
