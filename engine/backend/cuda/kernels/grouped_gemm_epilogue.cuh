@@ -30,24 +30,9 @@ __device__ __forceinline__ void StoreGroupedGemmTile(const float (&acc)[kSlotTil
                                                      int tile_rows, int64_t warp_row0, GroupedEpilogue epilogue,
                                                      void* out) {
   const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  if (epilogue == GroupedEpilogue::kStoreF32) {
-    auto* y = static_cast<float*>(out);
-#pragma unroll
-    for (int t = 0; t < kSlotTiles; ++t)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          if (16 * t + g + 8 * half >= tile_rows) continue;
-          const int64_t slot = slot0 + 16 * t + g + 8 * half, row = warp_row0 + 8 * j + 2 * c;
-          if (row < n) y[slot * n + row] = acc[t][j][2 * half];
-          if (row + 1 < n) y[slot * n + row + 1] = acc[t][j][2 * half + 1];
-        }
-    return;
-  }
-  if (epilogue == GroupedEpilogue::kStoreBf16) {
-    // Rows 2c, 2c + 1 of an 8-row tile are neighbours: one bf16 pair each (n is even).
-    auto* y = static_cast<__nv_bfloat16*>(out);
+  if (epilogue == GroupedEpilogue::kStoreF32 || epilogue == GroupedEpilogue::kStoreBf16) {
+    // Rows 2c, 2c + 1 of an 8-row tile are neighbours: one bf16 pair (kStoreBf16 is the AWQ
+    // GEMM's, whose n is a multiple of 8); the bf16 experts' n may be odd.
 #pragma unroll
     for (int t = 0; t < kSlotTiles; ++t)
 #pragma unroll
@@ -57,8 +42,15 @@ __device__ __forceinline__ void StoreGroupedGemmTile(const float (&acc)[kSlotTil
           if (16 * t + g + 8 * half >= tile_rows) continue;
           const int64_t slot = slot0 + 16 * t + g + 8 * half, row = warp_row0 + 8 * j + 2 * c;
           if (row >= n) continue;
-          *reinterpret_cast<__nv_bfloat162*>(y + slot * n + row) =
-              __floats2bfloat162_rn(acc[t][j][2 * half], acc[t][j][2 * half + 1]);
+          const float a = acc[t][j][2 * half], b = acc[t][j][2 * half + 1];
+          if (epilogue == GroupedEpilogue::kStoreF32) {
+            auto* y = static_cast<float*>(out) + slot * n + row;
+            y[0] = a;
+            if (row + 1 < n) y[1] = b;
+          } else {
+            *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(out) + slot * n + row) =
+                __floats2bfloat162_rn(a, b);
+          }
         }
     return;
   }
