@@ -124,7 +124,7 @@ absl::StatusOr<nlohmann::json> RunServeBenchmark(const ServeOptions& o) {
   std::vector<RequestResult> results(plan.bodies.size());
   plan.results = &results;
   const int connections = std::min(o.concurrency, o.num_prompts);
-  const int threads = std::max(1, std::min(o.threads, connections));
+  const int threads = ClientThreads(o.threads, connections, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<std::unique_ptr<boost::asio::io_context>> ios;
   for (int t = 0; t < threads; ++t) ios.push_back(std::make_unique<boost::asio::io_context>(1));
   std::cerr << "ernie-bench: " << o.num_prompts << " requests to " << o.base_url << plan.target << " (model " << model

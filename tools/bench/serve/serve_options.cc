@@ -1,5 +1,6 @@
 #include "tools/bench/serve/serve_options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -17,7 +18,9 @@ std::string ServeUsage() {
          "Streams N requests (at most C at once; Poisson arrivals at R/s when given) to an OpenAI-\n"
          "compatible server and reports TTFT, TPOT, ITL, end-to-end latency and throughput as\n"
          "`vllm bench serve` does. Random prompts have exactly I tokens when the server has\n"
-         "POST /tokenize; each request asks for exactly O tokens (ignore_eos, min_tokens).\n";
+         "POST /tokenize; each request asks for exactly O tokens (ignore_eos, min_tokens).\n"
+         "--threads: client I/O threads (default half the cores, at most 4): one thread can\n"
+         "fall behind ~100k streamed tokens a second and delay the first tokens it times.\n";
 }
 
 absl::StatusOr<ServeOptions> ParseServeOptions(const std::vector<std::string>& args) {
@@ -79,6 +82,15 @@ absl::StatusOr<ServeOptions> ParseServeOptions(const std::vector<std::string>& a
   }
   if (o.threads > o.concurrency) o.threads = o.concurrency;
   return o;
+}
+
+int ClientThreads(int requested, int connections, int cores) {
+  if (requested > 0) return std::max(1, std::min(requested, connections));
+  // One thread parses ~120k SSE events a second at 256 streams on the H200 machine and is then
+  // saturated, late to read the first tokens it timestamps: TTFT p50 24.4 ms with one thread,
+  // 11.0 with four, same server (engine/backend/cuda/NOTES.md v27). Half the cores, at most 4,
+  // leaves the rest to a server on the same machine.
+  return std::max(1, std::min({4, connections, cores / 2}));
 }
 
 }  // namespace ernie::bench

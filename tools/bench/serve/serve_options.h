@@ -26,7 +26,8 @@ struct ServeOptions {
   int num_prompts = 256;
   int input_len = 128;            // prompt tokens of each random prompt (exact where /tokenize exists)
   int output_len = 128;           // tokens each request generates (ignore_eos + min_tokens)
-  int threads = 1;                // client I/O threads (each owns concurrency / threads connections)
+  // Client I/O threads (each owns concurrency / threads connections); 0: ClientThreads' choice.
+  int threads = 0;
   uint64_t seed = 0;
   double temperature = 0;
   double timeout_s = 600;         // per request
@@ -37,6 +38,10 @@ struct ServeOptions {
 // Parses argv after the "serve" word. `--help` yields a NotFound status whose
 // message is the usage text.
 absl::StatusOr<ServeOptions> ParseServeOptions(const std::vector<std::string>& args);
+
+// The client's I/O threads: `requested` (--threads) capped by the
+// connections, or when 0, half of `cores` (at most 4, at least 1).
+int ClientThreads(int requested, int connections, int cores);
 
 std::string ServeUsage();
 
