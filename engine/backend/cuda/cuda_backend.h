@@ -94,13 +94,20 @@ struct CudaBackendOptions {
   // the tiled int4 tensor-core GEMM (kernels/grouped_awq_gemm.h,
   // LaunchAwqTiledGemm: the MoE experts' kernel with the linear as its one
   // expert), in slot tiles of awq_tiled_gemm_tile_rows (16, 32 or 64); larger
-  // steps dequantise to bf16 and run cuBLAS. 0: dequantise + cuBLAS above
-  // the int4 GEMV's 16 rows (the before).
+  // steps dequantise to bf16 and run cuBLAS. 0 (the default): dequantise +
+  // cuBLAS above the int4 GEMV's 16 rows. Measured slower on the 0.3b at
+  // every size (NOTES.md v27: 1.003 -> 2.043 ms a 64-row step in tiles of
+  // 64, 1.733 in tiles of 32; prefill 524k -> 293k tok/s): its 128-row CTAs
+  // are 8 - 48 per linear at these widths, and with many tiles its
+  // dequantise-and-mma loop is slower than cuBLAS on the bf16 copy. Kept as
+  // an option for wider shapes.
   int awq_tiled_gemm_max_rows = 0;
   int awq_tiled_gemm_tile_rows = 64;
   // lm_head of up to small_batch_gemm_max_rows logit rows on the
   // small-batch GEMM instead of cuBLAS (64 rows of the 0.3b: cuBLAS took 66
-  // us against 49 us of bytes, NOTES.md v24). False: cuBLAS (the before).
+  // us against 49 us of bytes, NOTES.md v24). Measured slower (v27: 0.740 /
+  // 0.730 -> 0.754 / 0.759 ms a 64-row step, 32 rows 0.552 / 0.550 -> 0.557
+  // / 0.555), so off: cuBLAS.
   bool small_batch_lm_head = false;
   // Dense bf16 models, steps on the small-batch GEMM: the residual add +
   // RMSNorm after o_proj and down_proj split over the linears around it (the
