@@ -1,9 +1,9 @@
 // The layers' linears, bf16 or AWQ int4, behind one call. For AWQ the switch
 // between the int4 GEMV and the rest is where ernie-bench-gemv measured it
 // on the H200 (tools/bench/results/gemv-2026-12-02): the GEMV wins at every
-// m <= 16 on every shape, and loses at 32. Above it, steps up to
-// awq_tiled_gemm_max_rows take the tiled int4 GEMM, larger ones dequantise
-// + cuBLAS. bf16 linears of
+// m <= 16 on every shape, and loses at 32. Above it, dequantise + cuBLAS,
+// or, up to awq_tiled_gemm_max_rows (off by default: ~2x slower on the 0.3b,
+// NOTES.md v27), the tiled int4 GEMM. bf16 linears of
 // decode-sized steps take the small-batch GEMM (small_batch_gemm.h), which
 // overlaps its weight reads with the kernel before; cuBLAS the rest.
 #include "absl/strings/str_cat.h"

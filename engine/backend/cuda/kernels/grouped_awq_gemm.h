@@ -27,8 +27,10 @@ cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t str
 // of `tile_rows` (16, 32 or 64; more tiles, more CTAs, each reading the
 // weights again, from L2 after the first). Between the int4 GEMV's rows
 // (m <= 16) and dequantise + cuBLAS, which writes and reads a bf16 copy of
-// the weights every call; cuda_linear.cc picks by m. p.k_slices and p.loop
-// must be left at their defaults. cudaErrorInvalidValue for bad parameters.
+// the weights every call; cuda_linear.cc picks by m (measured ~2x slower
+// than dequantise + cuBLAS on the 0.3b's linears, whose 1,024 - 6,144 rows
+// make only 8 - 48 CTAs: NOTES.md v27). p.k_slices and p.loop must be left
+// at their defaults. cudaErrorInvalidValue for bad parameters.
 cudaError_t LaunchAwqTiledGemm(const AwqGemvParams& p, int tile_rows, cudaStream_t stream);
 
 }  // namespace ernie::cuda
