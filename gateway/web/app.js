@@ -143,6 +143,14 @@ async function send(text) {
   box.classList.add('streaming');
   const textEl = box.querySelector('.text');
   const statsEl = addLine(box, 'stats', 'waiting for the first token…');
+  // The answer reaches the page at most once a frame. Re-rendering the
+  // whole answer and re-measuring the page for every token made the page's
+  // work grow with the answer: at ~800 tok/s a long answer kept the main
+  // thread busy enough that the Stop button could not be pressed.
+  const answerText = document.createTextNode('');
+  textEl.append(answerText);
+  let unrendered = '';
+  let frameRequested = false;
 
   const messages = [];
   const system = els.system.value.trim();
@@ -175,6 +183,13 @@ async function send(text) {
     const tokensPerSecond = tokens > 1 && decodeSeconds > 0 ? (tokens - 1) / decodeSeconds : null;
     return formatStats({ tokens, ttftMs: firstAt === null ? null : firstAt - started, tokensPerSecond, finish });
   };
+  const render = () => {
+    frameRequested = false;
+    if (unrendered) answerText.appendData(unrendered);
+    unrendered = '';
+    statsEl.textContent = stats();
+    scrollToEnd();
+  };
   try {
     const response = await fetch('/v1/chat/completions', {
       method: 'POST', headers: headers(), body: JSON.stringify(request), signal: controller.signal,
@@ -196,12 +211,14 @@ async function send(text) {
             lastAt = now;
             chunks += 1;
             answer += delta;
-            textEl.textContent = answer;
+            unrendered += delta;
           }
           if (choice.finish_reason) finish = choice.finish_reason;
         }
-        statsEl.textContent = stats();
-        scrollToEnd();
+        if (!frameRequested) {
+          frameRequested = true;
+          requestAnimationFrame(render);
+        }
       });
     }
   } catch (e) {
@@ -209,6 +226,7 @@ async function send(text) {
     else failed = `Request failed: ${e.message}`;
   } finally {
     controller = null;
+    render();  // what arrived since the last frame (a frame still requested finds nothing left)
     setStreaming(false);
     box.classList.remove('streaming');
   }
