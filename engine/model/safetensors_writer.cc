@@ -70,10 +70,12 @@ absl::StatusOr<uint64_t> SafetensorsTensorBytes(const SafetensorsTensorSpec& spe
   return numel * element_bytes;
 }
 
-absl::StatusOr<std::string> BuildSafetensorsHeader(
-    std::span<const SafetensorsTensorSpec> specs,
-    const std::map<std::string, std::string>& metadata) {
+absl::StatusOr<SafetensorsLayout> PlanSafetensors(std::span<const SafetensorsTensorSpec> specs,
+                                                  const std::map<std::string, std::string>& metadata) {
   ERNIE_RETURN_IF_ERROR(ValidateSpecs(specs));
+  SafetensorsLayout layout;
+  layout.bytes.resize(specs.size());
+  std::vector<uint64_t> data_offsets(specs.size());  // from the data section's start
   // nlohmann::json objects are std::maps: keys come out sorted, and
   // "__metadata__" sorts before every lower-case tensor name.
   nlohmann::json header = nlohmann::json::object();
@@ -81,40 +83,42 @@ absl::StatusOr<std::string> BuildSafetensorsHeader(
   uint64_t offset = 0;
   for (size_t index : FileOrder(specs)) {
     const SafetensorsTensorSpec& spec = specs[index];
-    ERNIE_ASSIGN_OR_RETURN(const uint64_t bytes, SafetensorsTensorBytes(spec));
+    ERNIE_ASSIGN_OR_RETURN(layout.bytes[index], SafetensorsTensorBytes(spec));
+    data_offsets[index] = offset;
     header[spec.name] = {{"dtype", spec.dtype},
                          {"shape", spec.shape},
-                         {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
-  std::string text = header.dump();
-  // Pad with spaces so the data section (and so every tensor, all sizes
-  // being multiples of 2 or 4) starts 8-byte aligned after the 8-byte prefix.
-  text.append((8 - text.size() % 8) % 8, ' ');
-  return text;
-}
-
-absl::StatusOr<SafetensorsLayout> PlanSafetensors(std::span<const SafetensorsTensorSpec> specs,
-                                                  const std::map<std::string, std::string>& metadata) {
-  SafetensorsLayout layout;
-  ERNIE_ASSIGN_OR_RETURN(layout.header, BuildSafetensorsHeader(specs, metadata));
-  layout.file_offsets.resize(specs.size());
-  layout.bytes.resize(specs.size());
-  uint64_t offset = 8 + layout.header.size();
-  for (size_t index : FileOrder(specs)) {
-    ERNIE_ASSIGN_OR_RETURN(layout.bytes[index], SafetensorsTensorBytes(specs[index]));
-    layout.file_offsets[index] = offset;
+                         {"data_offsets", {offset, offset + layout.bytes[index]}}};
     offset += layout.bytes[index];
   }
-  layout.file_bytes = offset;
+  layout.header = header.dump();
+  // Pad with spaces so the data section (and so every tensor, all sizes
+  // being multiples of 2 or 4) starts 8-byte aligned after the 8-byte prefix.
+  layout.header.append((8 - layout.header.size() % 8) % 8, ' ');
+  const uint64_t data_start = 8 + layout.header.size();
+  layout.file_offsets.resize(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) layout.file_offsets[i] = data_start + data_offsets[i];
+  layout.file_bytes = data_start + offset;
   return layout;
+}
+
+std::string SafetensorsLayout::FileHead() const {
+  std::string head(8, '\0');
+  for (int i = 0; i < 8; ++i) head[static_cast<size_t>(i)] = static_cast<char>(uint64_t{header.size()} >> (8 * i));
+  return head + header;
+}
+
+absl::StatusOr<std::string> BuildSafetensorsHeader(
+    std::span<const SafetensorsTensorSpec> specs,
+    const std::map<std::string, std::string>& metadata) {
+  ERNIE_ASSIGN_OR_RETURN(SafetensorsLayout layout, PlanSafetensors(specs, metadata));
+  return std::move(layout.header);
 }
 
 absl::Status WriteSafetensors(const std::string& path,
                               std::span<const SafetensorsTensorSpec> specs,
                               const SafetensorsChunkFiller& fill,
                               const SafetensorsWriteOptions& options) {
-  ERNIE_ASSIGN_OR_RETURN(const std::string header, BuildSafetensorsHeader(specs, options.metadata));
+  ERNIE_ASSIGN_OR_RETURN(const SafetensorsLayout layout, PlanSafetensors(specs, options.metadata));
   const size_t chunk_limit = std::max<size_t>(8, options.chunk_bytes / 8 * 8);
 
   const std::string temp_path = path + ".tmp";
@@ -128,23 +132,15 @@ absl::Status WriteSafetensors(const std::string& path,
     return absl::OkStatus();
   };
 
-  uint8_t length_prefix[8];
-  uint64_t header_size = header.size();
-  for (int i = 0; i < 8; ++i) length_prefix[i] = static_cast<uint8_t>(header_size >> (8 * i));
-
-  absl::Status status = write_all(length_prefix, sizeof(length_prefix));
-  if (status.ok()) status = write_all(header.data(), header.size());
+  const std::string head = layout.FileHead();
+  absl::Status status = write_all(head.data(), head.size());
 
   std::vector<uint8_t> buffer;
   for (size_t index : FileOrder(specs)) {
     if (!status.ok()) break;
-    absl::StatusOr<uint64_t> bytes = SafetensorsTensorBytes(specs[index]);
-    if (!bytes.ok()) {
-      status = bytes.status();
-      break;
-    }
-    for (uint64_t offset = 0; offset < *bytes && status.ok();) {
-      const size_t size = static_cast<size_t>(std::min<uint64_t>(chunk_limit, *bytes - offset));
+    const uint64_t bytes = layout.bytes[index];
+    for (uint64_t offset = 0; offset < bytes && status.ok();) {
+      const size_t size = static_cast<size_t>(std::min<uint64_t>(chunk_limit, bytes - offset));
       buffer.resize(size);
       status = fill(index, offset, std::span<uint8_t>(buffer.data(), size));
       if (status.ok()) status = write_all(buffer.data(), size);

@@ -65,6 +65,10 @@ struct SafetensorsLayout {
   std::vector<uint64_t> file_offsets;  // [specs.size()]: where each tensor's data starts in the file
   std::vector<uint64_t> bytes;         // [specs.size()]: its data's size
   uint64_t file_bytes = 0;             // the whole file: 8 + header + data
+
+  // The file's first 8 + header.size() bytes: the header's length
+  // (little-endian) and the header.
+  std::string FileHead() const;
 };
 absl::StatusOr<SafetensorsLayout> PlanSafetensors(std::span<const SafetensorsTensorSpec> specs,
                                                   const std::map<std::string, std::string>& metadata);

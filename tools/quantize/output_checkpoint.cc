@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -28,12 +29,14 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
-// The AWQ tensors that stand for prefix.weight [out, in] (AutoAWQ's "gemm" layout).
-std::vector<model::SafetensorsTensorSpec> AwqSpecs(const OutputPlan::Quantized& q, int64_t group) {
-  const int64_t groups = q.in / group;
-  return {{q.prefix + ".qweight", "I32", {q.in, q.out / 8}},
-          {q.prefix + ".qzeros", "I32", {groups, q.out / 8}},
-          {q.prefix + ".scales", "F16", {groups, q.out}}};
+// The AWQ tensors that stand for prefix.weight [out, in] (AutoAWQ's "gemm"
+// layout): qweight, qzeros, scales, in that order.
+std::array<model::SafetensorsTensorSpec, 3> AwqSpecs(const std::string& prefix, int64_t in, int64_t out,
+                                                     int64_t group) {
+  const int64_t groups = in / group;
+  return {{{prefix + ".qweight", "I32", {in, out / 8}},
+           {prefix + ".qzeros", "I32", {groups, out / 8}},
+           {prefix + ".scales", "F16", {groups, out}}}};
 }
 
 }  // namespace
@@ -45,8 +48,7 @@ absl::StatusOr<std::unique_ptr<OutputCheckpoint>> OutputCheckpoint::Create(const
   std::map<std::string, const OutputPlan::Quantized*> quantized;
   for (const OutputPlan::Quantized& q : plan.quantized) {
     const std::string weight = q.prefix + ".weight";
-    ERNIE_ASSIGN_OR_RETURN(const TensorView* view, input.FindWithShape(weight, {q.out, q.in}));
-    (void)view;
+    ERNIE_RETURN_IF_ERROR(input.FindWithShape(weight, {q.out, q.in}).status());
     if (plan.group_size <= 0 || q.in % plan.group_size != 0 || q.out % 8 != 0)
       return absl::InvalidArgumentError(absl::StrCat("cannot plan '", weight, "' [", q.out, ", ", q.in,
                                                      "] as AWQ with group size ", plan.group_size));
@@ -57,7 +59,8 @@ absl::StatusOr<std::unique_ptr<OutputCheckpoint>> OutputCheckpoint::Create(const
   std::vector<const TensorView*> sources;
   for (const auto& [name, view] : input.tensors()) {
     if (const auto it = quantized.find(name); it != quantized.end()) {
-      for (auto& spec : AwqSpecs(*it->second, plan.group_size)) {
+      const OutputPlan::Quantized& q = *it->second;
+      for (auto& spec : AwqSpecs(q.prefix, q.in, q.out, plan.group_size)) {
         specs.push_back(std::move(spec));
         sources.push_back(nullptr);
       }
@@ -83,10 +86,8 @@ absl::StatusOr<std::unique_ptr<OutputCheckpoint>> OutputCheckpoint::Create(const
   }
   // The whole file's size at once (sparse until written), then the prefix and header.
   if (ftruncate(fd, static_cast<off_t>(layout.file_bytes)) != 0) return IoError("cannot size", temp_path);
-  uint8_t length_prefix[8];
-  for (int i = 0; i < 8; ++i) length_prefix[i] = static_cast<uint8_t>(uint64_t{layout.header.size()} >> (8 * i));
-  ERNIE_RETURN_IF_ERROR(out->WriteAt(0, length_prefix, sizeof(length_prefix)));
-  ERNIE_RETURN_IF_ERROR(out->WriteAt(8, layout.header.data(), layout.header.size()));
+  const std::string head = layout.FileHead();
+  ERNIE_RETURN_IF_ERROR(out->WriteAt(0, head.data(), head.size()));
   return out;
 }
 
@@ -148,10 +149,11 @@ void OutputCheckpoint::ReplaceFloat(const TensorView& source, const std::vector<
 }
 
 void OutputCheckpoint::ReplaceWithAwq(const std::string& prefix, const AwqTensors& q) {
-  const int64_t groups = q.in / q.group;
-  WriteTensor(prefix + ".qweight", "I32", {q.in, q.out / 8}, q.qweight.data(), q.qweight.size() * sizeof(int32_t));
-  WriteTensor(prefix + ".qzeros", "I32", {groups, q.out / 8}, q.qzeros.data(), q.qzeros.size() * sizeof(int32_t));
-  WriteTensor(prefix + ".scales", "F16", {groups, q.out}, q.scales.data(), q.scales.size() * sizeof(uint16_t));
+  const auto specs = AwqSpecs(prefix, q.in, q.out, q.group);
+  const void* data[3] = {q.qweight.data(), q.qzeros.data(), q.scales.data()};
+  const size_t bytes[3] = {q.qweight.size() * sizeof(int32_t), q.qzeros.size() * sizeof(int32_t),
+                           q.scales.size() * sizeof(uint16_t)};
+  for (size_t i = 0; i < specs.size(); ++i) WriteTensor(specs[i].name, specs[i].dtype, specs[i].shape, data[i], bytes[i]);
 }
 
 absl::Status OutputCheckpoint::Finish() {

@@ -58,23 +58,18 @@ absl::StatusOr<bool> CudaBackendImpl::RunLinearWithEpilogue(const uint16_t* x, i
     ERNIE_RETURN_IF_ERROR(gemm_.Run(x, m, k, bf16.data(), n, y, out));
     return false;
   }
+  // Both int4 kernels take the same linear; they differ in how they tile m.
+  const AwqGemvParams int4{.x = reinterpret_cast<const __nv_bfloat16*>(x),
+                           .w = awq.view(),
+                           .y = y,
+                           .m = static_cast<int32_t>(m),
+                           .out = linear_out};
   if (m <= kAwqGemvMaxRows) {
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqGemv({.x = reinterpret_cast<const __nv_bfloat16*>(x),
-                                              .w = awq.view(),
-                                              .y = y,
-                                              .m = static_cast<int32_t>(m),
-                                              .out = linear_out},
-                                             stream_.get()),
-                               "AWQ int4 GEMV kernel");
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqGemv(int4, stream_.get()), "AWQ int4 GEMV kernel");
     return false;
   }
   if (m <= awq_tiled_gemm_max_rows_) {
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqTiledGemm({.x = reinterpret_cast<const __nv_bfloat16*>(x),
-                                                   .w = awq.view(),
-                                                   .y = y,
-                                                   .m = static_cast<int32_t>(m),
-                                                   .out = linear_out},
-                                                  awq_tiled_gemm_tile_rows_, stream_.get()),
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchAwqTiledGemm(int4, awq_tiled_gemm_tile_rows_, stream_.get()),
                                "AWQ int4 tiled GEMM kernel");
     return false;
   }

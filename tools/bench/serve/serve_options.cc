@@ -80,8 +80,7 @@ absl::StatusOr<ServeOptions> ParseServeOptions(const std::vector<std::string>& a
     }
     if (!s.ok()) return s;
   }
-  if (o.threads > o.concurrency) o.threads = o.concurrency;
-  return o;
+  return o;  // ClientThreads caps the threads by the connections
 }
 
 int ClientThreads(int requested, int connections, int cores) {
