@@ -6,13 +6,7 @@
 
 namespace ernie {
 
-bool CanSampleOnDevice(const SamplingParams& p, int64_t num_output_tokens, size_t num_banned_ids) {
-  return (!HasLogitEdits(p) || !p.logprobs) && p.top_logprobs <= kMaxTopLogprobs &&
-         (num_output_tokens >= p.min_tokens || num_banned_ids <= kMaxDeviceBannedIds);
-}
-
-absl::Status Backend::ForwardAndSample(const StepBatch&, const DeviceSamplingRequest&, std::span<SampledToken>,
-                                       std::span<float>) {
+absl::Status Backend::ForwardAndSample(const StepBatch&, const DeviceSamplingRequest&, std::span<SampledToken>) {
   return absl::UnimplementedError(absl::StrCat("the ", std::string(name()), " backend does not sample on its device"));
 }
 
@@ -24,8 +18,8 @@ absl::Status ValidateStepBatch(const StepBatch& b, const KvCacheShape& kv, int64
   return absl::OkStatus();
 }
 
-absl::Status ValidateDeviceSamplingRequest(const StepBatch& b, const DeviceSamplingRequest& r, int64_t vocab,
-                                           std::span<const SampledToken> sampled, std::span<const float> host_logits) {
+absl::Status ValidateDeviceSamplingRequest(const StepBatch& b, const DeviceSamplingRequest& r,
+                                           std::span<const SampledToken> sampled) {
   const auto logit_rows = static_cast<int64_t>(b.logit_token_indices.size());
   if (sampled.size() != r.rows.size())
     return absl::InvalidArgumentError(absl::StrCat("device sampling: ", r.rows.size(), " rows but room for ",
@@ -37,20 +31,18 @@ absl::Status ValidateDeviceSamplingRequest(const StepBatch& b, const DeviceSampl
     if (row.logit_row < 0 || row.logit_row >= logit_rows)
       return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i, " reads logits row ", row.logit_row,
                                                      " of ", logit_rows));
-    if (!CanSampleOnDevice(*row.params, static_cast<int64_t>(row.position),
-                           row.banned_ids ? row.banned_ids->size() : SIZE_MAX))
+    if (row.params->top_logprobs < 0 || row.params->top_logprobs > kMaxTopLogprobs)
+      return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i, " asks for ",
+                                                     row.params->top_logprobs, " top_logprobs, more than ",
+                                                     kMaxTopLogprobs));
+    if (row.position < static_cast<uint64_t>(row.params->min_tokens) && row.banned_ids == nullptr)
       return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i,
-                                                     " needs a logits processor only the host sampler has"));
+                                                     " is under a min_tokens ban but has no banned ids"));
     if (HasLogitEdits(*row.params) &&
         (row.edits == nullptr || row.edits->num_output_tokens() != static_cast<int64_t>(row.position)))
       return absl::InvalidArgumentError(absl::StrCat("device sampling: row ", i,
                                                      " has logit_bias or penalties but not its current edits"));
   }
-  for (int32_t h : r.host_logit_rows)
-    if (h < 0 || h >= logit_rows)
-      return absl::InvalidArgumentError(absl::StrCat("device sampling: host logits row ", h, " of ", logit_rows));
-  if (static_cast<int64_t>(host_logits.size()) < static_cast<int64_t>(r.host_logit_rows.size()) * vocab)
-    return absl::InvalidArgumentError("device sampling: host logits buffer is too small");
   return absl::OkStatus();
 }
 

@@ -44,20 +44,22 @@ struct BlockCopyOp {
 // Sampling on the device (issue 7). Copying every logits row to the host
 // ([rows, vocab] float32, 414 KB a row for ERNIE-4.5) dominated a large
 // decode step (6.2 of 8.4 ms at batch 256 on an H200), so a backend may
-// sample the rows whose parameters need nothing the host sampler alone has
-// (bias, penalties, bans), and copy only the other rows' logits out.
+// sample every row on its device, with every processor the host Sampler has
+// (logit_bias, the penalties and the min_tokens ban as edits of the row,
+// logprobs of the raw logits), and return only tokens and log-probabilities.
 //
 // One sample row: which logits row it reads and the draw's Philox counter.
 // Several rows may read one logits row (the n samples of a request forked in
 // the step its prompt finished).
 struct DeviceSampleRow {
   int32_t logit_row = 0;                   // index into StepBatch::logit_token_indices
-  const SamplingParams* params = nullptr;  // CanSampleOnDevice(*params, position) holds
+  const SamplingParams* params = nullptr;  // validated (ValidateSamplingParams)
   uint64_t seed = 0;                       // the request's seed (SamplerRow::seed)
   uint32_t sample_index = 0;               // SamplerRow::sample_index
   uint64_t position = 0;                   // output tokens so far (SamplerRow::output.num_tokens())
-  // While a min_tokens ban is in force: the eos and stop ids it bans (at most
-  // kMaxDeviceBannedIds); null otherwise. Owned by the caller for the step.
+  // While a min_tokens ban is in force (position < params->min_tokens): the
+  // eos and stop ids it bans, required; ignored otherwise. Owned by the
+  // caller for the step.
   const std::vector<int32_t>* banned_ids = nullptr;
   // With logit_bias or a penalty: the sample's edits of its logits row
   // (engine/sample/logit_edit.h), current to `position` output tokens; null
@@ -67,27 +69,10 @@ struct DeviceSampleRow {
   const SampleLogitEdits* edits = nullptr;
 };
 
-// Most ids one device row can ban (eos ids + stop_token_ids under min_tokens).
-inline constexpr size_t kMaxDeviceBannedIds = 8;
-
 struct DeviceSamplingRequest {
-  // Sampled on the device; the result of rows[i] goes to sampled[i].
+  // The result of rows[i] goes to sampled[i].
   std::span<const DeviceSampleRow> rows;
-  // Logits rows copied to the host for the host Sampler (the fallback), in
-  // this order: host_logits row h is logits row host_logit_rows[h].
-  std::span<const int32_t> host_logit_rows;
 };
-
-// True when a row with these parameters, `num_output_tokens` tokens into its
-// output, samples the same on the device as the host Sampler would: greedy,
-// or temperature with top_k / top_p / min_p, logprobs and top_logprobs.
-// logit_bias and the repetition / presence / frequency penalties are done on
-// the device as edits of the row (logit_edit.h) when the row asks for no
-// logprobs (which are those of the raw logits, so the row must stay raw);
-// with logprobs they stay on the host. A min_tokens ban still in force is
-// done on the device when it bans at most kMaxDeviceBannedIds ids
-// (`num_banned_ids`: the model's eos ids plus the request's stop_token_ids).
-bool CanSampleOnDevice(const SamplingParams& params, int64_t num_output_tokens, size_t num_banned_ids = SIZE_MAX);
 
 // Steps a backend ran, by how (Backend::step_counters).
 struct BackendStepCounters {
@@ -142,13 +127,12 @@ class Backend {
   // request.rows on the device with the host Sampler's semantics (greedy
   // ties to the smaller id; the same Philox counter layout, so a seeded row
   // draws the same token wherever float rounding does not flip a choice;
-  // logprobs from the raw logits) into `sampled` ([request.rows.size()]),
-  // and copies the logits rows in request.host_logit_rows into
-  // `host_logits` ([host_logit_rows.size(), vocab_size()]). InvalidArgument
-  // as Forward, and for a row out of range or one CanSampleOnDevice refuses;
-  // Unimplemented unless SupportsDeviceSampling().
+  // processors edit the row as the host's do; logprobs from the raw logits)
+  // into `sampled` ([request.rows.size()]). InvalidArgument as Forward, and
+  // for a row out of range or without what its processors need (edits,
+  // banned ids); Unimplemented unless SupportsDeviceSampling().
   virtual absl::Status ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
-                                        std::span<SampledToken> sampled, std::span<float> host_logits);
+                                        std::span<SampledToken> sampled);
 };
 
 // Checks copies against a cache shape (shared by backends).
@@ -161,8 +145,7 @@ absl::Status ValidateStepBatchShape(const StepBatch& batch, const KvCacheShape& 
 
 // Checks a device-sampling request against its batch and output buffers.
 absl::Status ValidateDeviceSamplingRequest(const StepBatch& batch, const DeviceSamplingRequest& request,
-                                           int64_t vocab_size, std::span<const SampledToken> sampled,
-                                           std::span<const float> host_logits);
+                                           std::span<const SampledToken> sampled);
 
 // ValidateStepBatchShape plus the logits buffer's size (shared by backends).
 absl::Status ValidateStepBatch(const StepBatch& batch, const KvCacheShape& kv, int64_t max_tokens,

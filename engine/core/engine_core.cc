@@ -171,11 +171,9 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
   Clock::time_point model_start;  // around the backend call alone (StepStats::model_s)
   if (device_sampling_) {
     PlanDeviceSampling(plan);
-    logits_.resize(host_logit_rows_.size() * vocab);
     device_sampled_.assign(device_rows_.size(), SampledToken{});
     model_start = Clock::now();
-    forward = backend_->ForwardAndSample(batch, {.rows = device_rows_, .host_logit_rows = host_logit_rows_},
-                                         device_sampled_, logits_);
+    forward = backend_->ForwardAndSample(batch, {.rows = device_rows_}, device_sampled_);
   } else {
     logits_.resize(logit_rows_.size() * vocab);
     model_start = Clock::now();
@@ -241,83 +239,65 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
 }
 
 void EngineCore::StartLogitEdits(const RequestState& req, SampleSlot& slot) const {
-  // Rows that ask for logprobs keep their processors on the host (CanSampleOnDevice).
-  if (!device_sampling_ || !HasLogitEdits(req.sampling) || req.sampling.logprobs) return;
+  if (!device_sampling_ || !HasLogitEdits(req.sampling)) return;
   slot.edits.emplace(req.sampling, req.prompt_set.get(), static_cast<int32_t>(backend_->vocab_size()));
 }
 
 void EngineCore::PlanDeviceSampling(const sched::StepPlan& plan) {
   device_rows_.clear();
-  host_logit_rows_.clear();
   routes_.clear();
   for (const sched::ScheduledChunk& chunk : plan.chunks) {
     if (!chunk.produces_logits) continue;
     const auto logit_row = static_cast<int32_t>(routes_.size());
     const auto [req, slot] = by_sequence_.at(chunk.seq->id);
     const auto position = static_cast<uint64_t>(slot->row.output.num_tokens());
-    LogitRowRoute route;
+    LogitRowRoute route{.device_first = static_cast<int32_t>(device_rows_.size())};
     const bool banning = slot->row.output.num_tokens() < req->sampling.min_tokens;
     const std::vector<int32_t>* bans = banning ? &req->min_tokens_bans : nullptr;
-    if (CanSampleOnDevice(req->sampling, slot->row.output.num_tokens(), req->min_tokens_bans.size())) {
-      route.device_first = static_cast<int32_t>(device_rows_.size());
-      const SampleLogitEdits* edits = slot->edits ? &*slot->edits : nullptr;
-      device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
-                              .sample_index = slot->row.sample_index, .position = position, .banned_ids = bans,
-                              .edits = edits});
-      // The same condition as the update's fork: siblings sample from this
-      // row now. A sibling whose fork then fails recomputes its prompt and
-      // samples later; its draw here is dropped.
-      route.forks = slot->row.sample_index == 0 && req->sampling.n > 1 && req->samples.size() == 1;
-      if (route.forks)
-        for (int32_t i = 1; i < req->sampling.n; ++i)
-          device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
-                                  .sample_index = static_cast<uint32_t>(i), .position = position, .banned_ids = bans,
-                                  .edits = edits});  // the parent's: a fork's outputs are empty alike
-    } else {
-      route.host_row = static_cast<int32_t>(host_logit_rows_.size());
-      host_logit_rows_.push_back(logit_row);
-    }
+    const SampleLogitEdits* edits = slot->edits ? &*slot->edits : nullptr;
+    device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
+                            .sample_index = slot->row.sample_index, .position = position, .banned_ids = bans,
+                            .edits = edits});
+    // The same condition as the update's fork: siblings sample from this
+    // row now. A sibling whose fork then fails recomputes its prompt and
+    // samples later; its draw here is dropped.
+    route.forks = slot->row.sample_index == 0 && req->sampling.n > 1 && req->samples.size() == 1;
+    if (route.forks)
+      for (int32_t i = 1; i < req->sampling.n; ++i)
+        device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
+                                .sample_index = static_cast<uint32_t>(i), .position = position, .banned_ids = bans,
+                                .edits = edits});  // the parent's: a fork's outputs are empty alike
     routes_.push_back(route);
   }
 }
 
 absl::StatusOr<std::vector<SampledToken>> EngineCore::SampleRows(const std::vector<SampleSlot*>& rows,
                                                                  const std::vector<int32_t>& row_logits) {
-  const auto vocab = static_cast<size_t>(backend_->vocab_size());
   std::vector<SampledToken> out(rows.size());
-  std::vector<size_t> host_rows;     // indices into rows sampled by the host Sampler
-  std::vector<int32_t> host_source;  // the row of logits_ each reads
-  for (size_t i = 0; i < rows.size(); ++i) {
-    int32_t source = row_logits[i];
-    if (device_sampling_) {
+  if (device_sampling_) {  // the backend sampled every row (PlanDeviceSampling)
+    for (size_t i = 0; i < rows.size(); ++i) {
       const LogitRowRoute& route = routes_[static_cast<size_t>(row_logits[i])];
-      if (route.device_first >= 0) {
-        const uint32_t offset = route.forks ? rows[i]->row.sample_index : 0;
-        out[i] = std::move(device_sampled_[static_cast<size_t>(route.device_first) + offset]);
-        continue;
-      }
-      source = route.host_row;
+      const uint32_t offset = route.forks ? rows[i]->row.sample_index : 0;
+      out[i] = std::move(device_sampled_[static_cast<size_t>(route.device_first) + offset]);
     }
-    host_rows.push_back(i);
-    host_source.push_back(source);
+    return out;
   }
-  if (host_rows.empty()) return out;
 
   // Siblings share their parent's logits row: lay rows out one per sample.
+  const auto vocab = static_cast<size_t>(backend_->vocab_size());
   std::span<float> sample_logits(logits_);
   std::vector<float> expanded;
-  if (host_rows.size() * vocab != logits_.size()) {
-    expanded.resize(host_rows.size() * vocab);
-    for (size_t k = 0; k < host_rows.size(); ++k)
-      std::copy_n(logits_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(host_source[k]) * vocab), vocab,
+  if (rows.size() * vocab != logits_.size()) {
+    expanded.resize(rows.size() * vocab);
+    for (size_t k = 0; k < rows.size(); ++k)
+      std::copy_n(logits_.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(row_logits[k]) * vocab), vocab,
                   expanded.begin() + static_cast<ptrdiff_t>(k * vocab));
     sample_logits = expanded;
   }
   std::vector<const SamplerRow*> sampler_rows;
-  sampler_rows.reserve(host_rows.size());
-  for (size_t i : host_rows) sampler_rows.push_back(&rows[i]->row);
-  ERNIE_ASSIGN_OR_RETURN(std::vector<SampledToken> sampled, sampler_.Sample(sample_logits, sampler_rows));
-  for (size_t k = 0; k < host_rows.size(); ++k) out[host_rows[k]] = std::move(sampled[k]);
+  sampler_rows.reserve(rows.size());
+  for (SampleSlot* slot : rows) sampler_rows.push_back(&slot->row);
+  ERNIE_ASSIGN_OR_RETURN(out, sampler_.Sample(sample_logits, sampler_rows));
   return out;
 }
 

@@ -96,13 +96,14 @@ class EngineCore {
   void Execute(const sched::StepPlan& plan);
   // Forks the parent's n-1 siblings once its prompt is computed; returns the slots that sample now.
   void ForkSiblings(RequestState& req, std::vector<SampleSlot*>& rows, std::vector<int32_t>& row_logits);
-  // Device sampling (backends with SupportsDeviceSampling()): decides per
-  // logits row of the step whether the device samples it or its logits come
-  // to the host Sampler (rows needing bias, penalties or a min_tokens ban).
+  // Device sampling (backends with SupportsDeviceSampling()): the device
+  // sample rows of the step, one per logits row (n per row of a request
+  // forking now), with their edits and min_tokens bans.
   void PlanDeviceSampling(const sched::StepPlan& plan);
   // Gives `slot` its logit edits when its rows will be edited on the device.
   void StartLogitEdits(const RequestState& req, SampleSlot& slot) const;
-  // One SampledToken per row: from the device's results or the host Sampler.
+  // One SampledToken per row: the device's results, or the host Sampler's
+  // on logits_ when the backend does not sample on its device.
   absl::StatusOr<std::vector<SampledToken>> SampleRows(const std::vector<SampleSlot*>& rows,
                                                        const std::vector<int32_t>& row_logits);
   void AppendToken(RequestState& req, SampleSlot& slot, const SampledToken& token);
@@ -126,16 +127,14 @@ class EngineCore {
   // Step scratch, reused (no per-step allocation once warm).
   std::vector<int32_t> tokens_, positions_, logit_rows_;
   std::vector<SequenceSlice> slices_;
-  std::vector<float> logits_;  // [logit rows, vocab]; device sampling: only the host rows
-  // How one logits row of a device-sampling step is sampled.
+  std::vector<float> logits_;  // [logit rows, vocab]; unused when the backend samples on its device
+  // Where one logits row of a device-sampling step found its samples.
   struct LogitRowRoute {
-    int32_t device_first = -1;  // its first row in device_rows_; -1: sampled on the host
-    int32_t host_row = -1;      // its row in logits_ when sampled on the host
-    bool forks = false;         // the request forks now: device row device_first + sample_index per sample
+    int32_t device_first = 0;  // its first row in device_rows_
+    bool forks = false;        // the request forks now: device row device_first + sample_index per sample
   };
   bool device_sampling_ = false;                // the backend samples on its device
   std::vector<DeviceSampleRow> device_rows_;    // this step's device sample rows
-  std::vector<int32_t> host_logit_rows_;        // logits rows that come to the host
   std::vector<LogitRowRoute> routes_;           // [logit rows of the step]
   std::vector<SampledToken> device_sampled_;    // [device_rows_.size()] results
 

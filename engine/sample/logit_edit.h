@@ -5,7 +5,8 @@
 // arithmetic is the host's own (logits_processors.cc calls the same inline
 // primitives of logit_edit_math.h).
 //
-// The min_tokens ban is not an edit: the device sampler bans ids itself.
+// The min_tokens ban is not an edit: the device sampler uploads the banned
+// ids beside the edits, and its edit kernel bans them after the edits.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,11 @@ class SampleLogitEdits {
   void AddOutputToken(int32_t token_id);
 
   std::span<const LogitEdit> edits() const { return edits_; }
+  // Which of edits() touches `token_id`, or -1.
+  int32_t EditIndexOf(int32_t token_id) const {
+    const auto it = index_.find(token_id);
+    return it == index_.end() ? -1 : it->second;
+  }
   LogitEditParams params() const { return LogitEditParamsOf(*params_); }
   int64_t num_output_tokens() const { return num_output_tokens_; }
 

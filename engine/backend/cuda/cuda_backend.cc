@@ -106,6 +106,12 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.awq_tiled_gemm_max_rows < 0 || o.awq_tiled_gemm_max_rows > 4096)
     return absl::InvalidArgumentError(
         absl::StrCat("awq_tiled_gemm_max_rows must be in [0, 4096], got ", o.awq_tiled_gemm_max_rows));
+  if (o.awq_small_batch_gemm_max_rows < 0 || o.awq_small_batch_gemm_max_rows > kSmallBatchGemmMaxRows ||
+      o.awq_small_batch_gemm_min_rows < 1 || o.awq_small_batch_gemm_min_rows > kSmallBatchGemmMaxRows)
+    return absl::InvalidArgumentError(absl::StrCat("awq_small_batch_gemm_max_rows must be in [0, ",
+                                                   kSmallBatchGemmMaxRows, "] and awq_small_batch_gemm_min_rows in [1, ",
+                                                   kSmallBatchGemmMaxRows, "], got ", o.awq_small_batch_gemm_max_rows,
+                                                   " and ", o.awq_small_batch_gemm_min_rows));
   if (o.awq_tiled_gemm_tile_rows != 16 && o.awq_tiled_gemm_tile_rows != 32 && o.awq_tiled_gemm_tile_rows != 64)
     return absl::InvalidArgumentError(
         absl::StrCat("awq_tiled_gemm_tile_rows must be 16, 32 or 64, got ", o.awq_tiled_gemm_tile_rows));
@@ -198,10 +204,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->awq_tiled_gemm_max_rows_ = options.awq_tiled_gemm_max_rows;
   b->small_batch_lm_head_ = options.small_batch_lm_head;
   b->awq_tiled_gemm_tile_rows_ = options.awq_tiled_gemm_tile_rows;
+  b->awq_small_batch_min_rows_ = options.awq_small_batch_gemm_min_rows;
+  b->awq_small_batch_max_rows_ = options.awq_small_batch_gemm_max_rows;
   {
     const int64_t h = c.hidden_size, qkv = c.q_size() + 2 * c.kv_size(), i = c.intermediate_size;
-    b->norm_epilogue_shapes_ = options.small_batch_norm_epilogues && !c.awq.has_value() &&
-                               c.architecture == Architecture::kErnie45Dense &&
+    // AWQ models: only where their linears take the int4 small-batch GEMM (NormEpiloguesFor).
+    b->norm_epilogue_shapes_ = options.small_batch_norm_epilogues && c.architecture == Architecture::kErnie45Dense &&
                                SmallBatchGemmSupports(qkv, h, SmallBatchEpilogue::kRotaryKv) &&
                                SmallBatchGemmSupports(h, c.q_size(), SmallBatchEpilogue::kAddResidualNorm) &&
                                SmallBatchGemmSupports(2 * i, h, SmallBatchEpilogue::kSiluMul) &&

@@ -103,6 +103,18 @@ struct CudaBackendOptions {
   // an option for wider shapes.
   int awq_tiled_gemm_max_rows = 0;
   int awq_tiled_gemm_tile_rows = 64;
+  // AWQ linears of steps of awq_small_batch_gemm_min_rows up to
+  // awq_small_batch_gemm_max_rows tokens (at most 256) run on the small-batch
+  // GEMM with int4 weights (kernels/small_batch_gemm.h: each CTA dequantises
+  // its tile into shared memory before it waits for the kernel before, then
+  // wgmma as for bf16), with its epilogues: SiLU-and-mul, rotary + KV write,
+  // and on dense models the split RMSNorms (small_batch_norm_epilogues).
+  // Why: above the int4 GEMV's 16 rows a step dequantised every weight to a
+  // bf16 workspace and ran cuBLAS on it (0.3b, 64 rows: 1.003 ms against
+  // bf16's 0.743, NOTES.md v27). 0 (the default): off, until the device
+  // measures it (written in v28 without one).
+  int awq_small_batch_gemm_max_rows = 0;
+  int awq_small_batch_gemm_min_rows = 17;
   // lm_head of up to small_batch_gemm_max_rows logit rows on the
   // small-batch GEMM instead of cuBLAS (64 rows of the 0.3b: cuBLAS took 66
   // us against 49 us of bytes, NOTES.md v24). Measured slower (v27: 0.740 /

@@ -109,7 +109,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool SupportsDeviceSampling() const override { return true; }
   // cuda_sample_step.cc
   absl::Status ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
-                                std::span<SampledToken> sampled, std::span<float> host_logits) override;
+                                std::span<SampledToken> sampled) override;
   absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
   absl::StatusOr<int32_t> WarmUp(int32_t max_sequences) override;  // graph_warmup.cc
   ~CudaBackendImpl() override;
@@ -130,7 +130,7 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status RunStep(const StepBatch& batch, LogitPassConsumer consume_pass);
   // ForwardAndSample's use of one pass (cuda_sample_step.cc).
   absl::Status SamplePass(int32_t first_row, int32_t rows, const DeviceSamplingRequest& request,
-                          std::span<SampledToken> sampled, std::span<float> host_logits);
+                          std::span<SampledToken> sampled);
   absl::Status EnqueueLayers(int32_t tokens);
   // y [m, n] (float32, or bf16 when `out` says so) = x [m, k] bf16 times a
   // layer linear: `bf16` through cuBLAS, or `awq` when it is not empty
@@ -239,6 +239,8 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)
   int32_t small_batch_gemm_max_rows_ = 0;  // CudaBackendOptions::small_batch_gemm_max_rows
   int32_t awq_tiled_gemm_max_rows_ = 0;    // CudaBackendOptions::awq_tiled_gemm_max_rows
+  int32_t awq_small_batch_min_rows_ = 17;  // CudaBackendOptions::awq_small_batch_gemm_min_rows
+  int32_t awq_small_batch_max_rows_ = 0;   // CudaBackendOptions::awq_small_batch_gemm_max_rows
   bool small_batch_lm_head_ = false;       // CudaBackendOptions::small_batch_lm_head
   int32_t awq_tiled_gemm_tile_rows_ = 64;  // CudaBackendOptions::awq_tiled_gemm_tile_rows
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models

@@ -91,6 +91,9 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
 }
 
 bool CudaBackendImpl::NormEpiloguesFor(int32_t tokens) const {
+  // Every linear of the layer must take the small-batch GEMM (RunLinearWithEpilogue).
+  if (config_.awq.has_value())
+    return norm_epilogue_shapes_ && tokens >= awq_small_batch_min_rows_ && tokens <= awq_small_batch_max_rows_;
   return norm_epilogue_shapes_ && tokens >= 1 && tokens <= small_batch_gemm_max_rows_;
 }
 

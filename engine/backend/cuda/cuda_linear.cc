@@ -5,7 +5,9 @@
 // or, up to awq_tiled_gemm_max_rows (off by default: ~2x slower on the 0.3b,
 // NOTES.md v27), the tiled int4 GEMM. bf16 linears of
 // decode-sized steps take the small-batch GEMM (small_batch_gemm.h), which
-// overlaps its weight reads with the kernel before; cuBLAS the rest.
+// overlaps its weight reads with the kernel before; cuBLAS the rest. AWQ
+// linears of awq_small_batch_gemm_min_rows - _max_rows take the same GEMM
+// on their int4 weights (off by default until measured).
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/awq_gemm.h"
@@ -30,8 +32,10 @@ absl::StatusOr<bool> CudaBackendImpl::RunLinearWithEpilogue(const uint16_t* x, i
                                                             const DeviceAwqLinear& awq, int64_t n, void* y,
                                                             GemmOutput out, const LinearEpilogue& epilogue) {
   const LinearOutput linear_out = out == GemmOutput::kBf16 ? LinearOutput::kBf16 : LinearOutput::kF32;
-  const bool small_batch = awq.empty() && m <= small_batch_gemm_max_rows_ &&
-                           SmallBatchGemmSupports(n, k, epilogue.kind) && Aligned16(x) && Aligned16(bf16.data());
+  const bool supported = SmallBatchGemmSupports(n, k, epilogue.kind) && Aligned16(x);
+  const bool small_batch =
+      supported && (awq.empty() ? m <= small_batch_gemm_max_rows_ && Aligned16(bf16.data())
+                                : m >= awq_small_batch_min_rows_ && m <= awq_small_batch_max_rows_);
   // A split norm has no fallback here: its other half is in the linear before or after.
   if (!small_batch && (epilogue.kind == SmallBatchEpilogue::kAddResidualNorm || epilogue.row_norm.sumsq != nullptr))
     return absl::InternalError(absl::StrCat("a split RMSNorm needs the small-batch GEMM, which a [", n, ", ", k,
@@ -39,7 +43,8 @@ absl::StatusOr<bool> CudaBackendImpl::RunLinearWithEpilogue(const uint16_t* x, i
   if (small_batch) {
     ERNIE_CUDA_RETURN_IF_ERROR(
         LaunchSmallBatchGemm({.x = reinterpret_cast<const __nv_bfloat16*>(x),
-                              .w = reinterpret_cast<const __nv_bfloat16*>(bf16.data()),
+                              .w = awq.empty() ? reinterpret_cast<const __nv_bfloat16*>(bf16.data()) : nullptr,
+                              .awq = awq.empty() ? AwqWeightsView{} : awq.view(),
                               .y = epilogue.kind == SmallBatchEpilogue::kSiluMul ? epilogue.y : y,
                               .m = static_cast<int32_t>(m),
                               .n = static_cast<int32_t>(n),

@@ -1,6 +1,5 @@
 // ForwardAndSample: the forward pass of cuda_forward.cc, then per lm_head
-// pass the device sampler over the rows it can sample, and a copy to the
-// host of only the fallback rows' logits (bias, penalties, bans).
+// pass the device sampler over that pass's rows; no logits leave the device.
 #include <vector>
 
 #include "engine/backend/cuda/cuda_backend_impl.h"
@@ -9,17 +8,8 @@
 namespace ernie::cuda {
 
 absl::Status CudaBackendImpl::SamplePass(int32_t first_row, int32_t rows, const DeviceSamplingRequest& request,
-                                         std::span<SampledToken> sampled, std::span<float> host_logits) {
-  const auto vocab = static_cast<size_t>(config_.vocab_size);
+                                         std::span<SampledToken> sampled) {
   const int32_t end_row = first_row + rows;
-  for (size_t h = 0; h < request.host_logit_rows.size(); ++h) {
-    const int32_t r = request.host_logit_rows[h];
-    if (r < first_row || r >= end_row) continue;
-    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.data() + h * vocab,
-                                               ws_.logits.data() + static_cast<size_t>(r - first_row) * vocab,
-                                               vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()),
-                               "cudaMemcpyAsync of fallback logits");
-  }
   const bool whole_step = first_row == 0 && end_row == static_cast<int32_t>(inputs_logit_rows_);
   if (whole_step) return sampler_.Sample(ws_.logits.data(), first_row, request.rows, sampled, stream_.get());
   // Several passes: the rows of this one, gathered.
@@ -37,15 +27,15 @@ absl::Status CudaBackendImpl::SamplePass(int32_t first_row, int32_t rows, const 
 }
 
 absl::Status CudaBackendImpl::ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
-                                               std::span<SampledToken> sampled, std::span<float> host_logits) {
+                                               std::span<SampledToken> sampled) {
   ERNIE_RETURN_IF_ERROR(ValidateStepBatchShape(batch, kv_shape_, max_tokens_, config_.vocab_size));
-  ERNIE_RETURN_IF_ERROR(ValidateDeviceSamplingRequest(batch, request, config_.vocab_size, sampled, host_logits));
+  ERNIE_RETURN_IF_ERROR(ValidateDeviceSamplingRequest(batch, request, sampled));
   ERNIE_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_), "cudaSetDevice");  // the current device is per thread
   inputs_logit_rows_ = static_cast<int64_t>(batch.logit_token_indices.size());
   const absl::Status step = RunStep(batch, [&](int32_t first_row, int32_t rows) {
-    return SamplePass(first_row, rows, request, sampled, host_logits);
+    return SamplePass(first_row, rows, request, sampled);
   });
-  // As Forward: wait for everything enqueued (the fallback copies too).
+  // As Forward: wait for everything enqueued.
   const absl::Status done = CudaStatus(cudaStreamSynchronize(stream_.get()), "forward and sample step");
   return step.ok() ? done : step;
 }

@@ -1,7 +1,7 @@
 #include "engine/backend/cuda/device_sampler.h"
 
 #include <algorithm>
-#include <type_traits>
+#include <limits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -12,14 +12,40 @@
 
 namespace ernie::cuda {
 
+namespace {
+
+// Grows a staging / device buffer pair to at least n, doubling so that
+// growth is rare. The previous call's copies finished before it returned (it
+// synchronised), so the old buffers are free.
+template <typename T>
+absl::Status Reserve(PinnedBuffer<T>& staging, DeviceBuffer<T>& device, size_t n, const char* what) {
+  if (device.size() >= n) return absl::OkStatus();
+  const size_t capacity = std::max<size_t>(2 * device.size(), n);
+  ERNIE_ASSIGN_OR_RETURN(staging, PinnedBuffer<T>::Allocate(capacity, absl::StrCat(what, " staging")));
+  ERNIE_ASSIGN_OR_RETURN(device, DeviceBuffer<T>::Allocate(capacity, what));
+  return absl::OkStatus();
+}
+
+// The ids a min_tokens ban in force bans for `row`, or none.
+std::span<const int32_t> BansOf(const DeviceSampleRow& row) {
+  if (row.banned_ids == nullptr || row.position >= static_cast<uint64_t>(row.params->min_tokens)) return {};
+  return *row.banned_ids;
+}
+
+int32_t NumEdits(const DeviceSampleRow& row) {
+  return row.edits == nullptr ? 0 : static_cast<int32_t>(row.edits->edits().size());
+}
+
+// The host's reading of a raw logit for its log-probability (NaN as -inf,
+// as the kernel's Clean).
+float Clean(float v) { return v != v ? -std::numeric_limits<float>::infinity() : v; }
+
+}  // namespace
+
 SampleRowParams MakeSampleRowParams(const DeviceSampleRow& row, int32_t first_logit_row) {
   const SamplingParams& p = *row.params;
   SampleRowParams out;
   out.logit_row = row.logit_row - first_logit_row;
-  if (row.banned_ids != nullptr && row.position < static_cast<uint64_t>(p.min_tokens)) {
-    for (int32_t id : *row.banned_ids)
-      if (out.num_banned < 8) out.banned[out.num_banned++] = id;
-  }
   out.greedy = IsGreedy(p) ? 1 : 0;
   out.logprobs = p.logprobs ? 1 : 0;
   out.top_logprobs = p.logprobs ? std::min(p.top_logprobs, kMaxDeviceTopLogprobs) : 0;
@@ -54,15 +80,15 @@ absl::StatusOr<DeviceSampler> DeviceSampler::Create(int64_t vocab_size, int64_t 
   return s;
 }
 
-absl::Status DeviceSampler::EditRows(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
-                                     cudaStream_t stream) {
+absl::Status DeviceSampler::PlanEdits(int32_t first_logit_row, std::span<const DeviceSampleRow> rows) {
   edit_rows_host_.clear();
-  std::vector<const SampleLogitEdits*> sources;  // whose edits each edit row applies
-  size_t num_edits = 0;
-  absl::flat_hash_map<int32_t, const DeviceSampleRow*> edited;  // logits row -> the row that edits it
+  edit_sources_.clear();
+  edited_.clear();
+  raw_index_.assign(rows.size(), -1);
+  num_edits_ = num_bans_ = num_raw_ = 0;
+  absl::flat_hash_map<int32_t, const DeviceSampleRow*> owners;  // logits row -> the first row that reads it
   for (const DeviceSampleRow& row : rows) {
-    if (row.edits == nullptr) continue;
-    auto [it, first] = edited.try_emplace(row.logit_row, &row);
+    auto [it, first] = owners.try_emplace(row.logit_row, &row);
     if (!first) {
       // An n > 1 fork: its samples read one row, with the same processors.
       const DeviceSampleRow& owner = *it->second;
@@ -71,68 +97,146 @@ absl::Status DeviceSampler::EditRows(float* logits, int32_t first_logit_row, std
                                                        " would edit it differently"));
       continue;
     }
-    const auto count = static_cast<int32_t>(row.edits->edits().size());
-    if (count == 0) continue;
+    const int32_t edits = NumEdits(row);
+    const auto bans = static_cast<int32_t>(BansOf(row).size());
+    if (edits == 0 && bans == 0) continue;
     edit_rows_host_.push_back({.logit_row = row.logit_row - first_logit_row,
-                               .first_edit = static_cast<int32_t>(num_edits),
-                               .num_edits = count,
-                               .params = row.edits->params()});
-    sources.push_back(row.edits);
-    num_edits += static_cast<size_t>(count);
+                               .first_edit = num_edits_,
+                               .num_edits = edits,
+                               .first_ban = num_bans_,
+                               .num_bans = bans,
+                               .params = edits > 0 ? row.edits->params() : LogitEditParams{}});
+    edit_sources_.push_back(&row);
+    edited_.emplace(row.logit_row, EditedRow{.first_edit = num_edits_, .edits = edits > 0 ? row.edits : nullptr});
+    num_edits_ += edits;
+    num_bans_ += bans;
   }
+  // Logprobs are of the raw logits: rows reading an edited row take the raw pass first.
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].params->logprobs && edited_.contains(rows[i].logit_row)) raw_index_[i] = num_raw_++;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceSampler::LaunchRawPass(const float* logits, int32_t first_logit_row,
+                                          std::span<const DeviceSampleRow> rows, cudaStream_t stream) {
+  if (num_raw_ == 0) return absl::OkStatus();
+  const auto n = static_cast<size_t>(num_raw_);
+  ERNIE_RETURN_IF_ERROR(Reserve(raw_params_staging_, raw_params_, n, "raw-pass parameters"));
+  if (raw_results_.size() < n) {
+    ERNIE_ASSIGN_OR_RETURN(raw_results_, DeviceBuffer<SampleRowResult>::Allocate(raw_params_.size(), "raw-pass results"));
+    ERNIE_ASSIGN_OR_RETURN(raw_results_staging_,
+                           PinnedBuffer<SampleRowResult>::Allocate(raw_params_.size(), "raw-pass result staging"));
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (raw_index_[i] < 0) continue;
+    SampleRowParams& params = raw_params_staging_.data()[raw_index_[i]];
+    params = MakeSampleRowParams(rows[i], first_logit_row);
+    params.greedy = 1;  // no draw: the raw argmax is the log-normalizer's maximum
+    params.stats_only = 1;
+  }
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(raw_params_.data(), raw_params_staging_.data(),
+                                             n * sizeof(SampleRowParams), cudaMemcpyHostToDevice, stream),
+                             "cudaMemcpyAsync of raw-pass parameters");
+  ERNIE_CUDA_RETURN_IF_ERROR(LaunchSampleRows({.logits = logits,
+                                               .rows = raw_params_.data(),
+                                               .results = raw_results_.data(),
+                                               .num_rows = num_raw_,
+                                               .vocab = vocab_},
+                                              stream),
+                             "raw-pass sampling kernel launch");
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(raw_results_staging_.data(), raw_results_.data(),
+                                             n * sizeof(SampleRowResult), cudaMemcpyDeviceToHost, stream),
+                             "cudaMemcpyAsync of raw-pass results");
+  return absl::OkStatus();
+}
+
+absl::Status DeviceSampler::LaunchEdits(float* logits, cudaStream_t stream) {
   if (edit_rows_host_.empty()) return absl::OkStatus();
-  // Grown to what this call needs, doubled so that growth is rare. The
-  // previous call's copies finished before it returned (it synchronised).
-  auto reserve = [](auto& staging, auto& device, size_t n, const char* what) -> absl::Status {
-    if (device.size() >= n) return absl::OkStatus();
-    using T = std::remove_pointer_t<decltype(device.data())>;
-    const size_t capacity = std::max<size_t>(2 * device.size(), n);
-    ERNIE_ASSIGN_OR_RETURN(staging, PinnedBuffer<T>::Allocate(capacity, absl::StrCat(what, " staging")));
-    ERNIE_ASSIGN_OR_RETURN(device, DeviceBuffer<T>::Allocate(capacity, what));
-    return absl::OkStatus();
-  };
-  ERNIE_RETURN_IF_ERROR(reserve(edit_rows_staging_, edit_rows_, edit_rows_host_.size(), "logit edit rows"));
-  ERNIE_RETURN_IF_ERROR(reserve(edits_staging_, edits_, num_edits, "logit edits"));
+  const auto edits = static_cast<size_t>(num_edits_), bans = static_cast<size_t>(num_bans_);
+  ERNIE_RETURN_IF_ERROR(Reserve(edit_rows_staging_, edit_rows_, edit_rows_host_.size(), "logit edit rows"));
+  if (edits > 0) ERNIE_RETURN_IF_ERROR(Reserve(edits_staging_, edits_, edits, "logit edits"));
+  if (bans > 0) ERNIE_RETURN_IF_ERROR(Reserve(bans_staging_, bans_, bans, "banned ids"));
+  const bool keep_originals = num_raw_ > 0 && edits > 0;
+  if (keep_originals) ERNIE_RETURN_IF_ERROR(Reserve(originals_staging_, originals_, edits, "edited logits"));
   std::copy(edit_rows_host_.begin(), edit_rows_host_.end(), edit_rows_staging_.data());
   for (size_t i = 0; i < edit_rows_host_.size(); ++i) {
-    const auto e = sources[i]->edits();
-    std::copy(e.begin(), e.end(), edits_staging_.data() + edit_rows_host_[i].first_edit);
+    const DeviceSampleRow& source = *edit_sources_[i];
+    if (source.edits != nullptr) {
+      const auto e = source.edits->edits();
+      std::copy(e.begin(), e.end(), edits_staging_.data() + edit_rows_host_[i].first_edit);
+    }
+    const auto b = BansOf(source);
+    std::copy(b.begin(), b.end(), bans_staging_.data() + edit_rows_host_[i].first_ban);
   }
   ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(edit_rows_.data(), edit_rows_staging_.data(),
                                              edit_rows_host_.size() * sizeof(LogitEditRow), cudaMemcpyHostToDevice,
                                              stream),
                              "cudaMemcpyAsync of logit edit rows");
-  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(edits_.data(), edits_staging_.data(), num_edits * sizeof(LogitEdit),
-                                             cudaMemcpyHostToDevice, stream),
-                             "cudaMemcpyAsync of logit edits");
+  if (edits > 0)
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(edits_.data(), edits_staging_.data(), edits * sizeof(LogitEdit),
+                                               cudaMemcpyHostToDevice, stream),
+                               "cudaMemcpyAsync of logit edits");
+  if (bans > 0)
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(bans_.data(), bans_staging_.data(), bans * sizeof(int32_t),
+                                               cudaMemcpyHostToDevice, stream),
+                               "cudaMemcpyAsync of banned ids");
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchLogitEdits({.logits = logits,
                                                .vocab = vocab_,
                                                .rows = edit_rows_.data(),
                                                .num_rows = static_cast<int32_t>(edit_rows_host_.size()),
-                                               .edits = edits_.data()},
+                                               .edits = edits > 0 ? edits_.data() : nullptr,
+                                               .bans = bans > 0 ? bans_.data() : nullptr,
+                                               .originals = keep_originals ? originals_.data() : nullptr},
                                               stream),
                              "logit edits kernel launch");
+  if (keep_originals)
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(originals_staging_.data(), originals_.data(), edits * sizeof(float),
+                                               cudaMemcpyDeviceToHost, stream),
+                               "cudaMemcpyAsync of edited logits");
   return absl::OkStatus();
 }
 
 absl::Status DeviceSampler::Sample(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
                                    std::span<SampledToken> out, cudaStream_t stream) {
-  ERNIE_RETURN_IF_ERROR(EditRows(logits, first_logit_row, rows, stream));
+  ERNIE_RETURN_IF_ERROR(PlanEdits(first_logit_row, rows));
+  ERNIE_RETURN_IF_ERROR(LaunchRawPass(logits, first_logit_row, rows, stream));
+  ERNIE_RETURN_IF_ERROR(LaunchEdits(logits, stream));
   for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(max_rows_)) {
     const size_t n = std::min(rows.size() - begin, static_cast<size_t>(max_rows_));
-    ERNIE_RETURN_IF_ERROR(SampleChunk(logits, first_logit_row, rows.subspan(begin, n), out.subspan(begin, n), stream));
+    ERNIE_RETURN_IF_ERROR(SampleChunk(logits, first_logit_row, rows.subspan(begin, n),
+                                      std::span<const int32_t>(raw_index_).subspan(begin, n), out.subspan(begin, n),
+                                      stream));
   }
   return absl::OkStatus();
 }
 
+absl::Status DeviceSampler::FinishRawRow(const DeviceSampleRow& row, const SampleRowResult& raw,
+                                         const SampleRowResult& drawn, SampledToken& out) const {
+  if (raw.token < 0 || raw.token >= vocab_)
+    return absl::InvalidArgumentError(absl::StrCat("logits row ", row.logit_row,
+                                                   " has no finite value (all -inf or NaN)"));
+  // The drawn token's raw logit: what the edit kernel found there, if it edited it.
+  float raw_logit = drawn.token_logit;
+  const EditedRow& edited = edited_.at(row.logit_row);
+  if (edited.edits != nullptr)
+    if (const int32_t j = edited.edits->EditIndexOf(drawn.token); j >= 0)
+      raw_logit = Clean(originals_staging_.data()[edited.first_edit + j]);
+  out.logprob = raw_logit - raw.log_normalizer;  // the kernel's __fsub_rn, the host Sampler's subtraction
+  const int k = std::min(row.params->top_logprobs, kMaxDeviceTopLogprobs);
+  out.top_logprobs.reserve(static_cast<size_t>(k));
+  for (int j = 0; j < k; ++j) out.top_logprobs.push_back({.token_id = raw.top_ids[j], .logprob = raw.top_logprobs[j]});
+  return absl::OkStatus();
+}
+
 absl::Status DeviceSampler::SampleChunk(const float* logits, int32_t first_logit_row,
-                                        std::span<const DeviceSampleRow> rows, std::span<SampledToken> out,
-                                        cudaStream_t stream) {
+                                        std::span<const DeviceSampleRow> rows, std::span<const int32_t> raw_index,
+                                        std::span<SampledToken> out, cudaStream_t stream) {
   size_t fast = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     SampleRowParams& params = params_staging_.data()[i];
     params = MakeSampleRowParams(rows[i], first_logit_row);
-    params.fast_greedy = fast_greedy_ && params.greedy && !params.logprobs && params.num_banned == 0 ? 1 : 0;
+    params.fast_greedy = fast_greedy_ && params.greedy && !params.logprobs ? 1 : 0;
+    if (raw_index[i] >= 0) params.logprobs = params.top_logprobs = 0;  // the raw pass's
     fast += static_cast<size_t>(params.fast_greedy);
   }
   const auto n = static_cast<int32_t>(rows.size());
@@ -161,7 +265,9 @@ absl::Status DeviceSampler::SampleChunk(const float* logits, int32_t first_logit
                                                rows.size() * sizeof(SampleRowResult), cudaMemcpyDeviceToHost, stream),
                                "cudaMemcpyAsync of sampling results");
   }
-  // The staging buffers are reused by the next chunk, and the caller reads the results now.
+  // The staging buffers are reused by the next chunk, and the caller reads
+  // the results now (the raw pass's and the edited logits' copies, enqueued
+  // before, are done too).
   ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "sampling kernel");
   for (size_t i = 0; i < rows.size(); ++i) {
     SampleRowResult& r = results_staging_.data()[i];
@@ -175,6 +281,10 @@ absl::Status DeviceSampler::SampleChunk(const float* logits, int32_t first_logit
     t.logprob.reset();
     t.top_logprobs.clear();
     if (!p.logprobs) continue;
+    if (raw_index[i] >= 0) {
+      ERNIE_RETURN_IF_ERROR(FinishRawRow(rows[i], raw_results_staging_.data()[raw_index[i]], r, t));
+      continue;
+    }
     t.logprob = r.logprob;
     const int k = std::min(p.top_logprobs, kMaxDeviceTopLogprobs);
     t.top_logprobs.reserve(static_cast<size_t>(k));

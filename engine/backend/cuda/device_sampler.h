@@ -4,9 +4,19 @@
 // sampler's own SamplingUniform(seed, sample_index, position), so both
 // samplers draw from exactly the same Philox counters.
 //
+// Every processor the host Sampler has runs here too: logit_bias and the
+// penalties as edits of the row (kernels/logit_edits.h), the min_tokens ban
+// after them. Logprobs are those of the raw logits, as on the host, so a row
+// that asks for them and is about to be edited first has a raw pass (the
+// sampling kernel, stats only: log-normalizer and top log-probabilities);
+// the edit kernel keeps the logits it replaced, and the sampled token's raw
+// logit is either one of those or, untouched, the one the sampling kernel
+// reads.
+//
 // Owns its parameter and result buffers (allocated once for
-// max_rows_per_launch rows; more rows go in several launches). Not
-// thread-safe: the backend's engine thread uses it.
+// max_rows_per_launch rows; more rows go in several launches; the edit and
+// raw-pass buffers grow with what a call needs). Not thread-safe: the
+// backend's engine thread uses it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,6 +25,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/device_buffer.h"
@@ -34,24 +45,42 @@ class DeviceSampler {
   // Samples `rows` (checked by ValidateDeviceSamplingRequest) from `logits`
   // ([*, vocab] float32 on the device; rows[i] reads its row
   // rows[i].logit_row - first_logit_row) into out[i], on `stream`, and waits
-  // for the results. Rows with logit_bias or penalties first have their
-  // logits row edited in place (once a row, however many samples read it).
-  // InvalidArgument naming the row when it has no finite logit, or when rows
-  // that share a logits row would edit it differently.
+  // for the results. Rows with logit_bias, penalties or a min_tokens ban in
+  // force first have their logits row edited in place (once a row, however
+  // many samples read it). InvalidArgument naming the row when it has no
+  // finite logit, or when rows that share a logits row would edit it differently.
   absl::Status Sample(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
                       std::span<SampledToken> out, cudaStream_t stream);
 
   int64_t bytes() const {
     return static_cast<int64_t>(params_.bytes() + results_.bytes() + greedy_keys_.bytes() + edit_rows_.bytes() +
-                                edits_.bytes());
+                                edits_.bytes() + bans_.bytes() + originals_.bytes() + raw_params_.bytes() +
+                                raw_results_.bytes());
   }
 
  private:
-  // Uploads and launches the logits edits of `rows` (logit_edit.h), if any.
-  absl::Status EditRows(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
-                        cudaStream_t stream);
+  // Where a logits row's edits went in this call's upload (its owner: the
+  // first row that reads it).
+  struct EditedRow {
+    int32_t first_edit = 0;
+    const SampleLogitEdits* edits = nullptr;  // null: bans only
+  };
+
+  // Lists the call's edited rows (edit_rows_host_, edited_) and which rows
+  // need a raw pass (raw_index_).
+  absl::Status PlanEdits(int32_t first_logit_row, std::span<const DeviceSampleRow> rows);
+  // The raw pass of every row in raw_index_, on the logits before the edits.
+  absl::Status LaunchRawPass(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
+                             cudaStream_t stream);
+  // Uploads and launches the edits PlanEdits listed, if any.
+  absl::Status LaunchEdits(float* logits, cudaStream_t stream);
+  // `raw_index`: rows' raw-pass results, or -1 (raw_index_ for these rows).
   absl::Status SampleChunk(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
-                           std::span<SampledToken> out, cudaStream_t stream);
+                           std::span<const int32_t> raw_index, std::span<SampledToken> out, cudaStream_t stream);
+  // A raw-pass row's logprob and top log-probabilities, from its raw result
+  // and the token the edited row gave.
+  absl::Status FinishRawRow(const DeviceSampleRow& row, const SampleRowResult& raw, const SampleRowResult& drawn,
+                            SampledToken& out) const;
 
   int32_t vocab_ = 0;
   int64_t max_rows_ = 0;
@@ -62,13 +91,28 @@ class DeviceSampler {
   DeviceBuffer<SampleRowParams> params_;           // [max_rows]
   DeviceBuffer<SampleRowResult> results_;          // [max_rows]
   PinnedBuffer<SampleRowResult> results_staging_;  // [max_rows] host side of results_
-  // The edits of one Sample call: rows and per-token edits, grown on demand
-  // (a row has at most its distinct prompt and output tokens plus its biases).
+  // The edits of one Sample call: rows, per-token edits and bans, grown on
+  // demand (a row has at most its distinct prompt and output tokens plus its
+  // biases), and the logits the edits replaced.
   std::vector<LogitEditRow> edit_rows_host_;
+  std::vector<const DeviceSampleRow*> edit_sources_;     // the row whose edits and bans each edit row applies
+  absl::flat_hash_map<int32_t, EditedRow> edited_;       // logits row -> its edits
+  int32_t num_edits_ = 0, num_bans_ = 0;
   PinnedBuffer<LogitEditRow> edit_rows_staging_;
   DeviceBuffer<LogitEditRow> edit_rows_;
   PinnedBuffer<LogitEdit> edits_staging_;
   DeviceBuffer<LogitEdit> edits_;
+  PinnedBuffer<int32_t> bans_staging_;
+  DeviceBuffer<int32_t> bans_;
+  DeviceBuffer<float> originals_;          // [num_edits_] when a row has a raw pass
+  PinnedBuffer<float> originals_staging_;
+  // The raw pass: raw_index_[i] is row i's slot, or -1.
+  std::vector<int32_t> raw_index_;
+  int32_t num_raw_ = 0;
+  PinnedBuffer<SampleRowParams> raw_params_staging_;
+  DeviceBuffer<SampleRowParams> raw_params_;
+  DeviceBuffer<SampleRowResult> raw_results_;
+  PinnedBuffer<SampleRowResult> raw_results_staging_;
 };
 
 // What a SamplingParams asks of the kernel, for one row (the uniform from

@@ -72,7 +72,7 @@ absl::StatusOr<int32_t> CudaBackendImpl::WarmUp(int32_t max_sequences) {
       const StepBatch input{step.ids, step.positions, step.sequences, step.rows};
       // The second time a key is seen it is captured (graph_admission.h).
       for (int pass = 0; pass < 2; ++pass)
-        ERNIE_RETURN_IF_ERROR(ForwardAndSample(input, {.rows = step.sample_rows, .host_logit_rows = {}}, step.sampled, {}));
+        ERNIE_RETURN_IF_ERROR(ForwardAndSample(input, {.rows = step.sample_rows}, step.sampled));
     }
   }
   return graphs_.size() - before;

@@ -1,11 +1,11 @@
 // The engine's device-sampling path (Backend::ForwardAndSample), on the CPU:
 // a backend that "samples on its device" as the CUDA backend does (the row's
-// logit_bias and penalties applied as edits of its logits row, then the host
-// Sampler with no processors left; the min_tokens ban by id) makes the engine
-// route each row either to the device or, for rows with processors and
-// logprobs, to the host fallback. Every request must then produce exactly
-// what the plain logits path produces (tokens and logprobs), including n > 1
-// forks and seeded draws, and both routes must actually be taken.
+// logit_bias and penalties applied as edits of its logits row and its
+// min_tokens ban by id, then the host Sampler with no processors left;
+// logprobs of the raw row) makes the engine send every row there. Every
+// request must then produce exactly what the plain logits path produces
+// (tokens and logprobs), including n > 1 forks, seeded draws and rows that
+// want logprobs beside their processors.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -40,29 +40,31 @@ class HostSamplingBackend : public Backend {
   bool SupportsDeviceSampling() const override { return true; }
 
   absl::Status ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
-                                std::span<SampledToken> sampled, std::span<float> host_logits) override {
-    if (absl::Status s = ValidateDeviceSamplingRequest(batch, request, vocab_size(), sampled, host_logits); !s.ok())
-      return s;
+                                std::span<SampledToken> sampled) override {
+    if (absl::Status s = ValidateDeviceSamplingRequest(batch, request, sampled); !s.ok()) return s;
     const auto vocab = static_cast<size_t>(vocab_size());
     std::vector<float> logits(batch.logit_token_indices.size() * vocab);
     if (absl::Status s = inner_->Forward(batch, logits); !s.ok()) return s;
     for (size_t i = 0; i < request.rows.size(); ++i) {
       const DeviceSampleRow& row = request.rows[i];
       // A ban in force must come with its ids (eos + stop ids), as a device needs them.
-      if (row.position < static_cast<uint64_t>(row.params->min_tokens) &&
-          (row.banned_ids == nullptr || row.banned_ids->empty() || row.banned_ids->front() != 2))
+      const bool banning = row.position < static_cast<uint64_t>(row.params->min_tokens);
+      if (banning && (row.banned_ids->empty() || row.banned_ids->front() != 2))
         return absl::InvalidArgumentError("a min_tokens row reached the device without its banned ids");
       // The processors as the device does them: edits of the row, from the
-      // tokens the row points at, then a sampler that sees no processor.
+      // tokens the row points at, then a sampler that sees no processor but
+      // the ban (the Sampler bans the same ids after the other processors).
       SamplingParams plain = *row.params;
       plain.logit_bias.clear();
       plain.repetition_penalty = 1.0f;
       plain.frequency_penalty = plain.presence_penalty = 0.0f;
       SamplerRow host_row{.params = &plain, .seed = row.seed, .sample_index = row.sample_index};
       for (uint64_t p = 0; p < row.position; ++p) host_row.output.Add(0);  // only the count is read
-      std::vector<float> one(logits.begin() + static_cast<ptrdiff_t>(row.logit_row * vocab),
-                             logits.begin() + static_cast<ptrdiff_t>((row.logit_row + 1) * vocab));
-      if (row.edits != nullptr) {  // ValidateDeviceSamplingRequest: current, and present whenever needed
+      const std::vector<float> raw(logits.begin() + static_cast<ptrdiff_t>(row.logit_row * vocab),
+                                   logits.begin() + static_cast<ptrdiff_t>((row.logit_row + 1) * vocab));
+      std::vector<float> one = raw;
+      const bool edited = row.edits != nullptr && !row.edits->edits().empty();
+      if (edited) {  // ValidateDeviceSamplingRequest: current, and present whenever needed
         ApplyLogitEdits(row.edits->edits(), row.edits->params(), one);
         ++edited_rows;
       }
@@ -70,17 +72,31 @@ class HostSamplingBackend : public Backend {
       auto got = sampler_.Sample(one, rows);
       if (!got.ok()) return got.status();
       sampled[i] = (*got)[0];
+      if (edited && plain.logprobs && raw_pass) {
+        // The device's raw pass: log-probabilities of the unedited row. The
+        // same Sampler on it, greedy, with a bias that makes the drawn token
+        // the argmax (logprobs are taken before any processor).
+        SamplingParams forced = plain;
+        forced.temperature = 0.0f;
+        forced.min_tokens = 0;
+        forced.logit_bias = {{sampled[i].token_id, 1e30f}};
+        SamplerRow raw_row{.params = &forced};
+        std::vector<float> copy = raw;
+        const SamplerRow* raw_rows[] = {&raw_row};
+        auto from_raw = sampler_.Sample(copy, raw_rows);
+        if (!from_raw.ok()) return from_raw.status();
+        if ((*from_raw)[0].token_id != sampled[i].token_id) return absl::InternalError("the forced draw missed");
+        sampled[i].logprob = (*from_raw)[0].logprob;
+        sampled[i].top_logprobs = (*from_raw)[0].top_logprobs;
+        ++raw_passes;
+      }
       ++device_rows;
-    }
-    for (size_t h = 0; h < request.host_logit_rows.size(); ++h) {
-      std::copy_n(logits.begin() + static_cast<ptrdiff_t>(request.host_logit_rows[h] * vocab), vocab,
-                  host_logits.begin() + static_cast<ptrdiff_t>(h * vocab));
-      ++host_rows;
     }
     return absl::OkStatus();
   }
 
-  int64_t device_rows = 0, host_rows = 0, edited_rows = 0;
+  int64_t device_rows = 0, edited_rows = 0, raw_passes = 0;
+  bool raw_pass = true;  // false: logprobs of the edited row (wrong; shows the test can tell)
 
  private:
   Backend* inner_;
@@ -124,9 +140,17 @@ std::vector<SamplingParams> MixedParams() {
   SamplingParams forked_bias{.temperature = 1.1f, .top_k = 20, .frequency_penalty = 0.9f, .seed = 21, .n = 2};
   forked_bias.logit_bias[40] = -3.0f;
   out.push_back(forked_bias);                                                // device: a fork's shared row
-  // logprobs are of the raw logits, so a penalized row that asks for them
-  // stays on the host.
+  // logprobs are of the raw logits: penalized and biased rows that ask for
+  // them take the device's raw pass (one greedy, so its tokens are the
+  // edited argmax while its logprobs are not of it).
   out.push_back({.temperature = 0.8f, .repetition_penalty = 1.2f, .seed = 17, .logprobs = true, .top_logprobs = 2});
+  SamplingParams biased_logprobs{.temperature = 0.0f, .presence_penalty = 0.8f, .logprobs = true, .top_logprobs = 3};
+  biased_logprobs.logit_bias[23] = 2.5f;
+  out.push_back(biased_logprobs);
+  // More banned ids than the device once took in its sampling kernel (8),
+  // with logprobs, under min_tokens.
+  out.push_back({.temperature = 0.9f, .seed = 29, .stop_token_ids = {4, 5, 6, 7, 8, 9, 10, 11, 12, 13},
+                 .min_tokens = 4, .logprobs = true, .top_logprobs = 1});
   for (SamplingParams& p : out) p.max_tokens = 9;
   return out;
 }
@@ -170,7 +194,7 @@ class DeviceSamplingEngineTest : public ::testing::Test {
   std::unique_ptr<cpu::CpuBackend> cpu_;
 };
 
-TEST_F(DeviceSamplingEngineTest, DeviceAndHostRoutesGiveThePlainPathsTokens) {
+TEST_F(DeviceSamplingEngineTest, DeviceRowsGiveThePlainPathsTokensAndLogprobs) {
   ASSERT_FALSE(cpu_->SupportsDeviceSampling());  // the CPU backend keeps the plain logits path
   const auto plain = RunAll(cpu_.get());
   HostSamplingBackend routed_backend(cpu_.get());
@@ -188,11 +212,21 @@ TEST_F(DeviceSamplingEngineTest, DeviceAndHostRoutesGiveThePlainPathsTokens) {
       EXPECT_EQ(sample.top, got.samples.at(index).top) << id << " sample " << index;
     }
   }
-  // Both routes were taken: up to 9 rows of each device sample (the bias and
-  // penalty rows edited there), and the penalized row with logprobs on the host.
-  EXPECT_GT(routed_backend.device_rows, 20);
-  EXPECT_GE(routed_backend.edited_rows, 30);
-  EXPECT_GE(routed_backend.host_rows, 5);
+  // Every row went to the device: up to 9 rows of each sample, the bias and
+  // penalty rows edited there, and those with logprobs given a raw pass.
+  EXPECT_GT(routed_backend.device_rows, 100);
+  EXPECT_GE(routed_backend.edited_rows, 40);
+  EXPECT_GE(routed_backend.raw_passes, 10);
+  // The raw pass matters: without it (logprobs of the edited row) the
+  // comparison above would fail.
+  HostSamplingBackend edited_logprobs(cpu_.get());
+  edited_logprobs.raw_pass = false;
+  const auto wrong = RunAll(&edited_logprobs);
+  int differing = 0;
+  for (const auto& [id, want] : plain)
+    for (const auto& [index, sample] : want.samples)
+      differing += sample.logprobs != wrong.at(id).samples.at(index).logprobs;
+  EXPECT_GE(differing, 2) << "the penalized and biased rows with logprobs";
   // The three samples of the forked request differ (each its own draw).
   const auto& forked = plain.at("r102").samples;
   EXPECT_TRUE(forked.at(0).tokens != forked.at(1).tokens || forked.at(1).tokens != forked.at(2).tokens);
@@ -220,27 +254,37 @@ TEST_F(DeviceSamplingEngineTest, EditsSurvivePreemption) {
   EXPECT_GE(routed_backend.edited_rows, 30);
 }
 
-TEST(CanSampleOnDeviceTest, RefusesWhatOnlyTheHostSamplerHas) {
-  EXPECT_TRUE(CanSampleOnDevice({.temperature = 0.0f}, 0));
-  EXPECT_TRUE(CanSampleOnDevice({.temperature = 0.8f, .top_p = 0.9f, .top_k = 40, .min_p = 0.05f,
-                                 .logprobs = true, .top_logprobs = 20},
-                                0));
-  // Bias and penalties edit the row on the device, unless the row wants the
-  // raw logits' logprobs.
-  SamplingParams bias;
-  bias.logit_bias[3] = 1.0f;
-  EXPECT_TRUE(CanSampleOnDevice(bias, 0));
-  EXPECT_TRUE(CanSampleOnDevice({.repetition_penalty = 1.1f}, 0));
-  EXPECT_TRUE(CanSampleOnDevice({.presence_penalty = 0.5f}, 0));
-  EXPECT_TRUE(CanSampleOnDevice({.frequency_penalty = -0.5f}, 0));
-  bias.logprobs = true;
-  EXPECT_FALSE(CanSampleOnDevice(bias, 0));
-  EXPECT_FALSE(CanSampleOnDevice({.repetition_penalty = 1.1f, .logprobs = true}, 0));
-  EXPECT_FALSE(CanSampleOnDevice({.frequency_penalty = 0.2f, .logprobs = true, .top_logprobs = 1}, 0));
-  EXPECT_FALSE(CanSampleOnDevice({.min_tokens = 4}, 3));  // a ban in force, ids unknown
-  EXPECT_TRUE(CanSampleOnDevice({.min_tokens = 4}, 3, 2));  // ... or known and few: the device bans them
-  EXPECT_FALSE(CanSampleOnDevice({.min_tokens = 4}, 3, kMaxDeviceBannedIds + 1));
-  EXPECT_TRUE(CanSampleOnDevice({.min_tokens = 4}, 4));
+TEST(DeviceSamplingRequestTest, NamesWhatARowLacks) {
+  const int32_t ids[] = {5}, pos[] = {0}, table[] = {0}, logit_rows[] = {0};
+  const SequenceSlice seq{0, 1, 0, table};
+  const StepBatch batch{ids, pos, {&seq, 1}, logit_rows};
+  SampledToken out[1];
+  auto check = [&](const DeviceSampleRow& row) {
+    return ValidateDeviceSamplingRequest(batch, {.rows = {&row, 1}}, out);
+  };
+  const SamplingParams greedy{.temperature = 0.0f};
+  EXPECT_TRUE(check({.logit_row = 0, .params = &greedy}).ok());
+  EXPECT_EQ(check({.logit_row = 1, .params = &greedy}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(check({.logit_row = 0}).code(), absl::StatusCode::kInvalidArgument);
+  // A ban in force needs its ids; past min_tokens it needs none.
+  const SamplingParams banned{.min_tokens = 4};
+  const absl::Status no_ids = check({.logit_row = 0, .params = &banned, .position = 3});
+  EXPECT_EQ(no_ids.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_ids.message().find("banned ids"), std::string_view::npos) << no_ids;
+  const std::vector<int32_t> eos = {2};
+  EXPECT_TRUE(check({.logit_row = 0, .params = &banned, .position = 3, .banned_ids = &eos}).ok());
+  EXPECT_TRUE(check({.logit_row = 0, .params = &banned, .position = 4}).ok());
+  // Processors need their current edits, logprobs or not.
+  const SamplingParams penalized{.repetition_penalty = 1.1f, .logprobs = true, .top_logprobs = 20};
+  const absl::Status no_edits = check({.logit_row = 0, .params = &penalized});
+  EXPECT_EQ(no_edits.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(no_edits.message().find("edits"), std::string_view::npos) << no_edits;
+  const SampleLogitEdits edits(penalized, nullptr, 1000);
+  EXPECT_TRUE(check({.logit_row = 0, .params = &penalized, .edits = &edits}).ok());
+  EXPECT_EQ(check({.logit_row = 0, .params = &penalized, .position = 1, .edits = &edits}).code(),
+            absl::StatusCode::kInvalidArgument);  // edits of 0 output tokens, row at 1
+  const SamplingParams too_many{.logprobs = true, .top_logprobs = kMaxTopLogprobs + 1};
+  EXPECT_EQ(check({.logit_row = 0, .params = &too_many}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BackendSeamTest, PlainBackendsRefuseForwardAndSample) {
@@ -250,7 +294,7 @@ TEST(BackendSeamTest, PlainBackendsRefuseForwardAndSample) {
   ASSERT_TRUE(c.ok()) << c.status();
   const int32_t ids[] = {5}, pos[] = {0}, table[] = {0}, rows[] = {0};
   const SequenceSlice seq{0, 1, 0, table};
-  const absl::Status s = (*c)->ForwardAndSample({ids, pos, {&seq, 1}, rows}, {}, {}, {});
+  const absl::Status s = (*c)->ForwardAndSample({ids, pos, {&seq, 1}, rows}, {}, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
 }
 

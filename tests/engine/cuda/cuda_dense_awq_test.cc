@@ -83,12 +83,18 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
       bool fused_decode;
       int32_t tiled_max_rows = 0;  // CudaBackendOptions::awq_tiled_gemm_max_rows
       int32_t tile_rows = 64;
+      int32_t small_batch_min = 17, small_batch_max = 0;  // awq_small_batch_gemm_min_rows / _max_rows
     };
+    // The last three: the int4 small-batch GEMM at 7 rows (every step; no
+    // fused kernels), 33 and 96 (with the split norms and the SiLU / rotary
+    // epilogues; 96 rows is one block of 128 x rows).
     for (const Layout layout : {Layout{1, true}, Layout{7, true}, Layout{1, false}, Layout{16, true},
                                 Layout{96, true}, Layout{33, true, 128, 16}, Layout{33, true, 128, 64},
-                                Layout{96, true, 128, 32}}) {
+                                Layout{96, true, 128, 32}, Layout{7, false, 0, 64, 1, 64},
+                                Layout{33, true, 0, 64, 17, 64}, Layout{96, true, 0, 64, 17, 128}}) {
       SCOPED_TRACE(absl::StrCat(name, " chunk=", layout.chunk, " fused_decode=", layout.fused_decode,
-                                " tiled_max_rows=", layout.tiled_max_rows, " tile_rows=", layout.tile_rows));
+                                " tiled_max_rows=", layout.tiled_max_rows, " tile_rows=", layout.tile_rows,
+                                " small_batch=", layout.small_batch_min, "-", layout.small_batch_max));
       auto gpu = CreateCudaBackend(
           **m, {.block_size = 16,
                 .num_blocks = 16,
@@ -96,7 +102,9 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
                 // chunk 7: the fused int4 kernels too
                 .fused_decode_max_rows = layout.fused_decode ? cuda::kDecodeLinearMaxRows : 0,
                 .awq_tiled_gemm_max_rows = layout.tiled_max_rows,
-                .awq_tiled_gemm_tile_rows = layout.tile_rows});
+                .awq_tiled_gemm_tile_rows = layout.tile_rows,
+                .awq_small_batch_gemm_max_rows = layout.small_batch_max,
+                .awq_small_batch_gemm_min_rows = layout.small_batch_min});
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       const auto got = TeacherForced(**gpu, tokens, 0, layout.chunk, table);
       std::vector<double> errors;
@@ -106,7 +114,8 @@ TEST_F(CudaDenseAwqTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryLinearPat
       EXPECT_LE(errors[errors.size() / 2], kBound) << "median";
       EXPECT_LE(errors.back(), kBound) << "maximum";
       std::cout << "[ yardstick ] " << name << " chunk " << layout.chunk << " fused " << layout.fused_decode
-                << " tiled " << layout.tiled_max_rows << "/" << layout.tile_rows << ": median " << errors[errors.size() / 2] << ", max " << errors.back() << "\n";
+                << " tiled " << layout.tiled_max_rows << "/" << layout.tile_rows << " small-batch "
+                << layout.small_batch_min << "-" << layout.small_batch_max << ": median " << errors[errors.size() / 2] << ", max " << errors.back() << "\n";
     }
   }
 }

@@ -1,10 +1,11 @@
 // The device sampler against the host Sampler on the same logits: greedy and
 // seeded temperature / top_k / top_p / min_p rows give the same token (the
 // inputs are fixed, so the comparison is exact, ties included), logprobs and
-// top_logprobs agree within 1e-3. Then the CUDA backend's ForwardAndSample
-// end to end: device rows equal the host Sampler on Forward's logits, and
-// fallback rows bring exactly Forward's logits to the host, in one lm_head
-// pass and in several.
+// top_logprobs agree within 1e-3. The processors (logit_bias, penalties,
+// min_tokens bans of any length) edit the row as the host's do, and rows
+// that want logprobs beside them get the raw logits' (the raw pass). Then
+// the CUDA backend's ForwardAndSample end to end: every row against the host
+// Sampler on Forward's logits, in one lm_head pass and in several.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -15,6 +16,7 @@
 
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/device_sampler.h"
+#include "engine/sample/logit_edit.h"
 #include "tests/engine/cuda/backend_runner.h"
 
 namespace ernie::testing {
@@ -49,9 +51,12 @@ std::vector<SamplingParams> ParamVariants() {
       {.temperature = 1.0f, .top_k = 1},
       {.temperature = 0.6f, .top_p = 0.5f, .logprobs = true, .top_logprobs = 5},
       {.temperature = 2.0f, .top_p = 0.999f},
-      // min_tokens bans in force (eos 2 and the stop ids; id 5 is a strong token of some rows).
+      // min_tokens bans in force (eos 2 and the stop ids; id 5 is a strong token of some rows),
+      // edited into the row, with logprobs of the raw row.
       {.temperature = 0.0f, .stop_token_ids = {5, 102}, .min_tokens = 1000},
       {.temperature = 0.8f, .top_p = 0.8f, .stop_token_ids = {5}, .min_tokens = 1000, .logprobs = true},
+      {.temperature = 0.0f, .stop_token_ids = {5, 102, 199, 296, 393, 490, 587, 684, 781, 878, 975, 5},
+       .min_tokens = 1000, .logprobs = true, .top_logprobs = 7},
   };
 }
 
@@ -67,25 +72,34 @@ struct Compared {
 Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed, int rows_per_launch) {
   Compared c;
   const auto logits = MakeLogits(logit_rows, vocab, seed);
-  auto device_logits = cuda::DeviceBuffer<float>::Allocate(logits.size(), "test logits");
-  EXPECT_TRUE(device_logits.ok());
-  EXPECT_EQ(cudaMemcpy(device_logits->data(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice),
-            cudaSuccess);
   const auto params = ParamVariants();
   std::vector<std::vector<int32_t>> bans(params.size());
   for (size_t p = 0; p < params.size(); ++p) {
     bans[p] = {kTestEos};
     bans[p].insert(bans[p].end(), params[p].stop_token_ids.begin(), params[p].stop_token_ids.end());
   }
+  // Each sample row its own copy of its logits row (source[i]): a ban edits
+  // the row it reads.
   std::vector<DeviceSampleRow> rows;
+  std::vector<int> source;
   for (int rep = 0; rep < repeats; ++rep)
     for (int r = 0; r < logit_rows; ++r)
       for (size_t p = 0; p < params.size(); ++p) {
         const auto position = static_cast<uint64_t>(rep * 7 + r);
-        rows.push_back({.logit_row = r, .params = &params[p], .seed = 1000u + seed * 31u + static_cast<uint64_t>(rep),
+        rows.push_back({.logit_row = static_cast<int32_t>(rows.size()), .params = &params[p],
+                        .seed = 1000u + seed * 31u + static_cast<uint64_t>(rep),
                         .sample_index = static_cast<uint32_t>(p % 3), .position = position,
                         .banned_ids = position < static_cast<uint64_t>(params[p].min_tokens) ? &bans[p] : nullptr});
+        source.push_back(r);
       }
+  std::vector<float> copies(rows.size() * static_cast<size_t>(vocab));
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::copy_n(logits.begin() + static_cast<ptrdiff_t>(source[i]) * vocab, vocab,
+                copies.begin() + static_cast<ptrdiff_t>(i) * vocab);
+  auto device_logits = cuda::DeviceBuffer<float>::Allocate(copies.size(), "test logits");
+  EXPECT_TRUE(device_logits.ok());
+  EXPECT_EQ(cudaMemcpy(device_logits->data(), copies.data(), copies.size() * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
   auto sampler = cuda::DeviceSampler::Create(vocab, rows_per_launch);
   EXPECT_TRUE(sampler.ok()) << sampler.status();
   std::vector<SampledToken> got(rows.size());
@@ -100,8 +114,8 @@ Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed, 
   for (size_t i = 0; i < rows.size(); ++i) {
     SamplerRow host_row{.params = rows[i].params, .seed = rows[i].seed, .sample_index = rows[i].sample_index};
     for (uint64_t k = 0; k < rows[i].position; ++k) host_row.output.Add(0);
-    std::vector<float> one(logits.begin() + static_cast<ptrdiff_t>(rows[i].logit_row) * vocab,
-                           logits.begin() + static_cast<ptrdiff_t>(rows[i].logit_row + 1) * vocab);
+    std::vector<float> one(logits.begin() + static_cast<ptrdiff_t>(source[i]) * vocab,
+                           logits.begin() + static_cast<ptrdiff_t>(source[i] + 1) * vocab);
     const SamplerRow* ptr[] = {&host_row};
     auto want = host->Sample(one, ptr);
     EXPECT_TRUE(want.ok()) << want.status();
@@ -109,7 +123,7 @@ Compared CompareOnLogits(int vocab, int logit_rows, int repeats, uint32_t seed, 
     const SampledToken& w = (*want)[0];
     if (w.token_id != got[i].token_id) {
       ++c.token_mismatches;
-      ADD_FAILURE() << "row " << i << " (logits row " << rows[i].logit_row << ", params "
+      ADD_FAILURE() << "row " << i << " (logits row " << source[i] << ", params "
                     << (&*rows[i].params - params.data()) << "): host " << w.token_id << ", device "
                     << got[i].token_id;
     }
@@ -152,9 +166,17 @@ TEST(CudaDeviceSamplerTest, BiasAndPenaltiesEditTheRowAsTheHostDoes) {
         {.temperature = 0.7f, .min_p = 0.05f, .repetition_penalty = 0.8f, .presence_penalty = 0.5f},
         {.temperature = 0.0f},
         {.temperature = 1.2f},
+        // With logprobs: those of the raw row (the raw pass), the token of the edited one.
+        {.temperature = 0.0f, .repetition_penalty = 1.5f, .logprobs = true, .top_logprobs = 5},
+        {.temperature = 0.0f, .logprobs = true, .top_logprobs = 3},
+        // Twelve banned ids under min_tokens (the sampling kernel once took 8), then the edits.
+        {.temperature = 0.8f, .top_p = 0.9f, .frequency_penalty = 0.7f,
+         .stop_token_ids = {5, 102, 199, 296, 393, 490, 587, 684, 781, 878, 975},
+         .min_tokens = 1000, .logprobs = true, .top_logprobs = 20},
     };
     params[5].logit_bias = {{5, 30.0f}, {17, -100.0f}, {vocab - 1, 12.5f}};  // greedy: bias decides
     params[6].logit_bias = {{3, 4.0f}, {99, 6.0f}};
+    params[8].logit_bias = {{102, 40.0f}, {vocab - 2, -5.0f}};  // the drawn token is an edited one
     // The output mostly from a row's strong tokens (i % 97 == 5), so the
     // penalties move the tokens the samplers would pick.
     const int repeats = 5, logit_rows = static_cast<int>(params.size()) * repeats;
@@ -162,6 +184,7 @@ TEST(CudaDeviceSamplerTest, BiasAndPenaltiesEditTheRowAsTheHostDoes) {
     std::vector<std::shared_ptr<PromptTokenSet>> prompts;
     std::vector<OutputTokenCounts> outputs(static_cast<size_t>(logit_rows));
     std::vector<std::unique_ptr<SampleLogitEdits>> edits;
+    std::vector<std::vector<int32_t>> bans(static_cast<size_t>(logit_rows));
     std::vector<DeviceSampleRow> rows;
     for (int r = 0; r < logit_rows; ++r) {
       std::vector<int32_t> prompt;
@@ -174,9 +197,14 @@ TEST(CudaDeviceSamplerTest, BiasAndPenaltiesEditTheRowAsTheHostDoes) {
         outputs[static_cast<size_t>(r)].Add(id);
         edits.back()->AddOutputToken(id);
       }
-      rows.push_back({.logit_row = r, .params = &p, .seed = 500u + static_cast<uint64_t>(r),
-                      .sample_index = 0, .position = static_cast<uint64_t>(outputs[static_cast<size_t>(r)].num_tokens()),
-                      .edits = edits.back().get()});
+      std::vector<int32_t>& banned = bans[static_cast<size_t>(r)];
+      banned = {kTestEos};
+      banned.insert(banned.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
+      const auto position = static_cast<uint64_t>(outputs[static_cast<size_t>(r)].num_tokens());
+      rows.push_back({.logit_row = r, .params = &p, .seed = 500u + static_cast<uint64_t>(r), .sample_index = 0,
+                      .position = position,
+                      .banned_ids = position < static_cast<uint64_t>(p.min_tokens) ? &banned : nullptr,
+                      .edits = HasLogitEdits(p) ? edits.back().get() : nullptr});
     }
     auto device_logits = cuda::DeviceBuffer<float>::Allocate(logits.size(), "test logits");
     ASSERT_TRUE(device_logits.ok());
@@ -188,7 +216,7 @@ TEST(CudaDeviceSamplerTest, BiasAndPenaltiesEditTheRowAsTheHostDoes) {
     ASSERT_TRUE(sampler->Sample(device_logits->data(), 0, rows, got, nullptr).ok());
     auto host = Sampler::Create({.vocab_size = vocab, .eos_token_ids = {kTestEos}});
     ASSERT_TRUE(host.ok());
-    int changed_by_edits = 0;
+    int changed_by_edits = 0, raw_logprob_rows = 0, drawn_edited = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
       SamplerRow host_row{.params = rows[i].params, .seed = rows[i].seed, .sample_index = 0,
                           .prompt_tokens = prompts[i], .output = outputs[i]};
@@ -199,6 +227,18 @@ TEST(CudaDeviceSamplerTest, BiasAndPenaltiesEditTheRowAsTheHostDoes) {
       auto want = host->Sample(one, ptr);
       ASSERT_TRUE(want.ok());
       EXPECT_EQ((*want)[0].token_id, got[i].token_id) << "vocab " << vocab << " row " << i;
+      // Logprobs of the raw row, as the host takes them before its processors.
+      ASSERT_EQ((*want)[0].logprob.has_value(), got[i].logprob.has_value()) << "row " << i;
+      if (got[i].logprob) {
+        EXPECT_NEAR(*(*want)[0].logprob, *got[i].logprob, 1e-3) << "vocab " << vocab << " row " << i;
+        ASSERT_EQ((*want)[0].top_logprobs.size(), got[i].top_logprobs.size()) << "row " << i;
+        for (size_t k = 0; k < got[i].top_logprobs.size(); ++k) {
+          EXPECT_EQ((*want)[0].top_logprobs[k].token_id, got[i].top_logprobs[k].token_id) << "row " << i << " top " << k;
+          EXPECT_NEAR((*want)[0].top_logprobs[k].logprob, got[i].top_logprobs[k].logprob, 1e-3);
+        }
+        raw_logprob_rows += 1;
+        drawn_edited += edits[i]->EditIndexOf(got[i].token_id) >= 0;
+      }
       // The device row now holds the edited logits, bit for bit the host's.
       std::vector<float> edited(static_cast<size_t>(vocab));
       ASSERT_EQ(cudaMemcpy(edited.data(), device_logits->data() + i * vocab, edited.size() * sizeof(float),
@@ -208,6 +248,10 @@ TEST(CudaDeviceSamplerTest, BiasAndPenaltiesEditTheRowAsTheHostDoes) {
       changed_by_edits += std::memcmp(raw.data(), one.data(), raw.size() * sizeof(float)) != 0;
     }
     EXPECT_EQ(changed_by_edits, logit_rows) << "every row has a processor";
+    EXPECT_EQ(raw_logprob_rows, 3 * repeats);
+    // Some drawn tokens' raw logits came from the edit kernel's originals
+    // (the bias of 40 on id 102 makes it the greedy row's token).
+    EXPECT_GE(drawn_edited, repeats) << "vocab " << vocab;
   }
 }
 
@@ -295,11 +339,12 @@ TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 }
 
-// ForwardAndSample on a real step: 3 sequences decoding, one of them with
-// two samples, one fallback row with logit_bias.
+// ForwardAndSample on a real step: 4 sequences, one of them with two
+// samples, one with logit_bias and logprobs (edited on the device, logprobs
+// of the raw row).
 class CudaForwardAndSampleTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(CudaForwardAndSampleTest, DeviceRowsMatchTheHostSamplerAndFallbackRowsMatchForward) {
+TEST_P(CudaForwardAndSampleTest, EveryRowMatchesTheHostSampler) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   auto model = LoadModel(TestDataDir() + "/dense_reference/gqa4_bf16_bias_untied_v515");
   ASSERT_TRUE(model.ok()) << model.status();
@@ -328,20 +373,19 @@ TEST_P(CudaForwardAndSampleTest, DeviceRowsMatchTheHostSamplerAndFallbackRowsMat
   SamplingParams greedy{.temperature = 0.0f, .logprobs = true, .top_logprobs = 3};
   SamplingParams nucleus{.temperature = 0.8f, .top_p = 0.8f, .seed = 42};
   SamplingParams topk{.temperature = 1.0f, .top_k = 20, .seed = 43, .n = 2};
-  SamplingParams biased{.temperature = 0.9f, .logprobs = true};  // raw logprobs: the host must process it
+  SamplingParams biased{.temperature = 0.9f, .seed = 44, .logprobs = true, .top_logprobs = 3};
   biased.logit_bias[7] = 3.0f;
+  biased.logit_bias[11] = 25.0f;  // most draws: an edited token
+  const SampleLogitEdits biased_edits(biased, nullptr, static_cast<int32_t>(vocab));
   const std::vector<DeviceSampleRow> device_rows = {
       {.logit_row = 0, .params = &greedy, .seed = 1},
       {.logit_row = 1, .params = &nucleus, .seed = 42, .position = 5},
+      {.logit_row = 2, .params = &biased, .seed = 44, .edits = &biased_edits},
       {.logit_row = 3, .params = &topk, .seed = 43, .sample_index = 0},
       {.logit_row = 3, .params = &topk, .seed = 43, .sample_index = 1}};
-  const std::vector<int32_t> host_rows = {2};
   std::vector<SampledToken> sampled(device_rows.size());
-  std::vector<float> host_logits(static_cast<size_t>(vocab), std::nanf(""));
-  const absl::Status s = (*gpu)->ForwardAndSample(batch, {device_rows, host_rows}, sampled, host_logits);
+  const absl::Status s = (*gpu)->ForwardAndSample(batch, {device_rows}, sampled);
   ASSERT_TRUE(s.ok()) << s;
-  for (int64_t i = 0; i < vocab; ++i)
-    ASSERT_EQ(host_logits[static_cast<size_t>(i)], logits[static_cast<size_t>(2 * vocab + i)]) << "fallback logit " << i;
 
   auto host = Sampler::Create({.vocab_size = static_cast<int32_t>(vocab)});
   ASSERT_TRUE(host.ok());
@@ -355,18 +399,20 @@ TEST_P(CudaForwardAndSampleTest, DeviceRowsMatchTheHostSamplerAndFallbackRowsMat
     auto want = host->Sample(one, ptr);
     ASSERT_TRUE(want.ok());
     EXPECT_EQ((*want)[0].token_id, sampled[i].token_id) << "device row " << i;
+    ASSERT_EQ((*want)[0].logprob.has_value(), sampled[i].logprob.has_value()) << "device row " << i;
     if ((*want)[0].logprob) {
-      ASSERT_TRUE(sampled[i].logprob.has_value());
-      EXPECT_NEAR(*(*want)[0].logprob, *sampled[i].logprob, 1e-3);
+      EXPECT_NEAR(*(*want)[0].logprob, *sampled[i].logprob, 1e-3) << "device row " << i;
       ASSERT_EQ(sampled[i].top_logprobs.size(), 3u);
       for (size_t k = 0; k < 3; ++k)
         EXPECT_EQ((*want)[0].top_logprobs[k].token_id, sampled[i].top_logprobs[k].token_id);
     }
   }
-  // A row CanSampleOnDevice refuses (bias with logprobs) is refused, naming the problem.
+  // A row with processors but without its edits is refused, naming the problem.
   const DeviceSampleRow bad[] = {{.logit_row = 2, .params = &biased}};
   SampledToken one_out[1];
-  EXPECT_EQ((*gpu)->ForwardAndSample(batch, {bad, {}}, one_out, {}).code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status refused = (*gpu)->ForwardAndSample(batch, {bad}, one_out);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("edits"), std::string_view::npos) << refused;
 }
 
 // 8 logit rows per pass (one pass: the graph path) and 3 (passes of 3, 1).

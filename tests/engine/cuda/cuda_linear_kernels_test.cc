@@ -406,6 +406,95 @@ TEST(AwqGemvTest, PartialChunksLongGroupsAndEveryKSliceCount) {
   }
 }
 
+// The small-batch GEMM on int4 weights (SmallBatchGemmParams::awq): each
+// CTA dequantises its tile into shared memory as bf16((q - z) s), so the
+// reference is the bf16 GEMM on those rounded weights. Every group size,
+// slice count (k = 128 - 3,072), wgmma width (m = 1 - 129), a partial last
+// 16-row tile (n = 200, 1288) and tiles past the weight's rows (n = 24: the
+// CTA's tiles 2 and 3 are staged as zeros), both outputs, and the SiLU-and-mul
+// epilogue against silu(g) * u of the kernel's own stored sums.
+TEST(SmallBatchGemmTest, Int4WeightsMatchTheBf16GemmOnTheirDequantisedValues) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  std::mt19937 gen(1357);
+  struct Shape {
+    int n, k, group;
+  };
+  for (const Shape shape : {Shape{24, 128, 32}, Shape{200, 384, 64}, Shape{1024, 1024, 128}, Shape{1288, 1536, 64},
+                            Shape{1024, 3072, 128}, Shape{6144, 1024, 128}, Shape{256, 4096, 256}}) {
+    const int n = shape.n, k = shape.k;
+    const AwqCase c = MakeAwqCase(n, k, shape.group, gen);
+    const DeviceAwq w = UploadAwq(c);
+    std::vector<float> w_rounded(c.w.size());
+    for (size_t i = 0; i < c.w.size(); ++i) w_rounded[i] = Bf16ToFloat(FloatToBf16(c.w[i]));
+    for (int m : {1, 5, 16, 17, 33, 64, 100, 129}) {
+      SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << n << " k=" << k << " group=" << shape.group);
+      const auto x_bf16 = RandomBf16(static_cast<size_t>(m) * k, gen);
+      const auto x = Upload(x_bf16);
+      const Reference ref = ReferenceLinear(ToFloat(x_bf16), w_rounded, m, n, k);
+      for (auto out : {cuda::LinearOutput::kF32, cuda::LinearOutput::kBf16}) {
+        auto y = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "y");
+        ASSERT_TRUE(y.ok());
+        const cuda::SmallBatchGemmParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                                           .awq = w.view,
+                                           .y = y->data(),
+                                           .m = m,
+                                           .n = n,
+                                           .k = k,
+                                           .out = out};
+        ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
+        EXPECT_LE(WorstErrorRatio(DownloadOutput(*y, out, ref.y.size()), ref, k, out), 1.0)
+            << (out == cuda::LinearOutput::kF32 ? "float32" : "bf16") << " output";
+      }
+      if (n % 64 != 0) continue;
+      // kSiluMul (n = 2 width: each CTA's 32 gate rows and the matching up
+      // rows) against SiLU-and-mul of this kernel's own float32 sums, as
+      // small_batch_gemm_epilogue_test checks the bf16 weights' epilogue.
+      const int width = n / 2;
+      auto sums = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * n, "sums");
+      auto act = DeviceBuffer<float>::Allocate(static_cast<size_t>(m) * width, "act");
+      ASSERT_TRUE(sums.ok() && act.ok());
+      cuda::SmallBatchGemmParams p{.x = reinterpret_cast<const __nv_bfloat16*>(x.data()),
+                                   .awq = w.view,
+                                   .y = sums->data(),
+                                   .m = m,
+                                   .n = n,
+                                   .k = k};
+      ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
+      p.epilogue = cuda::SmallBatchEpilogue::kSiluMul;
+      p.y = act->data();
+      ASSERT_EQ(cuda::LaunchSmallBatchGemm(p, nullptr), cudaSuccess);
+      const auto sum = Download(*sums), a = Download(*act);
+      for (int r = 0; r < m; ++r)
+        for (int j = 0; j < width; ++j) {
+          const float g = sum[static_cast<size_t>(r) * n + j], u = sum[static_cast<size_t>(r) * n + width + j];
+          const float want = g / (1.0f + std::exp(-g)) * u;
+          ASSERT_NEAR(a[static_cast<size_t>(r) * width + j], want, 1e-5 * (1.0 + std::fabs(want)))
+              << "SiLU-and-mul, row " << r << " column " << j;
+        }
+    }
+  }
+}
+
+TEST(SmallBatchGemmTest, Int4RejectsWeightsThatDoNotMatch) {
+  // Checked before any CUDA call, so this runs without a device too.
+  alignas(16) static uint32_t words[64] = {};
+  alignas(16) static uint16_t data[64] = {};
+  const cuda::AwqWeightsView awq{.packed = words, .records = words, .n = 16, .k = 64, .group_size = 64};
+  const cuda::SmallBatchGemmParams ok{.x = reinterpret_cast<const __nv_bfloat16*>(data), .awq = awq, .y = data,
+                                      .m = 1, .n = 16, .k = 64};
+  auto bad = [&](auto edit) {
+    cuda::SmallBatchGemmParams p = ok;
+    edit(p);
+    return cuda::LaunchSmallBatchGemm(p, nullptr);
+  };
+  EXPECT_EQ(bad([](auto& p) { p.w = reinterpret_cast<const __nv_bfloat16*>(data); }), cudaErrorInvalidValue);  // both
+  EXPECT_EQ(bad([](auto& p) { p.awq.n = 24; }), cudaErrorInvalidValue);  // not the linear's n
+  EXPECT_EQ(bad([](auto& p) { p.awq.k = 128; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.awq.group_size = 48; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.awq.records = nullptr; }), cudaErrorInvalidValue);
+  EXPECT_EQ(bad([](auto& p) { p.awq.packed = words + 1; }), cudaErrorInvalidValue);  // 4-byte aligned only
+}
+
 // The dense AWQ linear on the tiled int4 GEMM (LaunchAwqTiledGemm): every
 // slot-tile size, full and partial last tiles, long groups (one scale per
 // 128 k) and both outputs. y has a row of sentinels past m: the kernel must

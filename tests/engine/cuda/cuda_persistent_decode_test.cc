@@ -137,7 +137,7 @@ TEST_P(CudaPersistentDecodeTest, GreedyDecodingAgreesWithThePerLayerKernels) {
     for (int b = 0; b < 2; ++b) {
       SampledToken sampled;
       CudaBackend& backend = b == 0 ? *persistent : *per_layer;
-      const absl::Status s = backend.ForwardAndSample(batch, {.rows = {&row, 1}, .host_logit_rows = {}}, {&sampled, 1}, {});
+      const absl::Status s = backend.ForwardAndSample(batch, {.rows = {&row, 1}}, {&sampled, 1});
       ASSERT_TRUE(s.ok()) << s;
       next[b] = sampled.token_id;
     }

@@ -14,6 +14,7 @@
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
 //                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
+//                    [--awq-small-batch-gemm-max-rows 0] [--awq-small-batch-gemm-min-rows 17]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
 //                    [--unsplit-attention-max-context 256]
 //
@@ -47,6 +48,9 @@
 // of unsplit short-context steps); --awq-tiled-gemm-max-rows N puts an AWQ
 // model's steps of 17 - N tokens on the tiled int4 GEMM in slot tiles of
 // --awq-tiled-gemm-tile-rows (0, the default: dequantise + cuBLAS);
+// --awq-small-batch-gemm-max-rows N puts an AWQ model's steps of
+// --awq-small-batch-gemm-min-rows (17) - N tokens on the small-batch GEMM
+// with int4 weights (0, the default: off);
 // --small-batch-lm-head 1 runs lm_head of up to 64 rows on the small-batch
 // GEMM rather than cuBLAS.
 //
@@ -57,9 +61,10 @@
 // top_p 0.8, the released models' defaults ("device top-p"), so only token
 // ids cross to the host; and with no logit rows at all. Then top-p with
 // repetition_penalty 1.1 (the Chainlit app's) two ways: edited on the device
-// ("rep-penalty device", engine/sample/logit_edit.h), and as the engine's
-// fallback for rows the device cannot take, the logits copied to the host and
-// the host Sampler run on them ("host fallback", host sampling included). The next tokens are
+// ("rep-penalty device", engine/sample/logit_edit.h), and on the host, the
+// logits copied out by Forward and the host Sampler run on them ("host
+// sampler", host sampling included: what such rows cost before the device
+// edited them, and what a backend without device sampling pays). The next tokens are
 // fixed pseudo-random ids either way, so every run writes the same cache.
 // Times are host wall clock around the call, which synchronizes the stream
 // before returning.
@@ -121,6 +126,9 @@ struct Args {
   // AWQ steps of 17 up to N tokens on the tiled int4 GEMM, in slot tiles of R (0: dequantise + cuBLAS)
   int awq_tiled_gemm_max_rows = ernie::CudaBackendOptions{}.awq_tiled_gemm_max_rows;
   int awq_tiled_gemm_tile_rows = ernie::CudaBackendOptions{}.awq_tiled_gemm_tile_rows;
+  // AWQ steps of min - max tokens on the small-batch GEMM with int4 weights (max 0: off)
+  int awq_small_batch_gemm_max_rows = ernie::CudaBackendOptions{}.awq_small_batch_gemm_max_rows;
+  int awq_small_batch_gemm_min_rows = ernie::CudaBackendOptions{}.awq_small_batch_gemm_min_rows;
   int small_batch_lm_head = ernie::CudaBackendOptions{}.small_batch_lm_head ? 1 : 0;  // 1: lm_head of <= 64 rows on the small-batch GEMM
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
@@ -213,6 +221,10 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->small_batch_gemm_max_rows) || a->small_batch_gemm_max_rows < 0) return false;
     } else if (f == "--awq-tiled-gemm-max-rows") {
       if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_max_rows) || a->awq_tiled_gemm_max_rows < 0) return false;
+    } else if (f == "--awq-small-batch-gemm-max-rows") {
+      if (!absl::SimpleAtoi(v, &a->awq_small_batch_gemm_max_rows) || a->awq_small_batch_gemm_max_rows < 0) return false;
+    } else if (f == "--awq-small-batch-gemm-min-rows") {
+      if (!absl::SimpleAtoi(v, &a->awq_small_batch_gemm_min_rows) || a->awq_small_batch_gemm_min_rows < 1) return false;
     } else if (f == "--awq-tiled-gemm-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_tile_rows)) return false;
     } else if (f == "--small-batch-lm-head") {
@@ -282,7 +294,7 @@ struct BatchResult {
   double greedy_ms = 0, median_step_greedy_ms = 0;  // ForwardAndSample, greedy rows
   double top_p_ms = 0, median_step_top_p_ms = 0;    // ForwardAndSample, temperature 0.8 / top_p 0.8, seeded
   // top-p with repetition_penalty 1.1 (the Chainlit app's): the row edited
-  // on the device, against the host fallback (logits copied, host Sampler).
+  // on the device, against the host sampler (logits copied, host Sampler).
   double penalized_ms = 0, median_step_penalized_ms = 0;
   double host_penalized_ms = 0, median_step_host_penalized_ms = 0;
 };
@@ -294,7 +306,7 @@ enum class StepKind { kHostLogits, kNoLogits, kDeviceGreedy, kDeviceTopP, kDevic
 struct PenaltyState {
   std::vector<std::shared_ptr<ernie::PromptTokenSet>> prompts;
   std::vector<std::unique_ptr<ernie::SampleLogitEdits>> edits;  // device
-  std::vector<ernie::SamplerRow> host_rows;                     // host fallback
+  std::vector<ernie::SamplerRow> host_rows;                     // host sampler
 };
 
 // decode_tokens steps of one token for each of `batch` sequences from
@@ -353,11 +365,11 @@ absl::StatusOr<std::vector<double>> DecodeSteps(ernie::Backend& backend, const s
     const auto t0 = Clock::now();
     const ernie::StepBatch step{ids, pos, seqs, with_logits ? std::span<const int32_t>(rows) : std::span<const int32_t>()};
     if (kind == StepKind::kDeviceGreedy || kind == StepKind::kDeviceTopP || kind == StepKind::kDevicePenalized) {
-      if (auto st = backend.ForwardAndSample(step, {.rows = sample_rows, .host_logit_rows = {}}, sampled, {}); !st.ok())
+      if (auto st = backend.ForwardAndSample(step, {.rows = sample_rows}, sampled); !st.ok())
         return st;
     } else if (kind == StepKind::kHostPenalized) {
-      // The engine's fallback: the rows' logits to the host, the host Sampler.
-      if (auto st = backend.ForwardAndSample(step, {.rows = {}, .host_logit_rows = rows}, {}, logits); !st.ok())
+      // Before the device edited rows: every row's logits to the host, the host Sampler.
+      if (auto st = backend.Forward(step, logits); !st.ok())
         return st;
       auto host = host_sampler->Sample(std::span(logits).first(static_cast<size_t>(batch) * static_cast<size_t>(vocab)),
                                        host_row_ptrs);
@@ -433,7 +445,7 @@ absl::Status MixedStep(ernie::Backend& backend, const std::vector<std::vector<in
   for (size_t r = 0; r < rows.size(); ++r)
     sample_rows.push_back({.logit_row = static_cast<int32_t>(r), .params = &kGreedy, .seed = 1});
   std::vector<ernie::SampledToken> sampled(rows.size());
-  return backend.ForwardAndSample({ids, pos, seqs, rows}, {.rows = sample_rows, .host_logit_rows = {}}, sampled, {});
+  return backend.ForwardAndSample({ids, pos, seqs, rows}, {.rows = sample_rows}, sampled);
 }
 
 // Sequences [0, decode_rows) prefilled, then the mixed step twice to warm
@@ -574,7 +586,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--awq-tiled-gemm-max-rows N] [--awq-tiled-gemm-tile-rows 16|32|64] [--small-batch-lm-head 0|1] [--unsplit-attention-max-context N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--awq-tiled-gemm-max-rows N] [--awq-tiled-gemm-tile-rows 16|32|64] [--awq-small-batch-gemm-max-rows N] [--awq-small-batch-gemm-min-rows N] [--small-batch-lm-head 0|1] [--unsplit-attention-max-context N] "
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -635,6 +647,8 @@ int main(int argc, char** argv) {
                 .small_batch_gemm_max_rows = args.small_batch_gemm_max_rows,
                 .awq_tiled_gemm_max_rows = args.awq_tiled_gemm_max_rows,
                 .awq_tiled_gemm_tile_rows = args.awq_tiled_gemm_tile_rows,
+                .awq_small_batch_gemm_max_rows = args.awq_small_batch_gemm_max_rows,
+                .awq_small_batch_gemm_min_rows = args.awq_small_batch_gemm_min_rows,
                 .small_batch_lm_head = args.small_batch_lm_head == 1,
                 .small_batch_norm_epilogues = args.norm_epilogues == 1,
                 .persistent_decode = args.persistent_decode == 1,
@@ -674,6 +688,8 @@ int main(int argc, char** argv) {
                         {"small_batch_gemm_max_rows", args.small_batch_gemm_max_rows},
                         {"awq_tiled_gemm_max_rows", args.awq_tiled_gemm_max_rows},
                         {"awq_tiled_gemm_tile_rows", args.awq_tiled_gemm_tile_rows},
+                        {"awq_small_batch_gemm_max_rows", args.awq_small_batch_gemm_max_rows},
+                        {"awq_small_batch_gemm_min_rows", args.awq_small_batch_gemm_min_rows},
                         {"small_batch_lm_head", args.small_batch_lm_head == 1},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
@@ -696,7 +712,7 @@ int main(int argc, char** argv) {
   }
   std::cout << "batch  prefill tok/s  step ms: host logits  device greedy  device top-p  no logits"
                "  tok/s: host logits  device greedy  device top-p"
-               "  | rep-penalty step ms: device  host fallback\n";
+               "  | rep-penalty step ms: device  host sampler\n";
   for (int b : args.batch_sizes) {
     auto r = RunBatch(**backend, b, args);
     if (!r.ok()) {

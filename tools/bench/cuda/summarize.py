@@ -32,9 +32,9 @@ def main():
             b["batch"], b["decode_tok_s"], b.get("decode_greedy_tok_s", 0), b.get("decode_top_p_tok_s", 0),
             "%.1f" % peer if peer else "n/a", b["median_step_ms"], b.get("median_step_greedy_ms", 0),
             b.get("median_step_top_p_ms", 0), b.get("median_step_no_logits_ms", 0), ratio))
-    # top-p with repetition_penalty 1.1: edited on the device against the host fallback (host sampling included).
+    # top-p with repetition_penalty 1.1: edited on the device against the host sampler (logits copied, host sampling included).
     if any("median_step_rep_penalty_ms" in b for b in ours["batches"]):
-        print("%6s %22s %22s %8s" % ("batch", "rep-penalty step ms dev", "host fallback step ms", "speedup"))
+        print("%6s %22s %22s %8s" % ("batch", "rep-penalty step ms dev", "host sampler step ms", "speedup"))
         for b in ours["batches"]:
             dev, host = b.get("median_step_rep_penalty_ms"), b.get("median_step_rep_penalty_host_ms")
             if dev and host:

@@ -215,6 +215,25 @@ __device__ __forceinline__ float AwqRecordScale(uint32_t rec) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(rec & 0xffffu)));
 }
 
+// One packed word as its 8 bf16 weights (q - z) * s, in k order: the word j
+// of a lane's 16 bytes of a 64-k block holds one row at 8 consecutive k
+// (awq_gemm.h), `rec` is that row's record for their group. (q - z) * s is
+// exact in float32 (a 4-bit integer times an 11-bit mantissa): one
+// rounding, to bf16. What the dequantise kernel and the int4 small-batch
+// GEMM's staging write, 16 bytes at a time.
+__device__ __forceinline__ uint4 AwqDequantWord(uint32_t word, uint32_t rec) {
+  const float s = AwqRecordScale(rec);
+  const int z = static_cast<int>(rec >> 16) - 0x4300;
+  uint32_t pairs[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int lo = static_cast<int>((word >> (4 * q)) & 0xFu), hi = static_cast<int>((word >> (16 + 4 * q)) & 0xFu);
+    const __nv_bfloat162 d = __floats2bfloat162_rn(static_cast<float>(lo - z) * s, static_cast<float>(hi - z) * s);
+    pairs[q] = *reinterpret_cast<const uint32_t*>(&d);
+  }
+  return make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+}
+
 // Words of the records of one group pair of one 16-row tile (awq_gemm.h):
 // (k / group_size) rounded up to even, times 2.
 __host__ __device__ __forceinline__ int AwqRecordGroups2(int k, int group_shift) { return ((k >> group_shift) + 1) / 2 * 2; }

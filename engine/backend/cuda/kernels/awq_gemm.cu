@@ -128,20 +128,8 @@ __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int gr
     if (r >= w.n) continue;
     const int kk = block * kAwqBlockK + 32 * h;
     const uint32_t rec = __ldg(w.records + ((tile * 8 + g) * groups2 + (kk >> group_shift)) * 2 + i);
-    const float s = kernels::AwqRecordScale(rec);
-    const int z = static_cast<int>(rec >> 16) - 0x4300;
-    const uint32_t word = kernels::AwqWordOf(v, j);
-    // The 8 values k = kk + 8c .. +7 of row r, one 16-byte store. (q - z) * s
-    // is exact in float32 (4-bit integer times an 11-bit mantissa): one
-    // rounding, to bf16.
-    uint32_t pairs[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int lo = static_cast<int>((word >> (4 * q)) & 0xFu), hi = static_cast<int>((word >> (16 + 4 * q)) & 0xFu);
-      const __nv_bfloat162 d = __floats2bfloat162_rn(static_cast<float>(lo - z) * s, static_cast<float>(hi - z) * s);
-      pairs[q] = *reinterpret_cast<const uint32_t*>(&d);
-    }
-    *reinterpret_cast<uint4*>(out + r * w.k + kk + 8 * c) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+    // The 8 values k = kk + 8c .. +7 of row r, one 16-byte store.
+    *reinterpret_cast<uint4*>(out + r * w.k + kk + 8 * c) = kernels::AwqDequantWord(kernels::AwqWordOf(v, j), rec);
   }
 }
 

@@ -1,4 +1,4 @@
-// Greedy rows without logprobs or bans (the benchmarks' rows, and every
+// Greedy rows without logprobs (the benchmarks' rows, and every
 // temperature-0 request's): the argmax of each row, ties to the smaller id,
 // NaN read as -inf, as the sampling kernel and the host Sampler choose it.
 // The sampling kernel gives such a row one cluster of at most 8 CTAs, which

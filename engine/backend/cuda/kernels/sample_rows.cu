@@ -161,22 +161,14 @@ __device__ __forceinline__ bool IsKept(const KeptSet& k, uint32_t key, int32_t i
   return key > k.min_key || (key == k.min_key && id <= k.last_tied_id);
 }
 
-__device__ __forceinline__ bool IsBanned(const SampleRowParams& row, int32_t id) {
-  for (int j = 0; j < row.num_banned; ++j)
-    if (row.banned[j] == id) return true;
-  return false;
-}
-
 struct RowWeights {
   const float* logits;
   float max_logit;
   float inverse_temperature;
   float min_p;
-  const SampleRowParams* row;  // banned ids weigh 0 (their logit is -inf on the host)
   __device__ __forceinline__ float operator()(int32_t i) const { return Of(i, logits[i]); }
   // The weight of token i whose logit (already loaded) is `logit`.
   __device__ __forceinline__ float Of(int32_t i, float logit) const {
-    if (row->num_banned > 0 && IsBanned(*row, i)) return 0.0f;
     const float w = FastExpNonPositive(__fmul_rn(__fsub_rn(logit, max_logit), inverse_temperature));
     return w >= min_p ? w : 0.0f;
   }
@@ -471,24 +463,19 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
     }
   }
 
-  // A min_tokens ban: the best of the logits that stay. Banning only lowers
-  // values, so the raw best stands unless it is banned itself.
-  Ranked chosen = best;
-  if (row.num_banned > 0 && IsBanned(row, best.id)) {
-    Ranked kept{-INFINITY, INT_MAX};
-    for (int32_t i = first; i < slice.end; i += kThreads) {
-      const Ranked r{IsBanned(row, i) ? -INFINITY : Clean(logits[i]), i};
-      if (Before(r, kept)) kept = r;
+  // The raw pass of a row about to be edited (DeviceSampler): its
+  // log-probabilities are all it is for.
+  if (row.stats_only) {
+    if (writer) {
+      out->token = best.id;
+      out->log_normalizer = log_normalizer;
     }
-    chosen = ClusterFirst(cluster, kept, s);
-    if (!isfinite(chosen.value)) {
-      if (writer) out->token = -1;
-      return;
-    }
+    return;
   }
-  int32_t token = chosen.id;
+
+  int32_t token = best.id;
   if (!row.greedy) {
-    const RowWeights weight{logits, chosen.value, row.inverse_temperature, row.min_p, &row};
+    const RowWeights weight{logits, best.value, row.inverse_temperature, row.min_p};
     double mass = 0.0;
     long long count = 0;
     ForEachLogit(logits, first, slice.end, kThreads, [&](int32_t i, float logit) {
@@ -559,7 +546,9 @@ __global__ void __launch_bounds__(kThreads) SampleRowsKernel(SampleRowsParams p)
   }
   if (writer) {
     out->token = token;
-    out->logprob = row.logprobs ? __fsub_rn(Clean(logits[token]), log_normalizer) : 0.0f;
+    out->token_logit = Clean(logits[token]);
+    out->log_normalizer = log_normalizer;
+    out->logprob = row.logprobs ? __fsub_rn(out->token_logit, log_normalizer) : 0.0f;
   }
 }
 

@@ -29,15 +29,18 @@ struct SampleRowParams {
   float min_p = 0.0f;               // 0: off
   int32_t logprobs = 0;             // 1: the sampled token's raw log-probability
   int32_t top_logprobs = 0;         // 0 .. kMaxDeviceTopLogprobs best raw log-probabilities
-  int32_t num_banned = 0;           // min_tokens: ids sampled as if their logit were -inf
-  int32_t banned[8] = {};           // (logprobs stay those of the raw logits, as on the host)
-  int32_t fast_greedy = 0;          // 1: greedy_rows.h takes the row (greedy, no logprobs, no
-                                    // bans); this kernel skips it
+  int32_t fast_greedy = 0;          // 1: greedy_rows.h takes the row (greedy, no logprobs);
+                                    // this kernel skips it
+  int32_t stats_only = 0;           // 1: the raw pass of a row the logit edits will change
+                                    // (DeviceSampler): token is the raw argmax, and only
+                                    // log_normalizer and the top log-probabilities are written
 };
 
 struct SampleRowResult {
   int32_t token = -1;    // -1: the row has no finite logit (a broken step)
   float logprob = 0.0f;  // when logprobs
+  float token_logit = 0.0f;     // the row's logit at `token` (NaN read as -inf)
+  float log_normalizer = 0.0f;  // when logprobs or top_logprobs: max + log(sum exp(x - max))
   int32_t top_ids[kMaxDeviceTopLogprobs];
   float top_logprobs[kMaxDeviceTopLogprobs];  // best first, ties to the smaller id
 };

@@ -9,7 +9,9 @@
 // layout), both loaded by the TMA (tensor_map.h, tma.cuh), one instruction
 // a box: the weights before the programmatic wait (they never depend on
 // earlier kernels), each x chunk after it with an mbarrier of its own, so
-// chunk q's four k-steps of wgmma start as soon as its bytes are in.
+// chunk q's four k-steps of wgmma start as soon as its bytes are in. AWQ
+// int4 weights are staged by the CTA's own threads instead (StageInt4Rows),
+// also before the wait.
 //
 // The split-k sum (cluster_k_reduce.cuh) then reuses the operands' shared
 // memory: each CTA stores its partial tile grouped by owner rank into a send
@@ -24,6 +26,7 @@
 // load overlaps the kernel before).
 #include <algorithm>
 
+#include "engine/backend/cuda/kernels/awq_blocks.cuh"
 #include "engine/backend/cuda/kernels/cluster_k_reduce.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
@@ -59,10 +62,42 @@ constexpr int64_t SharedBytes(int slice_k, int slices, int x_rows) {
   return kAlignSlack + std::max(staged, summed);
 }
 
-template <int kXTiles>
+// kInt4: warp w stages the CTA's weight rows 16 w .. 16 w + 15 from the
+// repacked 16-row tile `tile` (awq_gemm.h). For each 64-k block of the
+// slice, lane 4 g + c's 16 bytes are four words; word j holds eight values
+// of row g + 8 (j % 2) at k = 32 (j / 2) + 8 c .. + 7, which is the 16-byte
+// unit 4 (j / 2) + c of that row's 128 bytes, stored at unit ^ (row % 8)
+// (wgmma.cuh's swizzle: where the TMA would have put it). A tile past the
+// weight's rows stages zeros, as the TMA fills rows past n.
+__device__ __forceinline__ void StageInt4Rows(const AwqWeightsView& w, int group_shift, int64_t tile, int k0,
+                                              int chunks, unsigned char* ws) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const bool live = tile < (int64_t{w.n} + 15) / 16;
+  const int64_t source = live ? tile : 0;  // a dead tile's addresses stay in bounds; its values are not used
+  const uint4* packed = reinterpret_cast<const uint4*>(w.packed) + (source * (w.k / kChunkK) + k0 / kChunkK) * 32 + lane;
+  const uint32_t* records = w.records + (source * 8 + g) * kernels::AwqRecordGroups2(w.k, group_shift) * 2;
+  // Every chunk's nibbles requested first, then dequantised chunk by chunk.
+  uint4 v[kMaxChunks];
+#pragma unroll
+  for (int q = 0; q < kMaxChunks; ++q)
+    if (q < chunks) v[q] = kernels::LoadStreaming16(packed + q * 32);
+#pragma unroll
+  for (int q = 0; q < kMaxChunks; ++q) {
+    if (q >= chunks) break;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int h = j / 2, i = j % 2, row = 16 * warp + g + 8 * i, unit = 4 * h + c;
+      const uint32_t rec = __ldg(records + ((k0 + q * kChunkK + 32 * h) >> group_shift) * 2 + i);
+      const uint4 values = live ? kernels::AwqDequantWord(kernels::AwqWordOf(v[q], j), rec) : make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(ws + q * ChunkBytes(kTileRows) + row * 128 + (unit ^ (row % 8)) * 16) = values;
+    }
+  }
+}
+
+template <int kXTiles, bool kInt4>
 __global__ void __launch_bounds__(kThreads)
     SmallBatchGemmKernel(const SmallBatchGemmParams p, const __grid_constant__ CUtensorMap w_map,
-                        const __grid_constant__ CUtensorMap x_map, int slice_k, int slices) {
+                        const __grid_constant__ CUtensorMap x_map, int slice_k, int slices, int group_shift) {
   constexpr int kXRows = 8 * kXTiles;
   extern __shared__ __align__(16) unsigned char smem_raw[];  // aligned to 1,024 below
   // [0]: the weights; [1]: the partial sums this CTA receives; [2 + q]: x chunk q.
@@ -89,12 +124,14 @@ __global__ void __launch_bounds__(kThreads)
     for (int q = 0; q < chunks; ++q) kernels::MbarrierInit(&bars[2 + q], 1);
     kernels::FenceMbarrierInit();
     // The weights never depend on the kernels before: requested before the wait.
-    kernels::MbarrierArriveExpectBytes(&bars[0], static_cast<uint32_t>(chunks * ChunkBytes(kTileRows)));
-    const int first = silu ? half_row0 : row0, second = silu ? p.n / 2 + half_row0 : row0 + kBoxRows;
-    for (int q = 0; q < chunks; ++q) {
-      __nv_bfloat16* tile = ws + q * kTileRows * kChunkK;
-      kernels::TmaLoad2d(tile, &w_map, k0 + q * kChunkK, first, &bars[0]);
-      kernels::TmaLoad2d(tile + kBoxRows * kChunkK, &w_map, k0 + q * kChunkK, second, &bars[0]);
+    if (!kInt4) {
+      kernels::MbarrierArriveExpectBytes(&bars[0], static_cast<uint32_t>(chunks * ChunkBytes(kTileRows)));
+      const int first = silu ? half_row0 : row0, second = silu ? p.n / 2 + half_row0 : row0 + kBoxRows;
+      for (int q = 0; q < chunks; ++q) {
+        __nv_bfloat16* tile = ws + q * kTileRows * kChunkK;
+        kernels::TmaLoad2d(tile, &w_map, k0 + q * kChunkK, first, &bars[0]);
+        kernels::TmaLoad2d(tile + kBoxRows * kChunkK, &w_map, k0 + q * kChunkK, second, &bars[0]);
+      }
     }
     // Every other slice's block of this rank's rows, announced now (the copies may come before the
     // wait below); its own block it reads where it stored it.
@@ -102,7 +139,15 @@ __global__ void __launch_bounds__(kThreads)
                                        static_cast<uint32_t>((slices - 1) * OwnerBlockBytes(slices, kXRows)));
   }
   kernels::AllowDependentLaunch();
-  __syncthreads();  // the mbarriers are initialised for every thread
+  if constexpr (kInt4) {
+    // kSiluMul: 32 gate rows (tiles 2 y, 2 y + 1) and the matching 32 up rows (n / 2 is a multiple of 32).
+    const int warp = threadIdx.x / 32;
+    const int64_t tile = silu ? (warp < 2 ? half_row0 / 16 + warp : (p.n / 2 + half_row0) / 16 + warp - 2)
+                              : row0 / 16 + warp;
+    StageInt4Rows(p.awq, group_shift, tile, k0, chunks, reinterpret_cast<unsigned char*>(ws));
+    kernels::FenceSharedForAsyncProxy();  // wgmma reads the tile through the async proxy
+  }
+  __syncthreads();  // the mbarriers are initialised (and an int4 tile staged) for every thread
   kernels::WaitForPrerequisiteGrids();
   if (threadIdx.x == 0) {
     for (int q = 0; q < chunks; ++q) {
@@ -113,7 +158,7 @@ __global__ void __launch_bounds__(kThreads)
 
   float acc[kXTiles][4] = {};
   const uint32_t w_at = kernels::SharedAddress(ws), x_at = kernels::SharedAddress(xs);
-  kernels::MbarrierWait(&bars[0], 0);
+  if (!kInt4) kernels::MbarrierWait(&bars[0], 0);
   for (int q = 0; q < chunks; ++q) {
     kernels::MbarrierWait(&bars[2 + q], 0);
     kernels::WgmmaFence();
@@ -156,34 +201,38 @@ __global__ void __launch_bounds__(kThreads)
                                   kXRows, slices, rank, row0, half_row0, valid_w, x_row0, rows);
 }
 
-using KernelFn = void (*)(const SmallBatchGemmParams, const CUtensorMap, const CUtensorMap, int, int);
+using KernelFn = void (*)(const SmallBatchGemmParams, const CUtensorMap, const CUtensorMap, int, int, int);
 
 // wgmma's N for a CTA's rows: the rows of its first block of x, rounded up.
 int XTilesFor(int m) { return m <= 16 ? 2 : m <= 32 ? 4 : m <= 64 ? 8 : 16; }
 
-template <int kXTiles>
+template <int kXTiles, bool kInt4>
 struct Bucket {
-  static constexpr KernelFn kKernel = SmallBatchGemmKernel<kXTiles>;
+  static constexpr KernelFn kKernel = SmallBatchGemmKernel<kXTiles, kInt4>;
   // Shared-memory opt-in (once per process): the dynamic bytes a CTA may
   // ask for, 0 with `*error` set on failure.
   static int64_t OptIn(cudaError_t* error) {
-    return kernels::OptInToMaxDynamicShared<SmallBatchGemmKernel<kXTiles>>(error);
+    return kernels::OptInToMaxDynamicShared<SmallBatchGemmKernel<kXTiles, kInt4>>(error);
   }
   static int64_t Resident(int64_t shared_bytes, cudaError_t* error) {
-    return kernels::ResidentCtasWithShared<SmallBatchGemmKernel<kXTiles>>(static_cast<size_t>(shared_bytes), error,
-                                                                         kThreads / 32);
+    return kernels::ResidentCtasWithShared<SmallBatchGemmKernel<kXTiles, kInt4>>(static_cast<size_t>(shared_bytes),
+                                                                                error, kThreads / 32);
   }
 };
 
-// f(Bucket<x_tiles>{}) for the bucket of x_tiles.
-template <typename F>
-auto WithBucket(int x_tiles, F f) {
+// f(Bucket<x_tiles, int4>{}) for the bucket of x_tiles and the weights' kind.
+template <bool kInt4, typename F>
+auto WithBucketOf(int x_tiles, F f) {
   switch (x_tiles) {
-    case 2: return f(Bucket<2>{});
-    case 4: return f(Bucket<4>{});
-    case 8: return f(Bucket<8>{});
-    default: return f(Bucket<16>{});
+    case 2: return f(Bucket<2, kInt4>{});
+    case 4: return f(Bucket<4, kInt4>{});
+    case 8: return f(Bucket<8, kInt4>{});
+    default: return f(Bucket<16, kInt4>{});
   }
+}
+template <typename F>
+auto WithBucket(int x_tiles, bool int4, F f) {
+  return int4 ? WithBucketOf<true>(x_tiles, f) : WithBucketOf<false>(x_tiles, f);
 }
 
 struct SlicePlan {
@@ -194,7 +243,7 @@ struct SlicePlan {
 // memory fits a CTA (`max_shared` bytes): fewest waves of resident CTAs
 // first; within one wave, the largest slice (fewest CTAs, least x re-read)
 // whose grid covers every SM, else the most CTAs.
-SlicePlan PickSlices(int64_t n, int k, int x_tiles, int x_blocks, int64_t max_shared, cudaError_t* error) {
+SlicePlan PickSlices(int64_t n, int k, int x_tiles, bool int4, int x_blocks, int64_t max_shared, cudaError_t* error) {
   const int sms = kernels::MultiprocessorCount(error);
   if (sms == 0) return {};
   const int64_t tiles = (n + kTileRows - 1) / kTileRows * x_blocks;  // kSiluMul: n / 64 as well
@@ -206,7 +255,7 @@ SlicePlan PickSlices(int64_t n, int k, int x_tiles, int x_blocks, int64_t max_sh
     const int64_t ctas = tiles * plan.slices;
     const int64_t shared = SharedBytes(slice_k, plan.slices, 8 * x_tiles);
     if (shared > max_shared) continue;
-    const int64_t resident = WithBucket(x_tiles, [&](auto bucket) { return bucket.Resident(shared, error); });
+    const int64_t resident = WithBucket(x_tiles, int4, [&](auto bucket) { return bucket.Resident(shared, error); });
     if (*error != cudaSuccess) return {};
     const int64_t waves = (ctas + resident - 1) / resident;
     const bool better = best.slices == 0 || waves < best_waves ||
@@ -227,10 +276,16 @@ bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue) {
 
 cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t stream) {
   const int x_stride = p.x_stride > 0 ? p.x_stride : p.k;
-  if (p.x == nullptr || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kSmallBatchGemmMaxRows ||
+  if (p.x == nullptr || p.y == nullptr || p.m < 1 || p.m > kSmallBatchGemmMaxRows ||
       !SmallBatchGemmSupports(p.n, p.k, p.epilogue) || x_stride < p.k || x_stride % 8 != 0 ||
       (p.accumulate && (p.out != LinearOutput::kF32 || p.epilogue != SmallBatchEpilogue::kStore)) ||
-      !kernels::Aligned16(p.x) || !kernels::Aligned16(p.w))
+      !kernels::Aligned16(p.x))
+    return cudaErrorInvalidValue;
+  // The weights: bf16 (w) or int4 (awq), exactly one of them.
+  const bool int4 = p.awq.packed != nullptr;
+  const int group_shift = int4 ? CheckedGroupShift(p.awq) : 0;
+  if (int4 ? (p.w != nullptr || group_shift < 0 || p.awq.n != p.n || p.awq.k != p.k)
+           : (p.w == nullptr || !kernels::Aligned16(p.w)))
     return cudaErrorInvalidValue;
   if (p.epilogue == SmallBatchEpilogue::kRotaryKv &&
       (p.out != LinearOutput::kF32 || !RotaryKvParamsValid(p.rotary, p.n)))
@@ -248,9 +303,9 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
   const int x_tiles = XTilesFor(std::min(p.m, kMaxXRows));
   const int x_blocks = (p.m + kMaxXRows - 1) / kMaxXRows;
   cudaError_t error = cudaSuccess;
-  const int64_t max_shared = WithBucket(x_tiles, [&](auto bucket) { return bucket.OptIn(&error); });
+  const int64_t max_shared = WithBucket(x_tiles, int4, [&](auto bucket) { return bucket.OptIn(&error); });
   if (error != cudaSuccess) return error;
-  const SlicePlan plan = PickSlices(p.n, p.k, x_tiles, x_blocks, max_shared, &error);
+  const SlicePlan plan = PickSlices(p.n, p.k, x_tiles, int4, x_blocks, max_shared, &error);
   if (error != cudaSuccess) return error;
   if (plan.slices == 0) return cudaErrorInvalidValue;  // no slice whose CTA fits an SM
   cudaLaunchAttribute attrs[2];
@@ -268,12 +323,12 @@ cudaError_t LaunchSmallBatchGemm(const SmallBatchGemmParams& p, cudaStream_t str
   config.stream = stream;
   config.attrs = attrs;
   config.numAttrs = 2;
-  CUtensorMap w_map, x_map;
-  error = EncodeBf16TensorMap128B(&w_map, p.w, p.n, p.k, p.k, kBoxRows);
+  CUtensorMap w_map = {}, x_map;  // int4: no weight map (the kernel stages the tile itself)
+  if (!int4) error = EncodeBf16TensorMap128B(&w_map, p.w, p.n, p.k, p.k, kBoxRows);
   if (error == cudaSuccess) error = EncodeBf16TensorMap128B(&x_map, p.x, p.m, p.k, x_stride, 8 * x_tiles);
   if (error != cudaSuccess) return error;
-  const KernelFn kernel = WithBucket(x_tiles, [](auto bucket) { return decltype(bucket)::kKernel; });
-  return cudaLaunchKernelEx(&config, kernel, p, w_map, x_map, plan.slice_k, plan.slices);
+  const KernelFn kernel = WithBucket(x_tiles, int4, [](auto bucket) { return decltype(bucket)::kKernel; });
+  return cudaLaunchKernelEx(&config, kernel, p, w_map, x_map, plan.slice_k, plan.slices, group_shift);
 }
 
 }  // namespace ernie::cuda

@@ -21,6 +21,16 @@
 // 0.625 -> 0.530 at 16, cuBLAS's 0.771 -> 0.590 at 32 and 0.843 -> 0.797 at
 // 64; slower than cuBLAS from 128 rows (every CTA re-reads the x rows), which
 // is where the backend's default switch sits.
+//
+// AWQ int4 weights (SmallBatchGemmParams::awq): the same kernel, but instead
+// of the TMA's bf16 tile each warp reads one 16-row tile of the repacked
+// nibbles (awq_gemm.h's layout, 16 bytes a lane a 64-k block, a quarter of
+// the bf16 bytes) and its records, and writes the tile as bf16 (q - z) * s
+// into the same swizzled shared-memory layout, before the programmatic wait
+// like the TMA's loads. Everything after (x, wgmma, the cluster's split-k
+// sum, the epilogues) is shared. Why: AWQ steps of 17 - 64 rows dequantised
+// every weight into a bf16 workspace and ran cuBLAS on it, 1.003 ms a 0.3b
+// step at 64 rows against bf16's 0.743 (NOTES.md v27).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,6 +38,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/kernels/awq_gemm.h"       // AwqWeightsView
 #include "engine/backend/cuda/kernels/decode_linear.h"  // DecodeRotaryKv
 #include "engine/backend/cuda/kernels/gemv_bf16.h"      // LinearOutput
 
@@ -81,6 +92,7 @@ struct SmallBatchRowNorm {
 struct SmallBatchGemmParams {
   const __nv_bfloat16* x = nullptr;  // [m, k], rows x_stride elements apart, 16-byte aligned
   const __nv_bfloat16* w = nullptr;  // [n, k] row-major (torch Linear [out, in]), 16-byte aligned
+  AwqWeightsView awq;                // or int4 weights (awq.packed set, w null): awq.n = n, awq.k = k
   void* y = nullptr;                 // [m, n] row-major, float or bf16 per `out`
   int32_t m = 0;                     // 1 .. kSmallBatchGemmMaxRows
   int32_t n = 0;                     // >= 1
