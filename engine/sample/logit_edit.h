@@ -6,7 +6,8 @@
 // primitives of logit_edit_math.h).
 //
 // The min_tokens ban is not an edit: the device sampler uploads the banned
-// ids beside the edits, and its edit kernel bans them after the edits.
+// ids beside the edits, and its edit kernel bans them after the edits (the
+// host bans before the penalties, which leave -inf as it is: the same row).
 #pragma once
 
 #include <cstdint>

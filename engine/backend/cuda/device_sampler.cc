@@ -111,9 +111,15 @@ absl::Status DeviceSampler::PlanEdits(int32_t first_logit_row, std::span<const D
     num_edits_ += edits;
     num_bans_ += bans;
   }
-  // Logprobs are of the raw logits: rows reading an edited row take the raw pass first.
-  for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i].params->logprobs && edited_.contains(rows[i].logit_row)) raw_index_[i] = num_raw_++;
+  // Logprobs are of the raw logits: rows reading an edited row take the raw
+  // pass first, one a logits row (a fork's samples share their row's).
+  absl::flat_hash_map<int32_t, int32_t> raw_slots;  // logits row -> its raw-pass slot
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].params->logprobs || !edited_.contains(rows[i].logit_row)) continue;
+    const auto [it, added] = raw_slots.try_emplace(rows[i].logit_row, num_raw_);
+    num_raw_ += added ? 1 : 0;
+    raw_index_[i] = it->second;
+  }
   return absl::OkStatus();
 }
 
@@ -128,7 +134,7 @@ absl::Status DeviceSampler::LaunchRawPass(const float* logits, int32_t first_log
                            PinnedBuffer<SampleRowResult>::Allocate(raw_params_.size(), "raw-pass result staging"));
   }
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (raw_index_[i] < 0) continue;
+    if (raw_index_[i] < 0) continue;  // a fork's samples write their shared slot alike
     SampleRowParams& params = raw_params_staging_.data()[raw_index_[i]];
     params = MakeSampleRowParams(rows[i], first_logit_row);
     params.greedy = 1;  // no draw: the raw argmax is the log-normalizer's maximum

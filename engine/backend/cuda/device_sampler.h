@@ -6,7 +6,7 @@
 //
 // Every processor the host Sampler has runs here too: logit_bias and the
 // penalties as edits of the row (kernels/logit_edits.h), the min_tokens ban
-// after them. Logprobs are those of the raw logits, as on the host, so a row
+// after them (the same row as the host's order: logit_edits.h). Logprobs are those of the raw logits, as on the host, so a row
 // that asks for them and is about to be edited first has a raw pass (the
 // sampling kernel, stats only: log-normalizer and top log-probabilities);
 // the edit kernel keeps the logits it replaced, and the sampled token's raw
@@ -106,7 +106,7 @@ class DeviceSampler {
   DeviceBuffer<int32_t> bans_;
   DeviceBuffer<float> originals_;          // [num_edits_] when a row has a raw pass
   PinnedBuffer<float> originals_staging_;
-  // The raw pass: raw_index_[i] is row i's slot, or -1.
+  // The raw pass: raw_index_[i] is row i's slot (one a logits row), or -1.
   std::vector<int32_t> raw_index_;
   int32_t num_raw_ = 0;
   PinnedBuffer<SampleRowParams> raw_params_staging_;

@@ -148,7 +148,10 @@ std::vector<SamplingParams> MixedParams() {
   biased_logprobs.logit_bias[23] = 2.5f;
   out.push_back(biased_logprobs);
   // More banned ids than the device once took in its sampling kernel (8),
-  // with logprobs, under min_tokens.
+  // with logprobs, under min_tokens: the engine must send the ids. (This
+  // double bans through the host Sampler, which takes logprobs before its
+  // processors anyway; the device's raw pass for a banned row is
+  // cuda_device_sampler_test's.)
   out.push_back({.temperature = 0.9f, .seed = 29, .stop_token_ids = {4, 5, 6, 7, 8, 9, 10, 11, 12, 13},
                  .min_tokens = 4, .logprobs = true, .top_logprobs = 1});
   for (SamplingParams& p : out) p.max_tokens = 9;

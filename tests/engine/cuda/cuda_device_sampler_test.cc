@@ -339,9 +339,9 @@ TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 }
 
-// ForwardAndSample on a real step: 4 sequences, one of them with two
-// samples, one with logit_bias and logprobs (edited on the device, logprobs
-// of the raw row).
+// ForwardAndSample on a real step: 4 sequences, one with logit_bias and
+// logprobs (edited on the device, logprobs of the raw row), one with two
+// samples of a biased row with logprobs.
 class CudaForwardAndSampleTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaForwardAndSampleTest, EveryRowMatchesTheHostSampler) {
@@ -372,17 +372,20 @@ TEST_P(CudaForwardAndSampleTest, EveryRowMatchesTheHostSampler) {
 
   SamplingParams greedy{.temperature = 0.0f, .logprobs = true, .top_logprobs = 3};
   SamplingParams nucleus{.temperature = 0.8f, .top_p = 0.8f, .seed = 42};
-  SamplingParams topk{.temperature = 1.0f, .top_k = 20, .seed = 43, .n = 2};
+  // Two samples of one biased row with logprobs: one edit of the row, one raw pass for both.
+  SamplingParams topk{.temperature = 1.0f, .top_k = 20, .seed = 43, .logprobs = true, .top_logprobs = 3, .n = 2};
+  topk.logit_bias[11] = 2.0f;
   SamplingParams biased{.temperature = 0.9f, .seed = 44, .logprobs = true, .top_logprobs = 3};
   biased.logit_bias[7] = 3.0f;
   biased.logit_bias[11] = 25.0f;  // most draws: an edited token
   const SampleLogitEdits biased_edits(biased, nullptr, static_cast<int32_t>(vocab));
+  const SampleLogitEdits topk_edits(topk, nullptr, static_cast<int32_t>(vocab));
   const std::vector<DeviceSampleRow> device_rows = {
       {.logit_row = 0, .params = &greedy, .seed = 1},
       {.logit_row = 1, .params = &nucleus, .seed = 42, .position = 5},
       {.logit_row = 2, .params = &biased, .seed = 44, .edits = &biased_edits},
-      {.logit_row = 3, .params = &topk, .seed = 43, .sample_index = 0},
-      {.logit_row = 3, .params = &topk, .seed = 43, .sample_index = 1}};
+      {.logit_row = 3, .params = &topk, .seed = 43, .sample_index = 0, .edits = &topk_edits},
+      {.logit_row = 3, .params = &topk, .seed = 43, .sample_index = 1, .edits = &topk_edits}};
   std::vector<SampledToken> sampled(device_rows.size());
   const absl::Status s = (*gpu)->ForwardAndSample(batch, {device_rows}, sampled);
   ASSERT_TRUE(s.ok()) << s;

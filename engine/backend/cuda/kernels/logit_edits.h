@@ -2,9 +2,10 @@
 // device, before the sampling kernel reads them: logit_bias and the
 // penalties (as engine/sample/logit_edit.h lists them; the arithmetic is
 // logit_edit_math.h), then the min_tokens ban (the banned ids' logits set to
-// -inf, as the host's ApplyLogitsProcessors bans after the other
-// processors). A few hundred edits a row instead of a 400 KB copy of the row
-// to the host sampler.
+// -inf). The host's ApplyLogitsProcessors bans between the bias and the
+// penalties, but a penalty leaves -inf at -inf (its factors are finite and
+// positive), so banning last gives the same row. A few hundred edits a row
+// instead of a 400 KB copy of the row to the host sampler.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -64,11 +64,14 @@ constexpr int64_t SharedBytes(int slice_k, int slices, int x_rows) {
 
 // kInt4: warp w stages the CTA's weight rows 16 w .. 16 w + 15 from the
 // repacked 16-row tile `tile` (awq_gemm.h). For each 64-k block of the
-// slice, lane 4 g + c's 16 bytes are four words; word j holds eight values
-// of row g + 8 (j % 2) at k = 32 (j / 2) + 8 c .. + 7, which is the 16-byte
-// unit 4 (j / 2) + c of that row's 128 bytes, stored at unit ^ (row % 8)
-// (wgmma.cuh's swizzle: where the TMA would have put it). A tile past the
-// weight's rows stages zeros, as the TMA fills rows past n.
+// slice, lane 4 g + c's 16 bytes are four words; word 2 h + i holds eight
+// values of row g + 8 i at k = 32 h + 8 c .. + 7, which is the 16-byte unit
+// 4 h + c of that row's 128 bytes, stored at unit ^ (row % 8) (wgmma.cuh's
+// swizzle: where the TMA would have put it). Lanes of odd g store their two
+// halves in the other order, so the 8 lanes of each 128-byte store phase
+// (g = 2t, 2t + 1) cover all 8 units of the bank rows (the same order for
+// both put rows g and g + 1 on the same 16 banks: two wavefronts a store).
+// A tile past the weight's rows stages zeros, as the TMA fills rows past n.
 __device__ __forceinline__ void StageInt4Rows(const AwqWeightsView& w, int group_shift, int64_t tile, int k0,
                                               int chunks, unsigned char* ws) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -77,18 +80,22 @@ __device__ __forceinline__ void StageInt4Rows(const AwqWeightsView& w, int group
   const uint4* packed = reinterpret_cast<const uint4*>(w.packed) + (source * (w.k / kChunkK) + k0 / kChunkK) * 32 + lane;
   const uint32_t* records = w.records + (source * 8 + g) * kernels::AwqRecordGroups2(w.k, group_shift) * 2;
   // Every chunk's nibbles requested first, then dequantised chunk by chunk.
+  // The address is clamped, not just guarded: LoadStreaming16 has no side
+  // effects, so the compiler may issue it for q >= chunks too (awq_blocks.cuh
+  // saw it hoist such a load), which past the last block reads off the end.
   uint4 v[kMaxChunks];
 #pragma unroll
   for (int q = 0; q < kMaxChunks; ++q)
-    if (q < chunks) v[q] = kernels::LoadStreaming16(packed + q * 32);
+    if (q < chunks) v[q] = kernels::LoadStreaming16(packed + min(q, chunks - 1) * 32);
 #pragma unroll
   for (int q = 0; q < kMaxChunks; ++q) {
     if (q >= chunks) break;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int h = j / 2, i = j % 2, row = 16 * warp + g + 8 * i, unit = 4 * h + c;
+      const int h = (j / 2) ^ (g & 1), i = j % 2, row = 16 * warp + g + 8 * i, unit = 4 * h + c;
       const uint32_t rec = __ldg(records + ((k0 + q * kChunkK + 32 * h) >> group_shift) * 2 + i);
-      const uint4 values = live ? kernels::AwqDequantWord(kernels::AwqWordOf(v[q], j), rec) : make_uint4(0, 0, 0, 0);
+      const uint4 values =
+          live ? kernels::AwqDequantWord(kernels::AwqWordOf(v[q], 2 * h + i), rec) : make_uint4(0, 0, 0, 0);
       *reinterpret_cast<uint4*>(ws + q * ChunkBytes(kTileRows) + row * 128 + (unit ^ (row % 8)) * 16) = values;
     }
   }
@@ -268,8 +275,12 @@ SlicePlan PickSlices(int64_t n, int k, int x_tiles, bool int4, int x_blocks, int
 }  // namespace
 
 bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue) {
-  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= kChunkK && k % kChunkK == 0 &&
-         k <= int64_t{kMaxChunks} * kChunkK * kReduceMaxSlices &&
+  // Some slice of 64 - 512 (PickSlices' choices) must cut k into at most 8:
+  // k = 576 or 1,344 has none, and would fail at launch rather than here.
+  bool sliceable = false;
+  for (const int64_t slice_k : {512, 256, 128, 64})
+    sliceable = sliceable || (k % slice_k == 0 && k / slice_k <= kReduceMaxSlices);
+  return n >= 1 && (n + kTileRows - 1) / kTileRows <= 65535 && k >= kChunkK && sliceable &&
          ((epilogue != SmallBatchEpilogue::kSiluMul && epilogue != SmallBatchEpilogue::kAddResidualNorm) ||
           n % kTileRows == 0);
 }

@@ -107,9 +107,9 @@ struct SmallBatchGemmParams {
   SmallBatchRowNorm row_norm;   // any epilogue: x is x * g of an RMSNorm whose r is applied here
 };
 
-// Whether a [n, k] weight fits the kernel with `epilogue`: k a multiple of
-// 64 and at most 8 slices of 512 (4,096); kSiluMul and kAddResidualNorm
-// also n a multiple of 64.
+// Whether a [n, k] weight fits the kernel with `epilogue`: k cut into at
+// most 8 slices of 64, 128, 256 or 512 (so at most 4,096, and e.g. not
+// 576); kSiluMul and kAddResidualNorm also n a multiple of 64.
 bool SmallBatchGemmSupports(int64_t n, int64_t k, SmallBatchEpilogue epilogue = SmallBatchEpilogue::kStore);
 
 // cudaErrorInvalidValue for a null or misaligned pointer or a size out of
