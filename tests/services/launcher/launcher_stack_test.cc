@@ -19,38 +19,17 @@
 #include "absl/strings/str_cat.h"
 #include "services/launcher/child_process.h"
 #include "services/launcher/http_probe.h"
+#include "tests/services/stack_test_util.h"
 
 namespace ernie::launcher {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string Shell(const std::string& cmd, int* code = nullptr) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((cmd + " 2>&1").c_str(), "r"), pclose);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  if (code) *code = WEXITSTATUS(status);
-  return out;
-}
-
-std::string ReadLog(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool WaitFor(const std::function<bool()>& ready, int seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
+using ernie::testing::Shell;
+using ernie::testing::WaitFor;
+// The servers' logs.
+std::string ReadLog(const fs::path& p) { return ernie::testing::ReadFile(p); }
 
 TEST(LauncherStackTest, ServesRestartsAndStops) {
   const fs::path dir = fs::temp_directory_path() / ("ernie_serve_test_" + std::to_string(::getpid()));

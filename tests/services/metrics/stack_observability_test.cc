@@ -30,6 +30,7 @@
 #include "services/launcher/child_process.h"
 #include "services/launcher/http_probe.h"
 #include "tests/services/metrics/http_fetch.h"
+#include "tests/services/stack_test_util.h"
 
 namespace ernie::metrics {
 namespace {
@@ -37,31 +38,11 @@ namespace {
 namespace fs = std::filesystem;
 using launcher::ChildProcess;
 
-std::string Shell(const std::string& cmd, int* code = nullptr) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((cmd + " 2>&1").c_str(), "r"), pclose);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  if (code) *code = WEXITSTATUS(status);
-  return out;
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
+using ernie::testing::ReadFile;
+using ernie::testing::Shell;
+// Polls every 20 ms: the metrics tests wait for short-lived states.
 bool WaitFor(const std::function<bool()>& ready, int seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+  return ernie::testing::WaitFor(ready, seconds, std::chrono::milliseconds(20));
 }
 
 // Sample names of an exposition ("ernie_x_bucket", "process_open_fds", ...).
