@@ -156,6 +156,9 @@ class CudaBackendImpl final : public CudaBackend {
                                              const DeviceBuffer<uint16_t>& bf16, const DeviceAwqLinear& awq, int64_t n,
                                              void* y, GemmOutput out, const LinearEpilogue& epilogue);
   absl::Status AttentionBlock(int64_t layer, int32_t tokens);
+  // x += ws_.proj (+ proj_bias), then h = RMSNorm(x) with `norm`: the
+  // residual add after o_proj or down_proj where no linear's epilogue did it.
+  absl::Status AddProjAndNorm(const float* proj_bias, const DeviceBuffer<float>& norm, int32_t tokens);
   // Rotary + KV write and attention of one layer, from ws_.qkv to ws_.attn.
   absl::Status RotaryAndAttention(int64_t layer, int32_t tokens);
   // Attention alone, once rotary and the KV write are done (the decode path

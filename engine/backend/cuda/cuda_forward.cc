@@ -113,7 +113,6 @@ SmallBatchNormOut CudaBackendImpl::SplitNormOut(const DeviceBuffer<float>& g) co
 absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
   const ModelConfig& c = config_;
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
-  cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
   const bool split_norms = NormEpiloguesFor(tokens);
   ERNIE_ASSIGN_OR_RETURN(
@@ -139,15 +138,19 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
         .status();
   }
   ERNIE_RETURN_IF_ERROR(RunLinear(Raw(ws_.attn), tokens, c.q_size(), w.o_proj, w.o_awq, c.hidden_size, ws_.proj.data()));
+  return AddProjAndNorm(OrNull(w.o_bias), w.post_attn_norm, tokens);
+}
+
+absl::Status CudaBackendImpl::AddProjAndNorm(const float* proj_bias, const DeviceBuffer<float>& norm, int32_t tokens) {
   return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
                                       .delta = ws_.proj.data(),
-                                      .delta_bias = OrNull(w.o_bias),
-                                      .weight = w.post_attn_norm.data(),
+                                      .delta_bias = proj_bias,
+                                      .weight = norm.data(),
                                       .out = Bf16(ws_.h),
                                       .rows = tokens,
-                                      .hidden = static_cast<int32_t>(c.hidden_size),
-                                      .eps = c.rms_norm_eps},
-                                     s),
+                                      .hidden = static_cast<int32_t>(config_.hidden_size),
+                                      .eps = config_.rms_norm_eps},
+                                     stream_.get()),
                     "residual add + RMSNorm kernel");
 }
 
@@ -189,16 +192,7 @@ absl::Status CudaBackendImpl::MlpBlock(int64_t layer, int32_t tokens) {
                                     c.hidden_size, ws_.proj.data()));
   }
   if (layer + 1 == c.num_layers) return absl::OkStatus();
-  return CudaStatus(LaunchAddRmsNorm({.x = ws_.x.data(),
-                                      .delta = ws_.proj.data(),
-                                      .delta_bias = OrNull(w.down_bias),
-                                      .weight = weights_.layers[static_cast<size_t>(layer + 1)].input_norm.data(),
-                                      .out = Bf16(ws_.h),
-                                      .rows = tokens,
-                                      .hidden = static_cast<int32_t>(c.hidden_size),
-                                      .eps = c.rms_norm_eps},
-                                     s),
-                    "residual add + RMSNorm kernel");
+  return AddProjAndNorm(OrNull(w.down_bias), weights_.layers[static_cast<size_t>(layer + 1)].input_norm, tokens);
 }
 
 // Final norm (with the last layer's residual add) and lm_head for logit rows
