@@ -1,9 +1,7 @@
 #include "engine/backend/cuda/device_sampler.h"
 
 #include <algorithm>
-#include <limits>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/sample/logit_edit.h"
@@ -25,20 +23,6 @@ absl::Status Reserve(PinnedBuffer<T>& staging, DeviceBuffer<T>& device, size_t n
   ERNIE_ASSIGN_OR_RETURN(device, DeviceBuffer<T>::Allocate(capacity, what));
   return absl::OkStatus();
 }
-
-// The ids a min_tokens ban in force bans for `row`, or none.
-std::span<const int32_t> BansOf(const DeviceSampleRow& row) {
-  if (row.banned_ids == nullptr || row.position >= static_cast<uint64_t>(row.params->min_tokens)) return {};
-  return *row.banned_ids;
-}
-
-int32_t NumEdits(const DeviceSampleRow& row) {
-  return row.edits == nullptr ? 0 : static_cast<int32_t>(row.edits->edits().size());
-}
-
-// The host's reading of a raw logit for its log-probability (NaN as -inf,
-// as the kernel's Clean).
-float Clean(float v) { return v != v ? -std::numeric_limits<float>::infinity() : v; }
 
 }  // namespace
 
@@ -80,53 +64,11 @@ absl::StatusOr<DeviceSampler> DeviceSampler::Create(int64_t vocab_size, int64_t 
   return s;
 }
 
-absl::Status DeviceSampler::PlanEdits(int32_t first_logit_row, std::span<const DeviceSampleRow> rows) {
-  edit_rows_host_.clear();
-  edit_sources_.clear();
-  edited_.clear();
-  raw_index_.assign(rows.size(), -1);
-  num_edits_ = num_bans_ = num_raw_ = 0;
-  absl::flat_hash_map<int32_t, const DeviceSampleRow*> owners;  // logits row -> the first row that reads it
-  for (const DeviceSampleRow& row : rows) {
-    auto [it, first] = owners.try_emplace(row.logit_row, &row);
-    if (!first) {
-      // An n > 1 fork: its samples read one row, with the same processors.
-      const DeviceSampleRow& owner = *it->second;
-      if (owner.params != row.params || owner.position != row.position)
-        return absl::InvalidArgumentError(absl::StrCat("device sampling: rows of logits row ", row.logit_row,
-                                                       " would edit it differently"));
-      continue;
-    }
-    const int32_t edits = NumEdits(row);
-    const auto bans = static_cast<int32_t>(BansOf(row).size());
-    if (edits == 0 && bans == 0) continue;
-    edit_rows_host_.push_back({.logit_row = row.logit_row - first_logit_row,
-                               .first_edit = num_edits_,
-                               .num_edits = edits,
-                               .first_ban = num_bans_,
-                               .num_bans = bans,
-                               .params = edits > 0 ? row.edits->params() : LogitEditParams{}});
-    edit_sources_.push_back(&row);
-    edited_.emplace(row.logit_row, EditedRow{.first_edit = num_edits_, .edits = edits > 0 ? row.edits : nullptr});
-    num_edits_ += edits;
-    num_bans_ += bans;
-  }
-  // Logprobs are of the raw logits: rows reading an edited row take the raw
-  // pass first, one a logits row (a fork's samples share their row's).
-  absl::flat_hash_map<int32_t, int32_t> raw_slots;  // logits row -> its raw-pass slot
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (!rows[i].params->logprobs || !edited_.contains(rows[i].logit_row)) continue;
-    const auto [it, added] = raw_slots.try_emplace(rows[i].logit_row, num_raw_);
-    num_raw_ += added ? 1 : 0;
-    raw_index_[i] = it->second;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status DeviceSampler::LaunchRawPass(const float* logits, int32_t first_logit_row,
                                           std::span<const DeviceSampleRow> rows, cudaStream_t stream) {
-  if (num_raw_ == 0) return absl::OkStatus();
-  const auto n = static_cast<size_t>(num_raw_);
+  if (plan_.num_raw() == 0) return absl::OkStatus();
+  const auto n = static_cast<size_t>(plan_.num_raw());
+  const auto raw_index = plan_.raw_index();
   ERNIE_RETURN_IF_ERROR(Reserve(raw_params_staging_, raw_params_, n, "raw-pass parameters"));
   if (raw_results_.size() < n) {
     ERNIE_ASSIGN_OR_RETURN(raw_results_, DeviceBuffer<SampleRowResult>::Allocate(raw_params_.size(), "raw-pass results"));
@@ -134,8 +76,8 @@ absl::Status DeviceSampler::LaunchRawPass(const float* logits, int32_t first_log
                            PinnedBuffer<SampleRowResult>::Allocate(raw_params_.size(), "raw-pass result staging"));
   }
   for (size_t i = 0; i < rows.size(); ++i) {
-    if (raw_index_[i] < 0) continue;  // a fork's samples write their shared slot alike
-    SampleRowParams& params = raw_params_staging_.data()[raw_index_[i]];
+    if (raw_index[i] < 0) continue;  // a fork's samples write their shared slot alike
+    SampleRowParams& params = raw_params_staging_.data()[raw_index[i]];
     params = MakeSampleRowParams(rows[i], first_logit_row);
     params.greedy = 1;  // no draw: the raw argmax is the log-normalizer's maximum
     params.stats_only = 1;
@@ -146,7 +88,7 @@ absl::Status DeviceSampler::LaunchRawPass(const float* logits, int32_t first_log
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchSampleRows({.logits = logits,
                                                .rows = raw_params_.data(),
                                                .results = raw_results_.data(),
-                                               .num_rows = num_raw_,
+                                               .num_rows = plan_.num_raw(),
                                                .vocab = vocab_},
                                               stream),
                              "raw-pass sampling kernel launch");
@@ -157,25 +99,18 @@ absl::Status DeviceSampler::LaunchRawPass(const float* logits, int32_t first_log
 }
 
 absl::Status DeviceSampler::LaunchEdits(float* logits, cudaStream_t stream) {
-  if (edit_rows_host_.empty()) return absl::OkStatus();
-  const auto edits = static_cast<size_t>(num_edits_), bans = static_cast<size_t>(num_bans_);
-  ERNIE_RETURN_IF_ERROR(Reserve(edit_rows_staging_, edit_rows_, edit_rows_host_.size(), "logit edit rows"));
+  const auto rows = plan_.edit_rows();
+  if (rows.empty()) return absl::OkStatus();
+  const auto edits = static_cast<size_t>(plan_.num_edits()), bans = static_cast<size_t>(plan_.num_bans());
+  ERNIE_RETURN_IF_ERROR(Reserve(edit_rows_staging_, edit_rows_, rows.size(), "logit edit rows"));
   if (edits > 0) ERNIE_RETURN_IF_ERROR(Reserve(edits_staging_, edits_, edits, "logit edits"));
   if (bans > 0) ERNIE_RETURN_IF_ERROR(Reserve(bans_staging_, bans_, bans, "banned ids"));
-  const bool keep_originals = num_raw_ > 0 && edits > 0;
+  const bool keep_originals = plan_.num_raw() > 0 && edits > 0;
   if (keep_originals) ERNIE_RETURN_IF_ERROR(Reserve(originals_staging_, originals_, edits, "edited logits"));
-  std::copy(edit_rows_host_.begin(), edit_rows_host_.end(), edit_rows_staging_.data());
-  for (size_t i = 0; i < edit_rows_host_.size(); ++i) {
-    const DeviceSampleRow& source = *edit_sources_[i];
-    if (source.edits != nullptr) {
-      const auto e = source.edits->edits();
-      std::copy(e.begin(), e.end(), edits_staging_.data() + edit_rows_host_[i].first_edit);
-    }
-    const auto b = BansOf(source);
-    std::copy(b.begin(), b.end(), bans_staging_.data() + edit_rows_host_[i].first_ban);
-  }
+  std::copy(rows.begin(), rows.end(), edit_rows_staging_.data());
+  plan_.CopyEdits(edits_staging_.data(), bans_staging_.data());
   ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(edit_rows_.data(), edit_rows_staging_.data(),
-                                             edit_rows_host_.size() * sizeof(LogitEditRow), cudaMemcpyHostToDevice,
+                                             rows.size() * sizeof(LogitEditRow), cudaMemcpyHostToDevice,
                                              stream),
                              "cudaMemcpyAsync of logit edit rows");
   if (edits > 0)
@@ -189,7 +124,7 @@ absl::Status DeviceSampler::LaunchEdits(float* logits, cudaStream_t stream) {
   ERNIE_CUDA_RETURN_IF_ERROR(LaunchLogitEdits({.logits = logits,
                                                .vocab = vocab_,
                                                .rows = edit_rows_.data(),
-                                               .num_rows = static_cast<int32_t>(edit_rows_host_.size()),
+                                               .num_rows = static_cast<int32_t>(rows.size()),
                                                .edits = edits > 0 ? edits_.data() : nullptr,
                                                .bans = bans > 0 ? bans_.data() : nullptr,
                                                .originals = keep_originals ? originals_.data() : nullptr},
@@ -204,34 +139,27 @@ absl::Status DeviceSampler::LaunchEdits(float* logits, cudaStream_t stream) {
 
 absl::Status DeviceSampler::Sample(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
                                    std::span<SampledToken> out, cudaStream_t stream) {
-  ERNIE_RETURN_IF_ERROR(PlanEdits(first_logit_row, rows));
+  ERNIE_RETURN_IF_ERROR(plan_.Build(first_logit_row, rows));
   ERNIE_RETURN_IF_ERROR(LaunchRawPass(logits, first_logit_row, rows, stream));
   ERNIE_RETURN_IF_ERROR(LaunchEdits(logits, stream));
   for (size_t begin = 0; begin < rows.size(); begin += static_cast<size_t>(max_rows_)) {
     const size_t n = std::min(rows.size() - begin, static_cast<size_t>(max_rows_));
     ERNIE_RETURN_IF_ERROR(SampleChunk(logits, first_logit_row, rows.subspan(begin, n),
-                                      std::span<const int32_t>(raw_index_).subspan(begin, n), out.subspan(begin, n),
+                                      plan_.raw_index().subspan(begin, n), out.subspan(begin, n),
                                       stream));
   }
   return absl::OkStatus();
 }
 
-absl::Status DeviceSampler::FinishRawRow(const DeviceSampleRow& row, const SampleRowResult& raw,
-                                         const SampleRowResult& drawn, SampledToken& out) const {
-  if (raw.token < 0 || raw.token >= vocab_)
-    return absl::InvalidArgumentError(absl::StrCat("logits row ", row.logit_row,
-                                                   " has no finite value (all -inf or NaN)"));
-  // The drawn token's raw logit: what the edit kernel found there, if it edited it.
-  float raw_logit = drawn.token_logit;
-  const EditedRow& edited = edited_.at(row.logit_row);
-  if (edited.edits != nullptr)
-    if (const int32_t j = edited.edits->EditIndexOf(drawn.token); j >= 0)
-      raw_logit = Clean(originals_staging_.data()[edited.first_edit + j]);
+void DeviceSampler::FinishRawRow(const DeviceSampleRow& row, const SampleRowResult& raw, const SampleRowResult& drawn,
+                                 SampledToken& out) const {
+  const float raw_logit = plan_.RawLogitOf(
+      row, drawn.token, drawn.token_logit,
+      std::span<const float>(originals_staging_.data(), static_cast<size_t>(plan_.num_edits())));
   out.logprob = raw_logit - raw.log_normalizer;  // the kernel's __fsub_rn, the host Sampler's subtraction
   const int k = std::min(row.params->top_logprobs, kMaxDeviceTopLogprobs);
   out.top_logprobs.reserve(static_cast<size_t>(k));
   for (int j = 0; j < k; ++j) out.top_logprobs.push_back({.token_id = raw.top_ids[j], .logprob = raw.top_logprobs[j]});
-  return absl::OkStatus();
 }
 
 absl::Status DeviceSampler::SampleChunk(const float* logits, int32_t first_logit_row,
@@ -288,7 +216,11 @@ absl::Status DeviceSampler::SampleChunk(const float* logits, int32_t first_logit
     t.top_logprobs.clear();
     if (!p.logprobs) continue;
     if (raw_index[i] >= 0) {
-      ERNIE_RETURN_IF_ERROR(FinishRawRow(rows[i], raw_results_staging_.data()[raw_index[i]], r, t));
+      const SampleRowResult& raw = raw_results_staging_.data()[raw_index[i]];
+      if (raw.token < 0 || raw.token >= vocab_)  // as the host Sampler: a raw row without a finite logit
+        return absl::InvalidArgumentError(absl::StrCat("logits row ", rows[i].logit_row,
+                                                       " has no finite value (all -inf or NaN)"));
+      FinishRawRow(rows[i], raw, r, t);
       continue;
     }
     t.logprob = r.logprob;

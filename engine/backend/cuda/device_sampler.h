@@ -25,13 +25,13 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/kernels/greedy_rows.h"
 #include "engine/backend/cuda/kernels/logit_edits.h"
 #include "engine/backend/cuda/kernels/sample_rows.h"
+#include "engine/backend/cuda/sample_edit_plan.h"
 
 namespace ernie::cuda {
 
@@ -59,28 +59,19 @@ class DeviceSampler {
   }
 
  private:
-  // Where a logits row's edits went in this call's upload (its owner: the
-  // first row that reads it).
-  struct EditedRow {
-    int32_t first_edit = 0;
-    const SampleLogitEdits* edits = nullptr;  // null: bans only
-  };
-
-  // Lists the call's edited rows (edit_rows_host_, edited_) and which rows
-  // need a raw pass (raw_index_).
-  absl::Status PlanEdits(int32_t first_logit_row, std::span<const DeviceSampleRow> rows);
-  // The raw pass of every row in raw_index_, on the logits before the edits.
+  // The raw pass of every row with a raw-pass slot in plan_, on the logits
+  // before the edits.
   absl::Status LaunchRawPass(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
                              cudaStream_t stream);
-  // Uploads and launches the edits PlanEdits listed, if any.
+  // Uploads and launches the edits plan_ lists, if any.
   absl::Status LaunchEdits(float* logits, cudaStream_t stream);
   // `raw_index`: rows' raw-pass results, or -1 (raw_index_ for these rows).
   absl::Status SampleChunk(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
                            std::span<const int32_t> raw_index, std::span<SampledToken> out, cudaStream_t stream);
   // A raw-pass row's logprob and top log-probabilities, from its raw result
   // and the token the edited row gave.
-  absl::Status FinishRawRow(const DeviceSampleRow& row, const SampleRowResult& raw, const SampleRowResult& drawn,
-                            SampledToken& out) const;
+  void FinishRawRow(const DeviceSampleRow& row, const SampleRowResult& raw, const SampleRowResult& drawn,
+                    SampledToken& out) const;
 
   int32_t vocab_ = 0;
   int64_t max_rows_ = 0;
@@ -91,13 +82,10 @@ class DeviceSampler {
   DeviceBuffer<SampleRowParams> params_;           // [max_rows]
   DeviceBuffer<SampleRowResult> results_;          // [max_rows]
   PinnedBuffer<SampleRowResult> results_staging_;  // [max_rows] host side of results_
-  // The edits of one Sample call: rows, per-token edits and bans, grown on
-  // demand (a row has at most its distinct prompt and output tokens plus its
-  // biases), and the logits the edits replaced.
-  std::vector<LogitEditRow> edit_rows_host_;
-  std::vector<const DeviceSampleRow*> edit_sources_;     // the row whose edits and bans each edit row applies
-  absl::flat_hash_map<int32_t, EditedRow> edited_;       // logits row -> its edits
-  int32_t num_edits_ = 0, num_bans_ = 0;
+  // The edits of one Sample call (plan_): rows, per-token edits and bans,
+  // grown on demand (a row has at most its distinct prompt and output tokens
+  // plus its biases), and the logits the edits replaced.
+  SampleEditPlan plan_;
   PinnedBuffer<LogitEditRow> edit_rows_staging_;
   DeviceBuffer<LogitEditRow> edit_rows_;
   PinnedBuffer<LogitEdit> edits_staging_;
@@ -106,9 +94,7 @@ class DeviceSampler {
   DeviceBuffer<int32_t> bans_;
   DeviceBuffer<float> originals_;          // [num_edits_] when a row has a raw pass
   PinnedBuffer<float> originals_staging_;
-  // The raw pass: raw_index_[i] is row i's slot (one a logits row), or -1.
-  std::vector<int32_t> raw_index_;
-  int32_t num_raw_ = 0;
+  // The raw pass, a slot a row of plan_.raw_index().
   PinnedBuffer<SampleRowParams> raw_params_staging_;
   DeviceBuffer<SampleRowParams> raw_params_;
   DeviceBuffer<SampleRowResult> raw_results_;

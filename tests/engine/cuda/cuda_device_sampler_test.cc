@@ -16,6 +16,7 @@
 
 #include "engine/backend/cuda/device_buffer.h"
 #include "engine/backend/cuda/device_sampler.h"
+#include "engine/backend/cuda/sample_edit_plan.h"
 #include "engine/sample/logit_edit.h"
 #include "tests/engine/cuda/backend_runner.h"
 
@@ -337,6 +338,87 @@ TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {
   SampledToken out[1];
   const absl::Status s = sampler->Sample(device_logits->data(), 0, {&row, 1}, out, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+// The host half of a device-sampler call (sample_edit_plan.h), without a
+// device: which logits rows are edited and where their edits and bans go,
+// which rows take the raw pass (one slot a logits row), and where a drawn
+// token's raw logit comes from.
+TEST(SampleEditPlanTest, ListsEditsBansAndRawPassesOnceALogitsRow) {
+  constexpr int32_t kVocab = 1000;
+  SamplingParams biased{.temperature = 0.0f, .logprobs = true, .top_logprobs = 2};
+  biased.logit_bias = {{7, 3.0f}, {9, -2.0f}};
+  const SamplingParams penalized{.temperature = 0.8f, .repetition_penalty = 1.3f, .logprobs = true, .n = 2};
+  const SamplingParams banned{.temperature = 1.0f, .stop_token_ids = {4, 5, 6, 7, 8, 9, 10, 11, 12, 13},
+                              .min_tokens = 5, .logprobs = true};
+  const SamplingParams plain{.temperature = 0.0f, .logprobs = true};
+  const SampleLogitEdits biased_edits(biased, nullptr, kVocab);
+  const PromptTokenSet prompt(std::vector<int32_t>{3, 7, 11, 11, 20});
+  SampleLogitEdits penalized_edits(penalized, &prompt, kVocab);
+  penalized_edits.AddOutputToken(30);
+  std::vector<int32_t> bans = {2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  // Logits rows 10 - 14 of a step whose pass starts at row 10.
+  const std::vector<DeviceSampleRow> rows = {
+      {.logit_row = 10, .params = &biased, .edits = &biased_edits},
+      {.logit_row = 11, .params = &penalized, .sample_index = 0, .position = 1, .edits = &penalized_edits},
+      {.logit_row = 11, .params = &penalized, .sample_index = 1, .position = 1, .edits = &penalized_edits},
+      {.logit_row = 12, .params = &banned, .position = 3, .banned_ids = &bans},
+      {.logit_row = 13, .params = &plain},
+      {.logit_row = 14, .params = &banned, .position = 5, .banned_ids = &bans},  // the ban is over
+  };
+  cuda::SampleEditPlan plan;
+  ASSERT_TRUE(plan.Build(10, rows).ok());
+  const auto edit_rows = plan.edit_rows();
+  ASSERT_EQ(edit_rows.size(), 3u);  // rows 10, 11 (once for both samples) and 12
+  const int32_t biased_n = 2, penalized_n = static_cast<int32_t>(penalized_edits.edits().size());
+  EXPECT_EQ(penalized_n, 5);  // the prompt's distinct 3, 7, 11, 20 and the output's 30
+  EXPECT_EQ(edit_rows[0].logit_row, 0);
+  EXPECT_EQ(edit_rows[0].first_edit, 0);
+  EXPECT_EQ(edit_rows[0].num_edits, biased_n);
+  EXPECT_EQ(edit_rows[0].num_bans, 0);
+  EXPECT_EQ(edit_rows[1].logit_row, 1);
+  EXPECT_EQ(edit_rows[1].first_edit, biased_n);
+  EXPECT_EQ(edit_rows[1].num_edits, penalized_n);
+  EXPECT_FLOAT_EQ(edit_rows[1].params.repetition_penalty, 1.3f);
+  EXPECT_EQ(edit_rows[2].logit_row, 2);
+  EXPECT_EQ(edit_rows[2].num_edits, 0);
+  EXPECT_EQ(edit_rows[2].first_ban, 0);
+  EXPECT_EQ(edit_rows[2].num_bans, 11);  // more than the sampling kernel's old 8
+  EXPECT_EQ(plan.num_edits(), biased_n + penalized_n);
+  EXPECT_EQ(plan.num_bans(), 11);
+  // Raw passes: one for each edited logits row a logprobs row reads.
+  EXPECT_EQ(plan.num_raw(), 3);
+  EXPECT_EQ(std::vector<int32_t>(plan.raw_index().begin(), plan.raw_index().end()),
+            (std::vector<int32_t>{0, 1, 1, 2, -1, -1}));
+  // The edit kernel's lists.
+  std::vector<LogitEdit> edits(static_cast<size_t>(plan.num_edits()));
+  std::vector<int32_t> banned_ids(static_cast<size_t>(plan.num_bans()));
+  plan.CopyEdits(edits.data(), banned_ids.data());
+  for (int32_t j = 0; j < biased_n; ++j) EXPECT_EQ(edits[static_cast<size_t>(j)].token_id, biased_edits.edits()[j].token_id);
+  for (int32_t j = 0; j < penalized_n; ++j)
+    EXPECT_EQ(edits[static_cast<size_t>(biased_n + j)].token_id, penalized_edits.edits()[j].token_id);
+  EXPECT_EQ(banned_ids, bans);
+  // A drawn token's raw logit: the edit kernel's original when edited, else the row's value.
+  std::vector<float> originals(edits.size());
+  for (size_t j = 0; j < originals.size(); ++j) originals[j] = 100.0f + static_cast<float>(j);
+  const int32_t nine = biased_edits.EditIndexOf(9), thirty = penalized_edits.EditIndexOf(30);
+  ASSERT_GE(nine, 0);
+  ASSERT_GE(thirty, 0);
+  EXPECT_EQ(plan.RawLogitOf(rows[0], 9, -5.0f, originals), 100.0f + static_cast<float>(nine));
+  EXPECT_EQ(plan.RawLogitOf(rows[0], 8, -5.0f, originals), -5.0f);  // untouched
+  EXPECT_EQ(plan.RawLogitOf(rows[2], 30, 1.0f, originals), 100.0f + static_cast<float>(biased_n + thirty));
+  EXPECT_EQ(plan.RawLogitOf(rows[3], 3, 2.5f, originals), 2.5f);  // bans only
+  EXPECT_EQ(plan.RawLogitOf(rows[4], 3, std::nanf(""), originals), -INFINITY);
+  // Forks of one logits row must edit it alike.
+  std::vector<DeviceSampleRow> split = {rows[1], rows[2]};
+  split[1].position = 2;
+  const absl::Status differ = plan.Build(10, split);
+  EXPECT_EQ(differ.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(differ.message().find("logits row 11"), std::string_view::npos) << differ;
+  // A rebuild starts from nothing.
+  ASSERT_TRUE(plan.Build(13, {&rows[4], 1}).ok());
+  EXPECT_TRUE(plan.edit_rows().empty());
+  EXPECT_EQ(plan.num_raw(), 0);
 }
 
 // ForwardAndSample on a real step: 4 sequences, one with logit_bias and
