@@ -37,7 +37,7 @@ namespace ernie::cuda {
 
 class DeviceSampler {
  public:
-  // fast_greedy: greedy rows without logprobs or bans take kernels/greedy_rows.h
+  // fast_greedy: greedy rows without logprobs take kernels/greedy_rows.h
   // (false: the sampling kernel takes every row, the before of that kernel).
   static absl::StatusOr<DeviceSampler> Create(int64_t vocab_size, int64_t max_rows_per_launch,
                                               bool fast_greedy = true);
