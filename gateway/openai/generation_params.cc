@@ -177,6 +177,18 @@ void ReadGenerationParams(FieldReader& reader, const GenerationLimits& limits,
     }
   }
   if (auto user = reader.String("user")) out->user = std::move(*user);
+  // Structured output (JSON mode, JSON schema) is not implemented: refused,
+  // not ignored, since a client that asked for JSON would get free text.
+  if (const Json* format = reader.Object("response_format")) {
+    const auto type = format->find("type");
+    if (type == format->end() || !type->is_string()) {
+      reader.Fail("response_format.type", "'response_format.type' must be a string");
+    } else if (type->get<std::string>() != "text") {
+      reader.Fail("response_format.type",
+                  absl::StrCat("response_format type '", type->get<std::string>(),
+                               "' is not supported: this server does not constrain output to JSON; only 'text'"));
+    }
+  }
 }
 
 ernie::v1::SamplingParams ToSamplingParams(const GenerationParams& params, const GenerationDefaults& defaults,

@@ -41,7 +41,8 @@ TEST(ChatRequestTest, ReadsEveryField) {
                                                {"top_k", 40}, {"min_p", 0.1}, {"repetition_penalty", 1.1},
                                                {"stop_token_ids", {2, 3}}, {"ignore_eos", true}, {"min_tokens", 2},
                                                {"skip_special_tokens", false},
-                                               {"chat_template_kwargs", {{"enable_thinking", false}}}}));
+                                               {"chat_template_kwargs", {{"enable_thinking", false}}},
+                                               {"response_format", {{"type", "text"}}}}));
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.params.max_tokens, 7);
   EXPECT_DOUBLE_EQ(*r.params.temperature, 0.5);
@@ -129,6 +130,13 @@ TEST(ChatRequestTest, BadFieldsNameTheField) {
       {"chat_template_kwargs type", {{"chat_template_kwargs", "x"}}, "chat_template_kwargs"},
       {"model type", {{"model", 5}}, "model"},
       {"user type", {{"user", 5}}, "user"},
+      // Structured output is refused rather than ignored.
+      {"response_format type", {{"response_format", "json"}}, "response_format"},
+      {"response_format without type", {{"response_format", Json::object()}}, "response_format.type"},
+      {"response_format json_object", {{"response_format", {{"type", "json_object"}}}}, "response_format.type"},
+      {"response_format json_schema",
+       {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}},
+       "response_format.type"},
   };
   for (const BadCase& c : cases) {
     const ApiError error = ChatError(Chat(c.extra));
@@ -252,6 +260,7 @@ TEST(CompletionRequestTest, BadFieldsNameTheField) {
       {"echo type", {{"echo", "yes"}}, "echo"},
       {"best_of", {{"best_of", 2}}, "best_of"},
       {"max_tokens", {{"max_tokens", -1}}, "max_tokens"},
+      {"response_format json_object", {{"response_format", {{"type", "json_object"}}}}, "response_format.type"},
   };
   for (const BadCase& c : cases) {
     auto parsed = Completion(c.extra);
