@@ -103,6 +103,17 @@ std::variant<ChatCompletionRequest, ApiError> ParseChatCompletionRequest(const J
       request.tools = *tools;
     }
   }
+  // Tool calls are not parsed out of the output (the model's call comes back
+  // as text), so a choice that demands a call cannot be honoured: refused.
+  if (const Json* choice = reader.Get("tool_choice")) {
+    if (!choice->is_string() && !choice->is_object()) {
+      reader.Fail("tool_choice", absl::StrCat("'tool_choice' must be a string or an object, got ", JsonTypeName(*choice)));
+    } else if (!choice->is_string() || (*choice != "auto" && *choice != "none")) {
+      reader.Fail("tool_choice", absl::StrCat("tool_choice ", choice->dump(),
+                                              " is not supported: this server does not force or parse tool calls;"
+                                              " only \"auto\" and \"none\""));
+    }
+  }
   if (const Json* kwargs = reader.Object("chat_template_kwargs")) request.chat_template_kwargs = *kwargs;
   if (auto add = reader.Bool("add_generation_prompt")) request.add_generation_prompt = *add;
 

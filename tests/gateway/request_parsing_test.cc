@@ -42,7 +42,7 @@ TEST(ChatRequestTest, ReadsEveryField) {
                                                {"stop_token_ids", {2, 3}}, {"ignore_eos", true}, {"min_tokens", 2},
                                                {"skip_special_tokens", false},
                                                {"chat_template_kwargs", {{"enable_thinking", false}}},
-                                               {"response_format", {{"type", "text"}}}}));
+                                               {"response_format", {{"type", "text"}}}, {"tool_choice", "auto"}}));
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.params.max_tokens, 7);
   EXPECT_DOUBLE_EQ(*r.params.temperature, 0.5);
@@ -134,6 +134,9 @@ TEST(ChatRequestTest, BadFieldsNameTheField) {
       {"response_format type", {{"response_format", "json"}}, "response_format"},
       {"response_format without type", {{"response_format", Json::object()}}, "response_format.type"},
       {"response_format json_object", {{"response_format", {{"type", "json_object"}}}}, "response_format.type"},
+      {"tool_choice required", {{"tool_choice", "required"}}, "tool_choice"},
+      {"tool_choice named", {{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}, "tool_choice"},
+      {"tool_choice type", {{"tool_choice", 3}}, "tool_choice"},
       {"response_format json_schema",
        {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}},
        "response_format.type"},
