@@ -73,7 +73,9 @@ describe('chat page', () => {
   });
 
   test('a message streams an answer progressively with tok/s and TTFT', async () => {
-    await setMaxTokens(60);
+    // Enough tokens to span several animation frames: the page renders a
+    // stream once a frame, and 60 tokens of the demo model can arrive in two.
+    await setMaxTokens(400);
     // Record every length the answer text takes while it streams.
     await page.evaluate(() => {
       window.__lengths = [];
@@ -86,7 +88,7 @@ describe('chat page', () => {
     await sendMessage('Tell me about rivers.');
     await page.locator('#send').waitFor({ state: 'visible', timeout: 60_000 });
     const stats = await lastAnswer().locator('.stats').textContent();
-    assert.match(stats, /^60 tokens · [\d.]+ tok\/s · TTFT \d+ ms · stopped at max tokens$/);
+    assert.match(stats, /^400 tokens · [\d.]+ tok\/s · TTFT \d+ ms · stopped at max tokens$/);
     const lengths = await page.evaluate(() => [...new Set(window.__lengths)].filter((n) => n > 0));
     assert.ok(lengths.length >= 3, `text grew in steps: ${lengths}`);
     assert.deepEqual(lengths, [...lengths].sort((a, b) => a - b));
