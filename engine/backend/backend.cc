@@ -1,5 +1,7 @@
 #include "engine/backend/backend.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/sample/logit_edit.h"
 #include "engine/util/status_macros.h"
@@ -10,9 +12,62 @@ absl::Status Backend::ForwardAndSample(const StepBatch&, const DeviceSamplingReq
   return absl::UnimplementedError(absl::StrCat("the ", std::string(name()), " backend does not sample on its device"));
 }
 
+absl::Status Backend::LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request) {
+  if (!SupportsDeviceSampling()) return ForwardAndSample(batch, request, {});  // its Unimplemented
+  ERNIE_RETURN_IF_ERROR(ValidateFedBackTokens(batch, last_launch_rows_));
+  StepBatch run = batch;
+  if (!batch.fed_back_tokens.empty()) {
+    // The previous launch already ran: its tokens are known here.
+    fed_token_ids_.assign(batch.token_ids.begin(), batch.token_ids.end());
+    for (const FedBackToken& fed : batch.fed_back_tokens)
+      fed_token_ids_[static_cast<size_t>(fed.token_index)] = last_launch_tokens_[static_cast<size_t>(fed.sample_row)];
+    run.token_ids = fed_token_ids_;
+    run.fed_back_tokens = {};
+  }
+  std::vector<SampledToken> sampled(request.rows.size());
+  ERNIE_RETURN_IF_ERROR(ForwardAndSample(run, request, sampled));
+  last_launch_tokens_.clear();
+  for (const SampledToken& t : sampled) last_launch_tokens_.push_back(t.token_id);
+  last_launch_rows_ = static_cast<int64_t>(sampled.size());
+  launched_results_.push_back(std::move(sampled));
+  return absl::OkStatus();
+}
+
+absl::Status Backend::WaitForSamples(std::span<SampledToken> sampled) {
+  if (launched_results_.empty())
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ", std::string(name()), " backend has no launched step to wait for"));
+  std::vector<SampledToken> results = std::move(launched_results_.front());
+  launched_results_.pop_front();
+  if (results.size() != sampled.size())
+    return absl::InvalidArgumentError(absl::StrCat("the launched step sampled ", results.size(),
+                                                   " rows; the wait has room for ", sampled.size()));
+  std::move(results.begin(), results.end(), sampled.begin());
+  return absl::OkStatus();
+}
+
+absl::Status ValidateFedBackTokens(const StepBatch& b, int64_t previous_rows) {
+  int64_t last_index = -1;
+  for (size_t i = 0; i < b.fed_back_tokens.size(); ++i) {
+    const FedBackToken& fed = b.fed_back_tokens[i];
+    if (fed.token_index <= last_index || fed.token_index >= static_cast<int64_t>(b.token_ids.size()))
+      return absl::InvalidArgumentError(absl::StrCat("fed-back token ", i, " names token ", fed.token_index,
+                                                     " (out of range or out of order)"));
+    last_index = fed.token_index;
+    if (previous_rows < 0)
+      return absl::InvalidArgumentError(absl::StrCat("fed-back token ", i, " but no step was launched before"));
+    if (fed.sample_row < 0 || fed.sample_row >= previous_rows)
+      return absl::InvalidArgumentError(absl::StrCat("fed-back token ", i, " reads sample row ", fed.sample_row,
+                                                     " of the previous launch's ", previous_rows));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateStepBatch(const StepBatch& b, const KvCacheShape& kv, int64_t max_tokens, int64_t vocab,
                                std::span<const float> logits) {
   ERNIE_RETURN_IF_ERROR(ValidateStepBatchShape(b, kv, max_tokens, vocab));
+  if (!b.fed_back_tokens.empty())
+    return absl::InvalidArgumentError("step batch: fed-back tokens are only for LaunchForwardAndSample");
   if (static_cast<int64_t>(logits.size()) < static_cast<int64_t>(b.logit_token_indices.size()) * vocab)
     return absl::InvalidArgumentError("logits buffer is too small");
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <string_view>
@@ -133,7 +134,40 @@ class Backend {
   // banned ids); Unimplemented unless SupportsDeviceSampling().
   virtual absl::Status ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
                                         std::span<SampledToken> sampled);
+
+  // Overlapped steps (issue 7: the host prepares step N+1 while the device
+  // runs step N). LaunchForwardAndSample is ForwardAndSample split in two:
+  // it takes the step (batch.fed_back_tokens may name the previous launch's
+  // sample rows) and WaitForSamples returns the results of the oldest
+  // launched step not yet waited for, in launch order. The engine launches
+  // step N+1, then waits for step N. Pointers in `request` need only live
+  // until the launch returns. A failed launch is not queued; a failed wait
+  // still consumes its step. Unimplemented unless SupportsDeviceSampling().
+  //
+  // This default runs the whole step inside the launch (ForwardAndSample,
+  // with the fed-back tokens it already knows) and keeps its results for
+  // the wait, so any device-sampling backend takes launches; a backend
+  // whose device really runs behind the host overrides both and returns
+  // true from OverlapsSteps().
+  virtual absl::Status LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request);
+  virtual absl::Status WaitForSamples(std::span<SampledToken> sampled);
+  // Whether a launch returns before its step has run, so overlapping the
+  // host's work with it pays (EngineConfig::overlap_steps applies only then).
+  virtual bool OverlapsSteps() const { return false; }
+
+ private:
+  // The default launch's state: results not yet waited for, oldest first;
+  // the newest launch's sampled ids and row count (-1: none yet), which the
+  // next launch's fed-back tokens read; scratch for the filled-in token ids.
+  std::deque<std::vector<SampledToken>> launched_results_;
+  std::vector<int32_t> last_launch_tokens_;
+  int64_t last_launch_rows_ = -1;
+  std::vector<int32_t> fed_token_ids_;
 };
+
+// Checks a batch's fed-back tokens against the previous launch, which had
+// `previous_rows` sample rows (-1: there was none).
+absl::Status ValidateFedBackTokens(const StepBatch& batch, int64_t previous_rows);
 
 // Checks copies against a cache shape (shared by backends).
 absl::Status ValidateBlockCopies(std::span<const BlockCopyOp> copies, const KvCacheShape& kv);

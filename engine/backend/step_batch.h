@@ -18,6 +18,16 @@ struct SequenceSlice {
   std::span<const int32_t> block_table;
 };
 
+// A token input the host does not know yet (overlapped steps): the token
+// the most recently launched step sampled in its device sample row
+// `sample_row` (DeviceSamplingRequest::rows), which the backend writes into
+// token_ids[token_index] on its device before the step runs. The host's
+// token_ids entry there is a placeholder (any id in the vocabulary).
+struct FedBackToken {
+  int32_t token_index = 0;
+  int32_t sample_row = 0;
+};
+
 struct StepBatch {
   std::span<const int32_t> token_ids;   // [num_tokens]
   std::span<const int32_t> positions;   // [num_tokens] absolute positions (rotary); num_cached + offset
@@ -25,6 +35,9 @@ struct StepBatch {
   // Indices into token_ids whose logits are wanted, in output order
   // (usually the last token of each sequence that finishes its prompt or decodes).
   std::span<const int32_t> logit_token_indices;
+  // Only with Backend::LaunchForwardAndSample: inputs taken from the previous
+  // launch's samples, in token order.
+  std::span<const FedBackToken> fed_back_tokens;
 };
 
 }  // namespace ernie

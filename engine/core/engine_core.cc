@@ -40,7 +40,14 @@ EngineCore::EngineCore(Backend* backend, const EngineConfig& config, kv::KvCache
       kv_(std::make_unique<kv::KvCacheManager>(std::move(kv))),
       scheduler_(std::make_unique<sched::Scheduler>(config.scheduler, kv_.get())),
       sampler_(std::move(sampler)),
-      device_sampling_(backend->SupportsDeviceSampling()) {}
+      device_sampling_(backend->SupportsDeviceSampling()),
+      overlap_(config.overlap_steps && device_sampling_ && backend->OverlapsSteps()) {}
+
+EngineCore::~EngineCore() {
+  if (!in_flight_ || in_flight_->read) return;
+  // The backend's device may still run it and keeps its results queued.
+  (void)backend_->WaitForSamples(in_flight_->device_sampled);
+}
 
 absl::Status EngineCore::AddRequest(EngineRequest request) {
   if (request.request_id.empty()) return absl::InvalidArgumentError("request_id is empty");
@@ -111,12 +118,15 @@ bool EngineCore::Abort(const std::string& request_id) {
 }
 
 void EngineCore::AbortAll() {
+  if (in_flight_) CompleteInFlight();
   std::vector<std::string> ids;
   for (const auto& [id, req] : requests_) ids.push_back(id);
   for (const auto& id : ids) Abort(id);
 }
 
 bool EngineCore::Step() {
+  // Rows with edits need this step's tokens before their next edits exist.
+  if (in_flight_ && in_flight_->needs_tokens_to_plan) CompleteInFlight();
   if (observer_ != nullptr) step_time_ = Clock::now();
   if (!pending_copies_.empty()) {
     // A failed copy means a bad block id: a bug, never user input. The forked
@@ -129,28 +139,45 @@ bool EngineCore::Step() {
     pending_copies_.clear();
   }
   sched::StepPlan plan = scheduler_->Schedule();
-  if (plan.chunks.empty()) return false;
-  Execute(plan);
-  ++steps_;
-  if (observer_ != nullptr) {
-    StepStats step{.num_sequences = static_cast<int32_t>(plan.chunks.size()),
-                   .num_tokens = static_cast<int32_t>(tokens_.size()),
-                   .num_prefill_tokens = step_prefill_tokens_,
-                   .duration_s = std::chrono::duration<double>(Clock::now() - step_time_).count(),
-                   .model_s = step_model_s_};
-    observer_->OnStep(step);
+  if (plan.chunks.empty()) {
+    if (!in_flight_) return false;
+    CompleteInFlight();  // e.g. every running sequence's pending token is its last
+    return true;
+  }
+  std::optional<LaunchedStep> launched = Launch(plan);
+  // Overlapped: the device now has step N+1 queued behind step N; read N.
+  if (in_flight_) CompleteInFlight();
+  if (launched) {
+    if (launched->read) {
+      Complete(*launched);
+    } else {
+      in_flight_ = std::move(launched);
+    }
   }
   return true;
 }
 
-void EngineCore::Execute(const sched::StepPlan& plan) {
-  step_prefill_tokens_ = 0;
+void EngineCore::CompleteInFlight() {
+  LaunchedStep step = std::move(*in_flight_);
+  in_flight_.reset();
+  Complete(step);
+}
+
+bool EngineCore::ForksNow(const RequestState& req, const SampleSlot& slot) {
+  return slot.row.sample_index == 0 && req.sampling.n > 1 && req.samples.size() == 1 && !req.fork_launched;
+}
+
+std::optional<EngineCore::LaunchedStep> EngineCore::Launch(const sched::StepPlan& plan) {
+  LaunchedStep step;
+  step.start = step_time_;
   tokens_.clear();
   positions_.clear();
   logit_rows_.clear();
   slices_.clear();
+  fed_back_.clear();
   for (const sched::ScheduledChunk& chunk : plan.chunks) {
-    const sched::Sequence& seq = *chunk.seq;
+    sched::Sequence& seq = *chunk.seq;
+    auto [req, slot] = by_sequence_.at(seq.id);
     SequenceSlice slice{.first_token = static_cast<int32_t>(tokens_.size()),
                         .num_new_tokens = chunk.num_new_tokens,
                         .num_cached_tokens = seq.num_computed_tokens,
@@ -158,67 +185,123 @@ void EngineCore::Execute(const sched::StepPlan& plan) {
     auto table = kv_->BlockTable(seq.id);
     if (table.ok()) slice.block_table = std::span<const int32_t>(table->data(), table->size());
     for (int32_t j = 0; j < chunk.num_new_tokens; ++j) {
-      tokens_.push_back(seq.tokens[static_cast<size_t>(seq.num_computed_tokens + j)]);
-      positions_.push_back(seq.num_computed_tokens + j);
+      const int32_t position = seq.num_computed_tokens + j;
+      if (position < seq.num_tokens()) {
+        tokens_.push_back(seq.tokens[static_cast<size_t>(position)]);
+      } else {  // the token the unread step samples for it (only a decode's input)
+        fed_back_.push_back({.token_index = static_cast<int32_t>(tokens_.size()), .sample_row = slot->launched_row});
+        tokens_.push_back(0);
+      }
+      positions_.push_back(position);
     }
-    if (chunk.produces_logits) logit_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+    LaunchedChunk launched{.seq = seq.id,
+                           .prefill_tokens = std::clamp(seq.num_prompt_tokens - seq.num_computed_tokens, 0,
+                                                        chunk.num_new_tokens),
+                           .preemptions = seq.num_preemptions};
+    seq.num_computed_tokens += chunk.num_new_tokens;
+    launched.computed_after = seq.num_computed_tokens;
+    if (chunk.produces_logits) {
+      launched.logit_row = static_cast<int32_t>(logit_rows_.size());
+      logit_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+      launched.forks = ForksNow(*req, *slot);
+    }
+    step.num_prefill_tokens += launched.prefill_tokens;
     slices_.push_back(slice);
+    step.chunks.push_back(launched);
   }
-  const auto vocab = static_cast<size_t>(backend_->vocab_size());
+  step.num_tokens = static_cast<int32_t>(tokens_.size());
   const StepBatch batch{.token_ids = tokens_, .positions = positions_, .sequences = slices_,
-                        .logit_token_indices = logit_rows_};
-  absl::Status forward;
-  Clock::time_point model_start;  // around the backend call alone (StepStats::model_s)
+                        .logit_token_indices = logit_rows_, .fed_back_tokens = fed_back_};
+  absl::Status status;
+  const Clock::time_point model_start = Clock::now();
   if (device_sampling_) {
-    PlanDeviceSampling(plan);
-    device_sampled_.assign(device_rows_.size(), SampledToken{});
-    model_start = Clock::now();
-    forward = backend_->ForwardAndSample(batch, {.rows = device_rows_}, device_sampled_);
+    PlanDeviceSampling(step);
+    step.device_sampled.assign(device_rows_.size(), SampledToken{});
+    if (overlap_) {
+      status = backend_->LaunchForwardAndSample(batch, {.rows = device_rows_});
+    } else {
+      status = backend_->ForwardAndSample(batch, {.rows = device_rows_}, step.device_sampled);
+      step.read = true;
+    }
   } else {
-    logits_.resize(logit_rows_.size() * vocab);
-    model_start = Clock::now();
-    forward = backend_->Forward(batch, logits_);
+    logits_.resize(logit_rows_.size() * static_cast<size_t>(backend_->vocab_size()));
+    status = backend_->Forward(batch, logits_);
+    step.read = true;
   }
-  step_model_s_ = std::chrono::duration<double>(Clock::now() - model_start).count();
-  if (absl::Status s = forward; !s.ok()) {
+  step.model_s = std::chrono::duration<double>(Clock::now() - model_start).count();
+  if (!status.ok()) {
     std::vector<std::string> ids;
     for (const auto& chunk : plan.chunks) ids.push_back(by_sequence_.at(chunk.seq->id).first->id);
     for (const auto& id : ids)
-      if (auto it = requests_.find(id); it != requests_.end()) FailRequest(*it->second, s);
+      if (auto it = requests_.find(id); it != requests_.end()) FailRequest(*it->second, status);
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    if (step.chunks[i].logit_row < 0) continue;
+    ++plan.chunks[i].seq->num_pending_tokens;
+    if (step.chunks[i].forks) by_sequence_.at(step.chunks[i].seq).first->fork_launched = true;
+  }
+  return step;
+}
+
+void EngineCore::Complete(LaunchedStep& step) {
+  Apply(step);
+  ++steps_;
+  if (observer_ != nullptr) {
+    StepStats stats{.num_sequences = static_cast<int32_t>(step.chunks.size()),
+                    .num_tokens = step.num_tokens,
+                    .num_prefill_tokens = step.num_prefill_tokens,
+                    .duration_s = std::chrono::duration<double>(Clock::now() - step.start).count(),
+                    .model_s = step.model_s};
+    observer_->OnStep(stats);
+  }
+}
+
+void EngineCore::Apply(LaunchedStep& step) {
+  absl::Status read = absl::OkStatus();
+  if (!step.read) {
+    const Clock::time_point wait_start = Clock::now();
+    read = backend_->WaitForSamples(step.device_sampled);
+    step.model_s += std::chrono::duration<double>(Clock::now() - wait_start).count();
+  }
+  if (observer_ != nullptr) token_time_ = Clock::now();
+  // The step's pending tokens are known now (or lost with a failed step).
+  for (const LaunchedChunk& chunk : step.chunks)
+    if (auto it = by_sequence_.find(chunk.seq); it != by_sequence_.end() && chunk.logit_row >= 0)
+      --it->second.second->seq.num_pending_tokens;
+  if (!read.ok()) {
+    std::vector<std::string> ids;
+    for (const LaunchedChunk& chunk : step.chunks)
+      if (auto it = by_sequence_.find(chunk.seq); it != by_sequence_.end()) ids.push_back(it->second.first->id);
+    for (const auto& id : ids)
+      if (auto it = requests_.find(id); it != requests_.end()) FailRequest(*it->second, read);
     return;
   }
 
-  // Update: record computed KV, then sample where logits came out.
+  // Update: record computed KV, then take tokens where logits came out.
   std::vector<SampleSlot*> rows;
   std::vector<int32_t> row_logits;  // which logits row each sampled row reads
   std::vector<RequestState*> touched;
-  int32_t logits_row = 0;
-  for (const sched::ScheduledChunk& chunk : plan.chunks) {
-    sched::Sequence& seq = *chunk.seq;
-    if (seq.num_computed_tokens < seq.num_prompt_tokens) {
-      const int32_t prefill = std::min(chunk.num_new_tokens, seq.num_prompt_tokens - seq.num_computed_tokens);
-      prompt_tokens_computed_ += prefill;
-      step_prefill_tokens_ += prefill;
-    }
-    if (observer_ != nullptr) {
-      RequestState& owner = *by_sequence_.at(seq.id).first;
-      if (!owner.first_scheduled_time) owner.first_scheduled_time = step_time_;
-    }
-    seq.num_computed_tokens += chunk.num_new_tokens;
-    (void)kv_->CommitComputedTokens(seq.id, seq.tokens, seq.num_computed_tokens);
-    if (!chunk.produces_logits) continue;
-    auto [req, slot] = by_sequence_.at(seq.id);
+  for (const LaunchedChunk& chunk : step.chunks) {
+    auto found = by_sequence_.find(chunk.seq);
+    if (found == by_sequence_.end()) continue;  // its request ended after the launch
+    auto [req, slot] = found->second;
+    if (slot->finished) continue;  // finished after the launch: the row is dropped
+    sched::Sequence& seq = slot->seq;
+    prompt_tokens_computed_ += chunk.prefill_tokens;
+    if (observer_ != nullptr && !req->first_scheduled_time) req->first_scheduled_time = step.start;
+    // A sequence preempted since the launch has no KV to commit: it recomputes.
+    if (seq.num_preemptions == chunk.preemptions)
+      (void)kv_->CommitComputedTokens(seq.id, seq.tokens, std::min(chunk.computed_after, seq.num_tokens()));
+    if (chunk.logit_row < 0) continue;
     rows.push_back(slot);
-    row_logits.push_back(logits_row);
-    if (slot->row.sample_index == 0 && req->sampling.n > 1 && req->samples.size() == 1)
-      ForkSiblings(*req, rows, row_logits);
-    ++logits_row;
+    row_logits.push_back(chunk.logit_row);
+    if (chunk.forks) ForkSiblings(*req, chunk.computed_after, rows, row_logits);
     touched.push_back(req);
   }
   if (rows.empty()) return;
 
-  auto sampled = SampleRows(rows, row_logits);
-  if (observer_ != nullptr) token_time_ = Clock::now();
+  auto sampled = SampleRows(step, rows, row_logits);
   if (!sampled.ok()) {
     for (RequestState* req : touched)
       if (requests_.contains(req->id)) FailRequest(*req, sampled.status());
@@ -243,42 +326,46 @@ void EngineCore::StartLogitEdits(const RequestState& req, SampleSlot& slot) cons
   slot.edits.emplace(req.sampling, req.prompt_set.get(), static_cast<int32_t>(backend_->vocab_size()));
 }
 
-void EngineCore::PlanDeviceSampling(const sched::StepPlan& plan) {
+void EngineCore::PlanDeviceSampling(LaunchedStep& step) {
   device_rows_.clear();
-  routes_.clear();
-  for (const sched::ScheduledChunk& chunk : plan.chunks) {
-    if (!chunk.produces_logits) continue;
-    const auto logit_row = static_cast<int32_t>(routes_.size());
-    const auto [req, slot] = by_sequence_.at(chunk.seq->id);
-    const auto position = static_cast<uint64_t>(slot->row.output.num_tokens());
-    LogitRowRoute route{.device_first = static_cast<int32_t>(device_rows_.size())};
-    const bool banning = slot->row.output.num_tokens() < req->sampling.min_tokens;
+  step.routes.clear();
+  for (const LaunchedChunk& chunk : step.chunks) {
+    if (chunk.logit_row < 0) continue;
+    const auto logit_row = static_cast<int32_t>(step.routes.size());
+    const auto [req, slot] = by_sequence_.at(chunk.seq);
+    // Its draw's index: the outputs known plus one still unread (overlapped steps).
+    const auto position = static_cast<uint64_t>(slot->row.output.num_tokens() + slot->seq.num_pending_tokens);
+    LogitRowRoute route{.device_first = static_cast<int32_t>(device_rows_.size()), .forks = chunk.forks};
+    const bool banning = position < static_cast<uint64_t>(req->sampling.min_tokens);
     const std::vector<int32_t>* bans = banning ? &req->min_tokens_bans : nullptr;
     const SampleLogitEdits* edits = slot->edits ? &*slot->edits : nullptr;
+    // The edits follow the outputs: the next step's edits need this token.
+    if (edits != nullptr) step.needs_tokens_to_plan = true;
+    slot->launched_row = route.device_first;
     device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
                             .sample_index = slot->row.sample_index, .position = position, .banned_ids = bans,
                             .edits = edits});
-    // The same condition as the update's fork: siblings sample from this
-    // row now. A sibling whose fork then fails recomputes its prompt and
-    // samples later; its draw here is dropped.
-    route.forks = slot->row.sample_index == 0 && req->sampling.n > 1 && req->samples.size() == 1;
+    // The siblings sample from this row now (the update forks them). A
+    // sibling whose fork then fails recomputes its prompt and samples later;
+    // its draw here is dropped.
     if (route.forks)
       for (int32_t i = 1; i < req->sampling.n; ++i)
         device_rows_.push_back({.logit_row = logit_row, .params = &req->sampling, .seed = req->seed,
                                 .sample_index = static_cast<uint32_t>(i), .position = position, .banned_ids = bans,
                                 .edits = edits});  // the parent's: a fork's outputs are empty alike
-    routes_.push_back(route);
+    step.routes.push_back(route);
   }
 }
 
-absl::StatusOr<std::vector<SampledToken>> EngineCore::SampleRows(const std::vector<SampleSlot*>& rows,
+absl::StatusOr<std::vector<SampledToken>> EngineCore::SampleRows(LaunchedStep& step,
+                                                                 const std::vector<SampleSlot*>& rows,
                                                                  const std::vector<int32_t>& row_logits) {
   std::vector<SampledToken> out(rows.size());
   if (device_sampling_) {  // the backend sampled every row (PlanDeviceSampling)
     for (size_t i = 0; i < rows.size(); ++i) {
-      const LogitRowRoute& route = routes_[static_cast<size_t>(row_logits[i])];
+      const LogitRowRoute& route = step.routes[static_cast<size_t>(row_logits[i])];
       const uint32_t offset = route.forks ? rows[i]->row.sample_index : 0;
-      out[i] = std::move(device_sampled_[static_cast<size_t>(route.device_first) + offset]);
+      out[i] = std::move(step.device_sampled[static_cast<size_t>(route.device_first) + offset]);
     }
     return out;
   }
@@ -301,7 +388,8 @@ absl::StatusOr<std::vector<SampledToken>> EngineCore::SampleRows(const std::vect
   return out;
 }
 
-void EngineCore::ForkSiblings(RequestState& req, std::vector<SampleSlot*>& rows, std::vector<int32_t>& row_logits) {
+void EngineCore::ForkSiblings(RequestState& req, int32_t prompt_computed, std::vector<SampleSlot*>& rows,
+                              std::vector<int32_t>& row_logits) {
   SampleSlot& parent = *req.samples[0];
   const int32_t parent_row = row_logits.back();
   for (int32_t i = 1; i < req.sampling.n; ++i) {
@@ -320,8 +408,10 @@ void EngineCore::ForkSiblings(RequestState& req, std::vector<SampleSlot*>& rows,
     by_sequence_[child->seq.id] = {&req, child.get()};
     auto forked = kv_->ForkSequence(parent.seq.id, child->seq.id);
     if (forked.ok() && forked->has_value()) {
-      // Shares the parent's KV: full blocks by reference, a partial tail by copy.
-      child->seq.num_computed_tokens = parent.seq.num_computed_tokens;
+      // Shares the parent's KV: full blocks by reference, a partial tail by
+      // copy. (With overlapped steps the parent may already compute its
+      // next token: the prompt is what the child shares.)
+      child->seq.num_computed_tokens = prompt_computed;
       if ((*forked)->tail_copy) {
         const auto& c = *(*forked)->tail_copy;
         pending_copies_.push_back({c.src_block, c.dst_block, c.num_tokens});
@@ -330,8 +420,9 @@ void EngineCore::ForkSiblings(RequestState& req, std::vector<SampleSlot*>& rows,
       rows.push_back(child.get());
       row_logits.push_back(parent_row);
     } else {
-      // No block for the tail right now: recompute the prompt later (its full
-      // blocks come back from the prefix cache). It samples from its own logits.
+      // No block for the tail right now (or the parent was preempted since
+      // the launch): recompute the prompt later (its full blocks come back
+      // from the prefix cache). It samples from its own logits.
       (void)scheduler_->Add(&child->seq);
     }
     req.samples.push_back(std::move(child));

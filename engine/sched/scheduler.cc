@@ -45,6 +45,12 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget) {
   // which this loop has not reached yet, so a planned chunk is never undone.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
+    if (seq->num_planned_tokens() >= seq->max_total_tokens) {
+      // Its pending token is its last (max_tokens or the model's length):
+      // the engine finishes it when that token is read.
+      ++i;
+      continue;
+    }
     const int32_t n = std::min(seq->num_uncomputed_tokens(), budget);
     bool scheduled = false;
     while (true) {
@@ -59,7 +65,7 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget) {
       if (victim == seq) break;
     }
     if (!scheduled) break;  // seq itself was the latest; nothing after it remains
-    plan.chunks.push_back({seq, n, seq->num_computed_tokens + n == seq->num_tokens()});
+    plan.chunks.push_back({seq, n, seq->num_computed_tokens + n == seq->num_planned_tokens()});
     plan.num_tokens += n;
     budget -= n;
     ++i;
@@ -67,13 +73,20 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget) {
 }
 
 void Scheduler::AdmitWaiting(StepPlan& plan, int32_t& budget) {
-  while (budget > 0 && !waiting_.empty() && num_running() < config_.max_num_seqs) {
-    Sequence* seq = waiting_.begin()->second;
+  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 && num_running() < config_.max_num_seqs;) {
+    Sequence* seq = it->second;
+    if (seq->num_pending_tokens > 0) {
+      // Preempted while a launched step samples its next token: it is
+      // admitted once the engine has read that token (its prompt for the
+      // prefix lookup is not whole before).
+      ++it;
+      continue;
+    }
     kv::PrefixHit hit = kv_->FindCachedPrefix(seq->tokens);
     const int32_t n = std::min(seq->num_tokens() - hit.num_cached_tokens, budget);
     auto started = kv_->StartSequence(seq->id, hit, hit.num_cached_tokens + n);
     if (!started.ok() || !started->has_value()) break;  // no room now; keep FIFO order
-    waiting_.erase(waiting_.begin());
+    it = waiting_.erase(it);
     seq->num_computed_tokens = hit.num_cached_tokens;
     if (seq->num_cached_prompt_tokens < 0) seq->num_cached_prompt_tokens = hit.num_cached_tokens;
     AddRunning(seq);

@@ -66,6 +66,8 @@ const std::map<std::string, OptionSpec>& Options() {
       {"max-waiting-requests", {kWorker, true, "queued requests beyond which the API answers 429"}},
       {"enable-prefix-caching", {kWorker, false, "reuse the KV of shared prompt prefixes (default on)"}},
       {"no-enable-prefix-caching", {kWorker, false, "turn prefix caching off"}},
+      {"async-scheduling", {kWorker, false, "plan step N+1 while the GPU runs step N (default on)"}},
+      {"no-async-scheduling", {kWorker, false, "one step at a time: read each step's tokens before planning the next"}},
       {"enforce-eager", {kWorker, false, "no CUDA graphs: every step launched kernel by kernel, no graph warm-up at start"}},
       {"threads", {kWorker, true, "CPU backend threads (default: all cores)"}},
       {"drain-timeout-s", {kWorker, true, "on stop: wait this long for running requests"}},

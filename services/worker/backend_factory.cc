@@ -102,6 +102,7 @@ absl::StatusOr<ServingModel> BuildServingModel(const WorkerConfig& c) {
                           .max_num_batched_tokens = c.max_num_batched_tokens,
                           .max_waiting_sequences = c.max_waiting_requests};
   out.engine.enable_prefix_caching = c.enable_prefix_caching;
+  out.engine.overlap_steps = c.async_scheduling;
 
   if (c.backend == "instant") {
     int64_t vocab = c.instant_vocab > 0 ? c.instant_vocab : 512;

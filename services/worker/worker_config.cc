@@ -88,6 +88,7 @@ const std::map<std::string, Setter>& Fields() {
       {"max_waiting_requests", Int(&WorkerConfig::max_waiting_requests, 1, 1 << 24)},
       {"enable_prefix_caching", Bool(&WorkerConfig::enable_prefix_caching)},
       {"enforce_eager", Bool(&WorkerConfig::enforce_eager)},
+      {"async_scheduling", Bool(&WorkerConfig::async_scheduling)},
       {"threads", Int(&WorkerConfig::threads, 0, 1024)},
       {"drain_timeout_s", Int(&WorkerConfig::drain_timeout_s, 0, 86400)},
       {"metrics_port", Int(&WorkerConfig::metrics_port, 0, 65535)},
@@ -151,10 +152,10 @@ absl::StatusOr<WorkerConfig> ParseWorkerFlags(const std::vector<std::string>& ar
     if (auto eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
-    } else if (flag == "--no-enable-prefix-caching") {
-      flag = "--enable-prefix-caching";
+    } else if (flag == "--no-enable-prefix-caching" || flag == "--no-async-scheduling") {
+      flag = flag == "--no-async-scheduling" ? "--async-scheduling" : "--enable-prefix-caching";
       value = "false";
-    } else if (flag == "--enable-prefix-caching" || flag == "--enforce-eager") {
+    } else if (flag == "--enable-prefix-caching" || flag == "--enforce-eager" || flag == "--async-scheduling") {
       value = "true";
     } else {
       if (i + 1 >= args.size()) return Bad(flag, "needs a value");
@@ -185,7 +186,7 @@ std::string WorkerUsage() {
          "         [--kv-cache-bytes N] [--gpu-memory-utilization F]\n"
          "         [--block-size 16] [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--max-model-len N]\n"
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
-         "         [--enforce-eager]\n"
+         "         [--enforce-eager] [--async-scheduling | --no-async-scheduling]\n"
          "         [--threads N] [--drain-timeout-s 30] [--seed S]\n"
          "         [--instant-vocab N] [--instant-step-us 0] [--instant-token-ns 0] [--instant-row-ns 0]\n"
          "         [--metrics-port 0] [--metrics-host HOST] [--served-model-name NAME]\n"

@@ -28,6 +28,11 @@ struct WorkerConfig {
   // vLLM's --enforce-eager: no CUDA graphs (every step launched kernel by
   // kernel), so no graph warm-up at start either.
   bool enforce_eager = false;
+  // vLLM's --async-scheduling: plan and launch step N+1 before reading step
+  // N's tokens, so the host's work between steps hides behind the device's
+  // (EngineConfig::overlap_steps). On by default; it applies only where the
+  // backend's device runs behind the host (the CUDA backend).
+  bool async_scheduling = true;
   int threads = 0;                      // CPU backend threads; 0: all cores
   int drain_timeout_s = 30;             // on SIGTERM: wait this long for running requests
   // Vocabulary of the instant (measurement) backend; 0: the model's

@@ -146,6 +146,11 @@ int main(int argc, char** argv) {
     StopServer(*server);
     return 1;
   }
+  Log((*core)->overlaps_steps() ? "async scheduling: step N+1 is planned and launched while the device runs step N"
+                                 : absl::StrCat("one step at a time (",
+                                                config->async_scheduling ? "the backend runs each step inside its launch"
+                                                                         : "--no-async-scheduling",
+                                                ")"));
   const auto& kv = serving->backend->kv_shape();
   ernie::worker::ServedModelInfo info{.architecture = serving->architecture,
                                       .dtype = serving->dtype,

@@ -210,5 +210,54 @@ TEST_F(SchedulerTest, RandomOperationsKeepInvariants) {
   }
 }
 
+// Overlapped steps: a decode's next input may be a token still on the
+// device (num_pending_tokens). The scheduler plans with it, skips a
+// sequence whose pending token is its last, and admits a preempted one only
+// once its token is read.
+TEST_F(SchedulerTest, PendingTokensArePlannedWithAndHoldBackReadmission) {
+  Init(64, 4, {.max_num_seqs = 4, .max_num_batched_tokens = 16});
+  Sequence* a = NewSeq(3, 2);
+  ASSERT_TRUE(sched_->Add(a).ok());
+  StepPlan plan = sched_->Schedule();  // a's prompt, which samples
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_TRUE(plan.chunks[0].produces_logits);
+  a->num_computed_tokens = 3;
+  a->num_pending_tokens = 1;  // launched, not read
+  plan = sched_->Schedule();  // the next step, planned before the token is read
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].num_new_tokens, 1);  // the pending token's position
+  EXPECT_TRUE(plan.chunks[0].produces_logits);
+  // Both launched: the second pending token (5 = 3 + 2) is a's last.
+  a->tokens.push_back(7);
+  a->num_computed_tokens = 4;
+  EXPECT_EQ(a->num_planned_tokens(), 5);
+  EXPECT_TRUE(sched_->Schedule().chunks.empty());
+
+  // A preempted sequence with a pending token waits for it.
+  Init(3, 4, {.max_num_seqs = 4, .max_num_batched_tokens = 16});
+  Sequence* b = NewSeq(4, 8);
+  Sequence* c = NewSeq(4, 8);
+  ASSERT_TRUE(sched_->Add(b).ok());
+  ASSERT_TRUE(sched_->Add(c).ok());
+  plan = sched_->Schedule();  // both prompts: 2 blocks of 3
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  for (Sequence* s : {b, c}) {
+    s->num_computed_tokens = 4;
+    s->num_pending_tokens = 1;
+  }
+  plan = sched_->Schedule();  // b takes the last block; c, the latest admitted, is preempted
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  EXPECT_EQ(plan.preempted[0], c);
+  EXPECT_EQ(c->num_computed_tokens, 0);
+  sched_->Remove(b);  // room again, but c's token is still unread
+  EXPECT_TRUE(sched_->Schedule().chunks.empty());
+  c->tokens.push_back(9);  // read
+  c->num_pending_tokens = 0;
+  plan = sched_->Schedule();
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].seq, c);
+  EXPECT_EQ(plan.chunks[0].num_new_tokens, 5);  // recomputes prompt and token
+}
+
 }  // namespace
 }  // namespace ernie::sched

@@ -21,6 +21,18 @@ TEST(WorkerConfigTest, FlagsOverrideYaml) {
   std::filesystem::remove(path);
 }
 
+TEST(WorkerConfigTest, AsyncSchedulingIsOnUnlessTurnedOff) {
+  auto c = ParseWorkerFlags({"--model", "m"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->async_scheduling);
+  c = ParseWorkerFlags({"--model", "m", "--no-async-scheduling"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->async_scheduling);
+  c = ParseWorkerFlags({"--model", "m", "--async-scheduling=false", "--async-scheduling"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->async_scheduling);
+}
+
 TEST(WorkerConfigTest, ExampleFileInDeployParses) {
   WorkerConfig c;
   ASSERT_TRUE(ApplyYamlFile(std::string(ERNIE_TEST_DATA_DIR) + "/../../deploy/worker.example.yaml", &c).ok());
