@@ -15,15 +15,10 @@ absl::Status Backend::ForwardAndSample(const StepBatch&, const DeviceSamplingReq
 absl::Status Backend::LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request) {
   if (!SupportsDeviceSampling()) return ForwardAndSample(batch, request, {});  // its Unimplemented
   ERNIE_RETURN_IF_ERROR(ValidateFedBackTokens(batch, last_launch_rows_));
+  // The previous launch already ran: its tokens are known here.
   StepBatch run = batch;
-  if (!batch.fed_back_tokens.empty()) {
-    // The previous launch already ran: its tokens are known here.
-    fed_token_ids_.assign(batch.token_ids.begin(), batch.token_ids.end());
-    for (const FedBackToken& fed : batch.fed_back_tokens)
-      fed_token_ids_[static_cast<size_t>(fed.token_index)] = last_launch_tokens_[static_cast<size_t>(fed.sample_row)];
-    run.token_ids = fed_token_ids_;
-    run.fed_back_tokens = {};
-  }
+  run.token_ids = TokenIdsWithFedBack(batch, last_launch_tokens_, fed_token_ids_);
+  run.fed_back_tokens = {};
   std::vector<SampledToken> sampled(request.rows.size());
   ERNIE_RETURN_IF_ERROR(ForwardAndSample(run, request, sampled));
   last_launch_tokens_.clear();
@@ -44,6 +39,15 @@ absl::Status Backend::WaitForSamples(std::span<SampledToken> sampled) {
                                                    " rows; the wait has room for ", sampled.size()));
   std::move(results.begin(), results.end(), sampled.begin());
   return absl::OkStatus();
+}
+
+std::span<const int32_t> TokenIdsWithFedBack(const StepBatch& batch, std::span<const int32_t> previous_tokens,
+                                             std::vector<int32_t>& scratch) {
+  if (batch.fed_back_tokens.empty()) return batch.token_ids;
+  scratch.assign(batch.token_ids.begin(), batch.token_ids.end());
+  for (const FedBackToken& fed : batch.fed_back_tokens)
+    scratch[static_cast<size_t>(fed.token_index)] = previous_tokens[static_cast<size_t>(fed.sample_row)];
+  return scratch;
 }
 
 absl::Status ValidateFedBackTokens(const StepBatch& b, int64_t previous_rows) {

@@ -169,6 +169,12 @@ class Backend {
 // `previous_rows` sample rows (-1: there was none).
 absl::Status ValidateFedBackTokens(const StepBatch& batch, int64_t previous_rows);
 
+// The batch's token ids with its fed-back tokens filled in from the
+// previous launch's sampled ids (for backends that know them on the host);
+// `scratch` holds the copy when there is any.
+std::span<const int32_t> TokenIdsWithFedBack(const StepBatch& batch, std::span<const int32_t> previous_tokens,
+                                             std::vector<int32_t>& scratch);
+
 // Checks copies against a cache shape (shared by backends).
 absl::Status ValidateBlockCopies(std::span<const BlockCopyOp> copies, const KvCacheShape& kv);
 

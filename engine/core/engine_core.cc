@@ -125,8 +125,6 @@ void EngineCore::AbortAll() {
 }
 
 bool EngineCore::Step() {
-  // Rows with edits need this step's tokens before their next edits exist.
-  if (in_flight_ && in_flight_->needs_tokens_to_plan) CompleteInFlight();
   if (observer_ != nullptr) step_time_ = Clock::now();
   if (!pending_copies_.empty()) {
     // A failed copy means a bad block id: a bug, never user input. The forked
@@ -148,7 +146,10 @@ bool EngineCore::Step() {
   // Overlapped: the device now has step N+1 queued behind step N; read N.
   if (in_flight_) CompleteInFlight();
   if (launched) {
-    if (launched->read) {
+    // Rows with edits need this step's tokens before their next edits exist,
+    // so it is read now too (before Abort or AddRequest can run between
+    // steps: its rows' edits stay alive for the backend's wait).
+    if (launched->read || launched->needs_tokens_to_plan) {
       Complete(*launched);
     } else {
       in_flight_ = std::move(launched);

@@ -10,8 +10,8 @@
 // the device (Sequence::num_pending_tokens, StepBatch::fed_back_tokens); a
 // sequence that step N finishes has its row in step N+1 computed and
 // dropped. A step whose rows need their tokens on the host to plan the next
-// (logit_bias or penalties: their edits follow the outputs) is read before
-// the next is planned.
+// (logit_bias or penalties: their edits follow the outputs) is read in the
+// Step() that launched it, as without overlap.
 //
 // Thread-safety: none. EngineLoop runs it on one thread; tests drive it
 // directly step by step.

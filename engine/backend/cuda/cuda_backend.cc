@@ -320,6 +320,10 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
                              "cudaMemcpy of rotary frequencies");
 
   ERNIE_ASSIGN_OR_RETURN(b->sampler_, DeviceSampler::Create(c.vocab_size, options.max_sample_rows, options.fast_greedy_sampling));
+  b->overlap_steps_ = options.overlap_steps;
+  for (Event& e : b->launch_done_) {
+    ERNIE_ASSIGN_OR_RETURN(e, Event::Create());
+  }
 
   // Block tables: a sequence spans at most the pool, and at most the model's context.
   const int64_t context_blocks = c.max_position_embeddings > 0
@@ -354,7 +358,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   ERNIE_RETURN_IF_ERROR(b->SetUpPersistentDecode(options));  // needs the cache's address
   b->memory_ = CudaMemoryBreakdown{.weights = b->weights_.bytes(),
                                    .kv_cache = static_cast<int64_t>(b->kv_cache_.bytes()),
-                                   .workspace = ws.bytes() + (8 * t + table_entries) * 4 + b->sampler_.bytes() +
+                                   .workspace = ws.bytes() + (10 * t + table_entries) * 4 + b->sampler_.bytes() +
                                                 (int64_t{32} << 20)};
   return std::unique_ptr<CudaBackend>(std::move(b));
 }

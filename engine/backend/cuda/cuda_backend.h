@@ -142,6 +142,12 @@ struct CudaBackendOptions {
   // sampling kernel (the before). Measured (NOTES.md v27): 0.460 -> 0.455 ms
   // a 0.3b step at batch 1, 0.754 -> 0.743 at 64.
   bool fast_greedy_sampling = true;
+  // Overlapped steps (Backend::LaunchForwardAndSample): a launch enqueues
+  // the step and returns; its wait reads the tokens. The engine then plans
+  // step N+1 while the GPU runs step N (EngineConfig::overlap_steps). False:
+  // every launch runs its step to the end (the before). Off until the
+  // device measures it (NOTES.md v29).
+  bool overlap_steps = false;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
   // go in chunks.

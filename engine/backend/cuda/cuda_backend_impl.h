@@ -6,7 +6,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <deque>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "engine/backend/cuda/cuda_backend.h"
@@ -38,6 +40,29 @@ class Stream {
 
  private:
   cudaStream_t stream_ = nullptr;
+};
+
+// Owns a cudaEvent_t without timing (a marker a wait synchronises on).
+class Event {
+ public:
+  Event() = default;
+  Event(Event&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
+  Event& operator=(Event&& o) noexcept {
+    std::swap(event_, o.event_);
+    return *this;
+  }
+  ~Event() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+  static absl::StatusOr<Event> Create() {
+    Event e;
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e.event_, cudaEventDisableTiming), "cudaEventCreate");
+    return e;
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
 };
 
 // A bf16 buffer as the kernels take it; an optional float buffer (a bias)
@@ -110,6 +135,9 @@ class CudaBackendImpl final : public CudaBackend {
   // cuda_sample_step.cc
   absl::Status ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
                                 std::span<SampledToken> sampled) override;
+  absl::Status LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request) override;
+  absl::Status WaitForSamples(std::span<SampledToken> sampled) override;
+  bool OverlapsSteps() const override { return overlap_steps_; }
   absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
   absl::StatusOr<int32_t> WarmUp(int32_t max_sequences) override;  // graph_warmup.cc
   ~CudaBackendImpl() override;
@@ -131,6 +159,14 @@ class CudaBackendImpl final : public CudaBackend {
   // ForwardAndSample's use of one pass (cuda_sample_step.cc).
   absl::Status SamplePass(int32_t first_row, int32_t rows, const DeviceSamplingRequest& request,
                           std::span<SampledToken> sampled);
+  // The whole step, synchronously, with fed-back tokens filled in from the
+  // host's copy of the last launch's (ForwardAndSample's and a launch's that
+  // cannot be enqueued).
+  absl::Status RunSampledStep(const StepBatch& batch, const DeviceSamplingRequest& request,
+                              std::span<SampledToken> sampled);
+  // Reads every launched step still on the device into its results (before
+  // anything that reuses the sampler's staging slots).
+  absl::Status ReadLaunchedSteps();
   absl::Status EnqueueLayers(int32_t tokens);
   // y [m, n] (float32, or bf16 when `out` says so) = x [m, k] bf16 times a
   // layer linear: `bf16` through cuBLAS, or `awq` when it is not empty
@@ -265,6 +301,23 @@ class CudaBackendImpl final : public CudaBackend {
   StepInputs inputs_;  // the step's integer inputs, host staging + device copy
   DeviceSampler sampler_;  // samples rows of ws_.logits for ForwardAndSample
   int64_t inputs_logit_rows_ = 0;  // logits rows of the step ForwardAndSample is running
+  // Overlapped steps (cuda_sample_step.cc): launched steps not yet waited
+  // for, oldest first; on_device: its tokens are still on the device (the
+  // sampler's pending slot, done when `done` is), else in `sampled`.
+  struct LaunchedStep {
+    std::vector<SampledToken> sampled;
+    bool on_device = false;
+    int event = 0;        // its launch_done_ entry, when on_device
+    absl::Status status;  // a failure found while reading it early
+  };
+  bool overlap_steps_ = false;  // CudaBackendOptions::overlap_steps
+  std::deque<LaunchedStep> launched_;
+  Event launch_done_[2];        // recorded after each enqueued step, in turn
+  int next_launch_event_ = 0;
+  int64_t last_launch_rows_ = -1;        // sample rows of the newest launch (-1: none)
+  bool last_launch_on_device_ = false;   // its tokens are in the sampler's device buffers only
+  std::vector<int32_t> last_launch_tokens_;  // else here
+  std::vector<int32_t> fed_token_ids_;       // scratch: token ids with fed-back tokens filled in
 };
 
 }  // namespace ernie::cuda

@@ -18,6 +18,7 @@
 #include "engine/backend/cuda/cuda_backend_impl.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
+#include "engine/backend/cuda/kernels/feed_back_tokens.h"
 #include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
 #include "engine/backend/cuda/kernels/rotary_kv_write.h"
@@ -275,6 +276,19 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   ERNIE_RETURN_IF_ERROR(inputs_.Upload(batch, static_cast<int32_t>(kv_shape_.block_size),
                                        static_cast<int32_t>(c.num_heads / c.num_kv_heads), AttentionRowsPerItem(),
                                        stream_.get()));
+  if (inputs_.num_fed_back() > 0) {
+    // Overlapped steps: decodes whose input the last launch sampled take it
+    // from the sampler's buffers, which that launch left (cuda_sample_step.cc).
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchFeedBackTokens({.token_ids = inputs_.mutable_token_ids(),
+                                                     .fed = inputs_.fed_back(),
+                                                     .num_fed = inputs_.num_fed_back(),
+                                                     .rows = sampler_.device_rows(),
+                                                     .results = sampler_.device_results(),
+                                                     .greedy_keys = sampler_.device_greedy_keys(),
+                                                     .vocab = static_cast<int32_t>(c.vocab_size)},
+                                                    stream_.get()),
+                               "fed-back tokens kernel");
+  }
   // Decode-sized steps take the fused GEMV kernels (bf16 or AWQ int4); rows
   // <= tokens, so their logit passes do too.
   const bool decode = tokens <= decode_max_rows_ || tokens <= cluster_decode_max_rows_;

@@ -15,8 +15,9 @@
 //
 // Owns its parameter and result buffers (allocated once for
 // max_rows_per_launch rows; more rows go in several launches; the edit and
-// raw-pass buffers grow with what a call needs). Not thread-safe: the
-// backend's engine thread uses it.
+// raw-pass buffers grow with what a call needs), and two page-locked
+// staging slots that calls take in turn. Not thread-safe: the backend's
+// engine thread uses it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -52,53 +53,92 @@ class DeviceSampler {
   absl::Status Sample(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
                       std::span<SampledToken> out, cudaStream_t stream);
 
-  int64_t bytes() const {
-    return static_cast<int64_t>(params_.bytes() + results_.bytes() + greedy_keys_.bytes() + edit_rows_.bytes() +
-                                edits_.bytes() + bans_.bytes() + originals_.bytes() + raw_params_.bytes() +
-                                raw_results_.bytes());
-  }
+  // Sample split in two for overlapped steps: Enqueue only enqueues (and
+  // copies what it needs of `rows`, which need not outlive it), and Finish,
+  // once `stream` has passed that work (an event recorded after it), turns
+  // the results into `out`. Only for rows CanEnqueue accepts: one launch of
+  // rows, none with a raw pass (those go through Sample). Two staging slots
+  // take turns, so one enqueued call may be pending while the next is made;
+  // its Finish must come before the call after that (or a Sample).
+  bool CanEnqueue(std::span<const DeviceSampleRow> rows) const;
+  absl::Status Enqueue(float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
+                       cudaStream_t stream);
+  absl::Status Finish(std::span<SampledToken> out);
+
+  // The device buffers the last launch left its tokens in (the next step's
+  // fed-back tokens read them, kernels/feed_back_tokens.h). Valid until the
+  // next call; after a Sample of several launches, only the last launch's.
+  const SampleRowParams* device_rows() const { return params_.data(); }
+  const SampleRowResult* device_results() const { return results_.data(); }
+  const unsigned long long* device_greedy_keys() const { return greedy_keys_.data(); }
+  int64_t max_rows_per_launch() const { return max_rows_; }
+
+  int64_t bytes() const;
 
  private:
-  // The raw pass of every row with a raw-pass slot in plan_, on the logits
-  // before the edits.
-  absl::Status LaunchRawPass(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
-                             cudaStream_t stream);
-  // Uploads and launches the edits plan_ lists, if any.
-  absl::Status LaunchEdits(float* logits, cudaStream_t stream);
-  // `raw_index`: rows' raw-pass results, or -1 (raw_index_ for these rows).
-  absl::Status SampleChunk(const float* logits, int32_t first_logit_row, std::span<const DeviceSampleRow> rows,
-                           std::span<const int32_t> raw_index, std::span<SampledToken> out, cudaStream_t stream);
+  // What the host reads back of one row once its launch is done (copied at
+  // enqueue, so the row's pointers are not read again).
+  struct RowReadBack {
+    int32_t logit_row = 0;
+    int32_t top_logprobs = 0;  // entries wanted when logprobs
+    bool logprobs = false;
+  };
+  // Page-locked copies of one call's parameters and results, with its plan.
+  struct Staging {
+    PinnedBuffer<unsigned long long> greedy_keys;  // [max_rows]
+    PinnedBuffer<SampleRowParams> params;          // [max_rows]
+    PinnedBuffer<SampleRowResult> results;         // [max_rows]
+    PinnedBuffer<LogitEditRow> edit_rows;
+    PinnedBuffer<LogitEdit> edits;
+    PinnedBuffer<int32_t> bans;
+    PinnedBuffer<float> originals;
+    PinnedBuffer<SampleRowParams> raw_params;
+    PinnedBuffer<SampleRowResult> raw_results;
+    SampleEditPlan plan;
+    std::vector<RowReadBack> read_back;  // the last launch's rows
+    bool pending = false;                // enqueued, not yet finished
+  };
+
+  // Starts a call: the next staging slot (a pending one is an error).
+  absl::StatusOr<Staging*> NextSlot();
+  // The raw pass of every row with a raw-pass slot in the plan, on the
+  // logits before the edits.
+  absl::Status LaunchRawPass(Staging& slot, const float* logits, int32_t first_logit_row,
+                             std::span<const DeviceSampleRow> rows, cudaStream_t stream);
+  // Uploads and launches the edits the plan lists, if any.
+  absl::Status LaunchEdits(Staging& slot, float* logits, cudaStream_t stream);
+  // One launch of at most max_rows_ rows and its result copies, not waited for.
+  // `raw_index`: rows' raw-pass results, or -1.
+  absl::Status LaunchChunk(Staging& slot, const float* logits, int32_t first_logit_row,
+                           std::span<const DeviceSampleRow> rows, std::span<const int32_t> raw_index,
+                           cudaStream_t stream);
+  // The results of the slot's last launch, once done. `rows` is read only for
+  // rows with a raw pass (Sample's, still alive).
+  absl::Status ReadChunk(const Staging& slot, std::span<const DeviceSampleRow> rows,
+                         std::span<const int32_t> raw_index, std::span<SampledToken> out) const;
   // A raw-pass row's logprob and top log-probabilities, from its raw result
   // and the token the edited row gave.
-  void FinishRawRow(const DeviceSampleRow& row, const SampleRowResult& raw, const SampleRowResult& drawn,
-                    SampledToken& out) const;
+  void FinishRawRow(const Staging& slot, const DeviceSampleRow& row, const SampleRowResult& raw,
+                    const SampleRowResult& drawn, SampledToken& out) const;
 
   int32_t vocab_ = 0;
   int64_t max_rows_ = 0;
   bool fast_greedy_ = true;
-  DeviceBuffer<unsigned long long> greedy_keys_;          // [max_rows] the greedy kernel's argmax keys
-  PinnedBuffer<unsigned long long> greedy_keys_staging_;  // [max_rows] host side of greedy_keys_
-  PinnedBuffer<SampleRowParams> params_staging_;   // [max_rows] host side of params_
-  DeviceBuffer<SampleRowParams> params_;           // [max_rows]
-  DeviceBuffer<SampleRowResult> results_;          // [max_rows]
-  PinnedBuffer<SampleRowResult> results_staging_;  // [max_rows] host side of results_
-  // The edits of one Sample call (plan_): rows, per-token edits and bans,
+  DeviceBuffer<unsigned long long> greedy_keys_;  // [max_rows] the greedy kernel's argmax keys
+  DeviceBuffer<SampleRowParams> params_;          // [max_rows]
+  DeviceBuffer<SampleRowResult> results_;         // [max_rows]
+  // The edits of one call (its slot's plan): rows, per-token edits and bans,
   // grown on demand (a row has at most its distinct prompt and output tokens
   // plus its biases), and the logits the edits replaced.
-  SampleEditPlan plan_;
-  PinnedBuffer<LogitEditRow> edit_rows_staging_;
   DeviceBuffer<LogitEditRow> edit_rows_;
-  PinnedBuffer<LogitEdit> edits_staging_;
   DeviceBuffer<LogitEdit> edits_;
-  PinnedBuffer<int32_t> bans_staging_;
   DeviceBuffer<int32_t> bans_;
-  DeviceBuffer<float> originals_;          // [num_edits_] when a row has a raw pass
-  PinnedBuffer<float> originals_staging_;
-  // The raw pass, a slot a row of plan_.raw_index().
-  PinnedBuffer<SampleRowParams> raw_params_staging_;
+  DeviceBuffer<float> originals_;  // [num_edits] when a row has a raw pass
+  // The raw pass, a slot a row of the plan's raw_index().
   DeviceBuffer<SampleRowParams> raw_params_;
   DeviceBuffer<SampleRowResult> raw_results_;
-  PinnedBuffer<SampleRowResult> raw_results_staging_;
+  Staging staging_[2];
+  int current_ = 1;  // the slot of the latest call
 };
 
 // What a SamplingParams asks of the kernel, for one row (the uniform from

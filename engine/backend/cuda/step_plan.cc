@@ -11,8 +11,10 @@ absl::StatusOr<StepInputs> StepInputs::Create(int64_t max_tokens, int64_t max_ta
   StepInputs s;
   s.max_tokens_ = max_tokens;
   s.max_table_entries_ = max_table_entries;
-  const auto total = static_cast<size_t>(kTables * max_tokens + max_table_entries);
-  ERNIE_ASSIGN_OR_RETURN(s.staging_, PinnedBuffer<int32_t>::Allocate(total, "step input staging"));
+  const auto total = static_cast<size_t>(kTables * max_tokens + max_table_entries + 2 * max_tokens);
+  for (PinnedBuffer<int32_t>& staging : s.staging_) {
+    ERNIE_ASSIGN_OR_RETURN(staging, PinnedBuffer<int32_t>::Allocate(total, "step input staging"));
+  }
   ERNIE_ASSIGN_OR_RETURN(s.device_, DeviceBuffer<int32_t>::Allocate(total, "step inputs"));
   return s;
 }
@@ -24,7 +26,8 @@ absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int3
   if (logit_rows > max_tokens_)
     return absl::InvalidArgumentError(
         absl::StrCat("step batch asks for ", logit_rows, " logit rows; the backend was sized for ", max_tokens_));
-  int32_t* host = staging_.data();
+  int32_t* host = staging_[next_staging_].data();
+  next_staging_ ^= 1;
   const size_t n = static_cast<size_t>(tokens);
   std::memcpy(host + kTokenIds * max_tokens_, batch.token_ids.data(), n * sizeof(int32_t));
   std::memcpy(host + kPositions * max_tokens_, batch.positions.data(), n * sizeof(int32_t));
@@ -62,7 +65,13 @@ absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int3
     }
     entries += needed;
   }
-  const size_t bytes = static_cast<size_t>(kTables * max_tokens_ + entries) * sizeof(int32_t);
+  fed_back_offset_ = kTables * max_tokens_ + entries;
+  num_fed_back_ = static_cast<int32_t>(batch.fed_back_tokens.size());
+  for (int32_t i = 0; i < num_fed_back_; ++i) {
+    host[fed_back_offset_ + 2 * i] = batch.fed_back_tokens[static_cast<size_t>(i)].token_index;
+    host[fed_back_offset_ + 2 * i + 1] = batch.fed_back_tokens[static_cast<size_t>(i)].sample_row;
+  }
+  const size_t bytes = static_cast<size_t>(fed_back_offset_ + 2 * num_fed_back_) * sizeof(int32_t);
   return CudaStatus(cudaMemcpyAsync(device_.data(), host, bytes, cudaMemcpyHostToDevice, stream),
                     "cudaMemcpyAsync of step inputs");
 }

@@ -2,7 +2,9 @@
 // cache slots, logit rows, attention work items, block tables) laid out in
 // one page-locked staging buffer and copied to the device in one transfer.
 // Buffers are allocated once for the backend's limits; every region has a
-// fixed device address, so later steps can be captured in CUDA graphs.
+// fixed device address, so later steps can be captured in CUDA graphs. Two
+// staging buffers take turns, so a step's inputs can be written while the
+// step before still waits for its copy (overlapped steps).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,8 +25,9 @@ class StepInputs {
   static absl::StatusOr<StepInputs> Create(int64_t max_tokens, int64_t max_table_entries);
 
   // Plans `batch` (already validated against the cache shape) and enqueues
-  // the copy on `stream`. The staging buffer is reused: the previous step
-  // must have finished (Forward synchronizes before returning).
+  // the copy on `stream`. The staging buffers are reused every other call:
+  // the step two uploads back must have finished. Fed-back tokens' pairs
+  // are copied too (fed_back()).
   // InvalidArgument when the batch needs more block-table entries or logit
   // rows than the buffers hold. A work item takes up to `rows_per_item`
   // (token, head) query rows: the attention kernel's size.
@@ -40,6 +43,11 @@ class StepInputs {
     return reinterpret_cast<const AttentionWorkItem*>(device_.data() + kItems * max_tokens_);
   }
   const int32_t* block_tables() const { return device_.data() + kTables * max_tokens_; }  // [entries]
+  // The token ids, for the kernel that writes fed-back tokens into them.
+  int32_t* mutable_token_ids() { return device_.data() + kTokenIds * max_tokens_; }
+  // [num_fed_back() x 2] (token index, previous sample row) of the last upload.
+  const int32_t* fed_back() const { return device_.data() + fed_back_offset_; }
+  int32_t num_fed_back() const { return num_fed_back_; }
   int32_t num_items() const { return num_items_; }
   // Items of one token (decodes, or a prefill chunk's last token when the
   // chunk is not a multiple of an item's tokens).
@@ -53,8 +61,13 @@ class StepInputs {
   int64_t max_table_entries_ = 0;
   int32_t num_items_ = 0;
   int32_t num_single_token_items_ = 0;
-  PinnedBuffer<int32_t> staging_;  // host copy of the layout below
-  DeviceBuffer<int32_t> device_;   // [8 * max_tokens + max_table_entries] int32, regions as above
+  int64_t fed_back_offset_ = 0;    // the fed-back pairs follow the last upload's table entries
+  int32_t num_fed_back_ = 0;
+  PinnedBuffer<int32_t> staging_[2];  // host copies of the layout below, in turn
+  int next_staging_ = 0;
+  // [8 * max_tokens + max_table_entries + 2 * max_tokens] int32: regions as
+  // above, then the fed-back pairs.
+  DeviceBuffer<int32_t> device_;
 };
 
 }  // namespace ernie::cuda

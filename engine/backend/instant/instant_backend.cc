@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "engine/util/status_macros.h"
 
 namespace ernie {
@@ -12,32 +13,92 @@ absl::StatusOr<std::unique_ptr<InstantBackend>> InstantBackend::Create(const Ins
     return absl::InvalidArgumentError("instant backend: vocab >= 4, block size, blocks and step tokens >= 1");
   if (o.step_floor.count() < 0 || o.token_cost.count() < 0 || o.logit_row_cost.count() < 0)
     return absl::InvalidArgumentError("instant backend: step floor, token cost and logit row cost must be >= 0");
-  return std::unique_ptr<InstantBackend>(new InstantBackend(o));
+  ERNIE_ASSIGN_OR_RETURN(HostRowSampler sampler, HostRowSampler::Create(static_cast<int32_t>(o.vocab_size)));
+  return std::unique_ptr<InstantBackend>(new InstantBackend(o, std::move(sampler)));
 }
 
-InstantBackend::InstantBackend(const InstantBackendOptions& o)
+InstantBackend::InstantBackend(const InstantBackendOptions& o, HostRowSampler sampler)
     : kv_{.num_layers = 1, .num_kv_heads = 1, .head_dim = 1, .block_size = o.block_size,
           .num_blocks = o.num_blocks, .bytes_per_element = 0},
       vocab_(o.vocab_size),
       max_tokens_(o.max_tokens_per_step),
       step_floor_(o.step_floor),
       token_cost_(o.token_cost),
-      logit_row_cost_(o.logit_row_cost) {}
+      logit_row_cost_(o.logit_row_cost),
+      sampler_(std::move(sampler)) {}
 
-absl::Status InstantBackend::Forward(const StepBatch& batch, std::span<float> logits) {
-  const auto deadline = std::chrono::steady_clock::now() + step_floor_ +
-                        token_cost_ * static_cast<int64_t>(batch.token_ids.size()) +
-                        logit_row_cost_ * static_cast<int64_t>(batch.logit_token_indices.size());
-  ERNIE_RETURN_IF_ERROR(ValidateStepBatch(batch, kv_, max_tokens_, vocab_, logits));
+InstantBackend::Clock::duration InstantBackend::StepCost(const StepBatch& batch) const {
+  return step_floor_ + token_cost_ * static_cast<int64_t>(batch.token_ids.size()) +
+         logit_row_cost_ * static_cast<int64_t>(batch.logit_token_indices.size());
+}
+
+void InstantBackend::FillLogits(const StepBatch& batch, std::span<const int32_t> token_ids,
+                                std::span<float> logits) const {
   for (size_t r = 0; r < batch.logit_token_indices.size(); ++r) {
     const auto t = static_cast<size_t>(batch.logit_token_indices[r]);
     float* row = logits.data() + r * static_cast<size_t>(vocab_);
     std::fill(row, row + vocab_, 0.0f);
     // Token ids 0..2 (unk, bos, eos) are never favoured, so lengths are set by max_tokens.
-    const int64_t favoured = 3 + (int64_t{batch.token_ids[t]} * 31 + batch.positions[t]) % (vocab_ - 3);
+    const int64_t favoured = 3 + (int64_t{token_ids[t]} * 31 + batch.positions[t]) % (vocab_ - 3);
     row[favoured] = 8.0f;
   }
+}
+
+absl::Status InstantBackend::Forward(const StepBatch& batch, std::span<float> logits) {
+  const auto deadline = Clock::now() + StepCost(batch);
+  ERNIE_RETURN_IF_ERROR(ValidateStepBatch(batch, kv_, max_tokens_, vocab_, logits));
+  FillLogits(batch, batch.token_ids, logits);
   std::this_thread::sleep_until(deadline);  // returns at once when the pace is 0
+  return absl::OkStatus();
+}
+
+absl::Status InstantBackend::SampleStep(const StepBatch& batch, std::span<const int32_t> token_ids,
+                                        const DeviceSamplingRequest& request, std::span<SampledToken> sampled) {
+  logits_.resize(batch.logit_token_indices.size() * static_cast<size_t>(vocab_));
+  FillLogits(batch, token_ids, logits_);
+  return sampler_.Sample(logits_, request.rows, sampled);
+}
+
+absl::Status InstantBackend::ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
+                                              std::span<SampledToken> sampled) {
+  const auto deadline = Clock::now() + StepCost(batch);
+  ERNIE_RETURN_IF_ERROR(ValidateStepBatchShape(batch, kv_, max_tokens_, vocab_));
+  if (!batch.fed_back_tokens.empty())
+    return absl::InvalidArgumentError("step batch: fed-back tokens are only for LaunchForwardAndSample");
+  ERNIE_RETURN_IF_ERROR(ValidateDeviceSamplingRequest(batch, request, sampled));
+  ERNIE_RETURN_IF_ERROR(SampleStep(batch, batch.token_ids, request, sampled));
+  std::this_thread::sleep_until(deadline);
+  return absl::OkStatus();
+}
+
+absl::Status InstantBackend::LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request) {
+  ERNIE_RETURN_IF_ERROR(ValidateStepBatchShape(batch, kv_, max_tokens_, vocab_));
+  ERNIE_RETURN_IF_ERROR(ValidateFedBackTokens(batch, last_launch_rows_));
+  Launched step;
+  step.sampled.resize(request.rows.size());
+  ERNIE_RETURN_IF_ERROR(ValidateDeviceSamplingRequest(batch, request, step.sampled));
+  ERNIE_RETURN_IF_ERROR(SampleStep(batch, TokenIdsWithFedBack(batch, last_launch_tokens_, fed_token_ids_), request,
+                                   step.sampled));
+  // The "device" runs its queue in order: this step starts when the one
+  // before ends, or now.
+  device_free_ = std::max(device_free_, Clock::now()) + StepCost(batch);
+  step.done = device_free_;
+  last_launch_tokens_.clear();
+  for (const SampledToken& t : step.sampled) last_launch_tokens_.push_back(t.token_id);
+  last_launch_rows_ = static_cast<int64_t>(step.sampled.size());
+  launched_.push_back(std::move(step));
+  return absl::OkStatus();
+}
+
+absl::Status InstantBackend::WaitForSamples(std::span<SampledToken> sampled) {
+  if (launched_.empty()) return absl::FailedPreconditionError("the instant backend has no launched step to wait for");
+  Launched step = std::move(launched_.front());
+  launched_.pop_front();
+  std::this_thread::sleep_until(step.done);
+  if (step.sampled.size() != sampled.size())
+    return absl::InvalidArgumentError(absl::StrCat("the launched step sampled ", step.sampled.size(),
+                                                   " rows; the wait has room for ", sampled.size()));
+  std::move(step.sampled.begin(), step.sampled.end(), sampled.begin());
   return absl::OkStatus();
 }
 

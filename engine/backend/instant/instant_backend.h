@@ -6,13 +6,21 @@
 // batch, and its "model" is a fixed function of the context: the logits of a
 // row favour token (last_token * 31 + position) % vocab, so outputs are
 // deterministic, depend on the prompt, and differ between sequences.
+//
+// It samples "on its device" (HostRowSampler) and its launches overlap like
+// a GPU's: a launched step's pace runs from when the step before it ends,
+// and only WaitForSamples waits for it. So the engine's overlapped steps,
+// and what they hide of the host's work, can be measured here.
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/host_row_sampler.h"
 
 namespace ernie {
 
@@ -41,9 +49,28 @@ class InstantBackend final : public Backend {
   int64_t max_tokens_per_step() const override { return max_tokens_; }
   absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
   absl::Status CopyBlocks(std::span<const BlockCopyOp> copies) override;
+  bool SupportsDeviceSampling() const override { return true; }
+  absl::Status ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
+                                std::span<SampledToken> sampled) override;
+  absl::Status LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request) override;
+  absl::Status WaitForSamples(std::span<SampledToken> sampled) override;
+  bool OverlapsSteps() const override { return true; }
 
  private:
-  InstantBackend(const InstantBackendOptions& o);
+  using Clock = std::chrono::steady_clock;
+  // A launched step: its results and when its paced "device" time ends.
+  struct Launched {
+    std::vector<SampledToken> sampled;
+    Clock::time_point done;
+  };
+
+  InstantBackend(const InstantBackendOptions& o, HostRowSampler sampler);
+  Clock::duration StepCost(const StepBatch& batch) const;
+  // The favoured-token logits of the batch's logit rows.
+  void FillLogits(const StepBatch& batch, std::span<const int32_t> token_ids, std::span<float> logits) const;
+  // Runs a step at once: logits, then its rows sampled.
+  absl::Status SampleStep(const StepBatch& batch, std::span<const int32_t> token_ids,
+                          const DeviceSamplingRequest& request, std::span<SampledToken> sampled);
 
   KvCacheShape kv_;     // geometry only: no storage
   int64_t vocab_;
@@ -51,6 +78,13 @@ class InstantBackend final : public Backend {
   std::chrono::microseconds step_floor_;
   std::chrono::nanoseconds token_cost_;
   std::chrono::nanoseconds logit_row_cost_;
+  HostRowSampler sampler_;
+  std::vector<float> logits_;              // [rows, vocab] scratch
+  std::vector<int32_t> fed_token_ids_;     // a launch's token ids with its fed-back tokens
+  std::deque<Launched> launched_;          // not yet waited for, oldest first
+  std::vector<int32_t> last_launch_tokens_;  // the newest launch's sampled ids (fed-back tokens read them)
+  int64_t last_launch_rows_ = -1;
+  Clock::time_point device_free_;          // when the last launched step's pace ends
 };
 
 }  // namespace ernie

@@ -1,6 +1,7 @@
 // The instant (measurement) backend: its logits are the fixed function its
-// header promises, and a step floor makes every Forward last at least that
-// long, so serving benchmarks see a real step's pace.
+// header promises, a step floor makes every Forward last at least that long,
+// so serving benchmarks see a real step's pace, and its launches overlap the
+// host as a GPU's do.
 #include "engine/backend/instant/instant_backend.h"
 
 #include <chrono>
@@ -82,6 +83,52 @@ TEST(InstantBackendTest, RejectsANegativePaceAndABadBatch) {
   step.slices[0].block_table = step.blocks;
   std::vector<float> logits(64);
   EXPECT_FALSE((*backend)->Forward(step.batch(), logits).ok());
+}
+
+// Its device sampling: launches return at once and queue like a GPU's
+// stream (the second step's pace starts when the first's ends); a fed-back
+// token is the previous launch's sample; ForwardAndSample gives the same.
+TEST(InstantBackendTest, LaunchesQueueLikeADeviceAndFeedBackTheirTokens) {
+  using std::chrono::steady_clock;
+  constexpr auto kFloor = std::chrono::milliseconds(40);
+  auto backend = InstantBackend::Create({.vocab_size = 64, .block_size = 4, .num_blocks = 8, .step_floor = kFloor});
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->OverlapsSteps());
+  const SamplingParams greedy{.temperature = 0.0f};
+  const DeviceSampleRow row{.logit_row = 0, .params = &greedy};
+  OneDecode first;
+  OneDecode second;
+  second.tokens = {0};  // a placeholder: the first step's token comes back
+  second.positions = {5};
+  second.slices[0].num_cached_tokens = 5;
+  const FedBackToken fed[] = {{.token_index = 0, .sample_row = 0}};
+  StepBatch fed_batch = second.batch();
+  fed_batch.fed_back_tokens = fed;
+  // No launch yet: nothing to feed back or to wait for.
+  EXPECT_EQ((*backend)->LaunchForwardAndSample(fed_batch, {.rows = {&row, 1}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  SampledToken out;
+  EXPECT_EQ((*backend)->WaitForSamples({&out, 1}).code(), absl::StatusCode::kFailedPrecondition);
+
+  const auto start = steady_clock::now();
+  ASSERT_TRUE((*backend)->LaunchForwardAndSample(first.batch(), {.rows = {&row, 1}}).ok());
+  ASSERT_TRUE((*backend)->LaunchForwardAndSample(fed_batch, {.rows = {&row, 1}}).ok());
+  EXPECT_LT(steady_clock::now() - start, kFloor) << "a launch waits for nothing";
+  SampledToken a, b;
+  ASSERT_TRUE((*backend)->WaitForSamples({&a, 1}).ok());
+  EXPECT_GE(steady_clock::now() - start, kFloor);
+  ASSERT_TRUE((*backend)->WaitForSamples({&b, 1}).ok());
+  EXPECT_GE(steady_clock::now() - start, 2 * kFloor) << "the second step runs after the first";
+  const int want_a = 3 + (7 * 31 + 4) % (64 - 3);
+  EXPECT_EQ(a.token_id, want_a);
+  EXPECT_EQ(b.token_id, 3 + (want_a * 31 + 5) % (64 - 3));
+  // One step at a time, with the token written in: the same.
+  second.tokens = {want_a};
+  SampledToken again;
+  ASSERT_TRUE((*backend)->ForwardAndSample(second.batch(), {.rows = {&row, 1}}, {&again, 1}).ok());
+  EXPECT_EQ(again.token_id, b.token_id);
+  EXPECT_EQ((*backend)->ForwardAndSample(fed_batch, {.rows = {&row, 1}}, {&again, 1}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
