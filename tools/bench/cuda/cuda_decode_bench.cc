@@ -69,6 +69,11 @@
 // Times are host wall clock around the call, which synchronizes the stream
 // before returning.
 //
+// --engine-streams S,... [--engine-rounds 2]: S requests of prompt_len +
+// decode_tokens through EngineCore, one step at a time and with overlapped
+// steps, alternating (engine_streams.h): what the engine's own host work
+// costs and how much of it overlap hides.
+//
 // --timeline-batches B,...: after the figures, one greedy decode step of each
 // batch (context prompt_len + 64) recorded through CUPTI (kernel_timeline.h):
 // which kernel, how long, how much of the step's critical path, as the graph
@@ -93,6 +98,7 @@
 #include "engine/sample/logit_edit.h"
 #include "engine/sample/sampler.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/cuda/engine_streams.h"
 #include "tools/bench/cuda/int_list_flag.h"
 #if ERNIE_HAVE_CUPTI
 #include "tools/bench/cuda/kernel_timeline.h"
@@ -138,6 +144,10 @@ struct Args {
   int moe_awq_gemv_k_slices = ernie::CudaBackendOptions{}.moe_awq_gemv_k_slices;
   int moe_awq_gemv_cta_warps = ernie::CudaBackendOptions{}.moe_awq_gemv_cta_warps;
   std::vector<int> timeline_batches;  // --timeline-batches: in-graph kernel timelines of these decode steps
+  // --engine-streams: that many requests through EngineCore, one step at a
+  // time against overlapped steps (engine_streams.h), --engine-rounds times each.
+  std::vector<int> engine_streams;
+  int engine_rounds = 2;
   // --mixed-steps D:P,...: steps of D decode rows beside P whole prompts (a serving step when a wave of
   // requests arrives), timed and, where CUPTI is built, broken down by kernel.
   std::vector<std::pair<int, int>> mixed_steps;
@@ -178,6 +188,10 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->moe_max_tile_rows)) return false;
     } else if (f == "--timeline-batches") {
       if (!ernie::bench::ParsePositiveIntList(v, &a->timeline_batches)) return false;
+    } else if (f == "--engine-streams") {
+      if (!ernie::bench::ParsePositiveIntList(v, &a->engine_streams)) return false;
+    } else if (f == "--engine-rounds") {
+      if (!absl::SimpleAtoi(v, &a->engine_rounds) || a->engine_rounds <= 0) return false;
     } else if (f == "--mixed-steps") {
       if (!ParseMixedSteps(v, &a->mixed_steps)) return false;
     } else if (f == "--batch-sizes") {
@@ -590,7 +604,7 @@ int main(int argc, char** argv) {
                  "[--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
-                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]\n";
+                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16] [--engine-streams 1,64] [--engine-rounds 2]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -603,6 +617,7 @@ int main(int argc, char** argv) {
   int max_batch = std::max({*std::max_element(args.batch_sizes.begin(), args.batch_sizes.end()),
                             args.profile_batch, args.profile_prefill});
   for (int b : args.timeline_batches) max_batch = std::max(max_batch, b);
+  for (int b : args.engine_streams) max_batch = std::max(max_batch, b);
   int64_t mixed_max_tokens = 0;
   for (const auto& [d, p] : args.mixed_steps) {
     max_batch = std::max(max_batch, d + p);
@@ -653,6 +668,8 @@ int main(int argc, char** argv) {
                 .small_batch_norm_epilogues = args.norm_epilogues == 1,
                 .persistent_decode = args.persistent_decode == 1,
                 .fast_greedy_sampling = args.fast_greedy == 1,
+                // Only launches overlap (the engine runs below); ForwardAndSample is unchanged.
+                .overlap_steps = true,
                 .moe_max_tile_rows = args.moe_max_tile_rows,
                 .moe_shared_gemm_min_tokens = args.moe_shared_gemm_min_tokens,
                 .moe_grouped_gemm_min_rows = args.moe_grouped_gemm_min_rows,
@@ -741,6 +758,29 @@ int main(int argc, char** argv) {
                 r->median_step_no_logits_ms, decode_tps, b * args.decode_tokens / (r->greedy_ms / 1e3),
                 b * args.decode_tokens / (r->top_p_ms / 1e3), r->median_step_penalized_ms,
                 r->median_step_host_penalized_ms);
+  }
+  for (int streams : args.engine_streams) {
+    // An untimed run first (graph captures of the engine's step shapes), then alternating rounds.
+    nlohmann::json entry = {{"streams", streams}};
+    for (int round = 0; round <= args.engine_rounds; ++round)
+      for (const bool overlap : {false, true}) {
+        auto r = ernie::bench::RunEngineStreams(**backend, streams, args.prompt_len, args.decode_tokens, overlap);
+        if (!r.ok()) {
+          std::cerr << "ernie-bench-cuda: engine, " << streams << " streams: " << r.status() << "\n";
+          return 1;
+        }
+        if (round == 0) continue;
+        const char* mode = overlap ? "overlapped" : "one_at_a_time";
+        entry[mode].push_back({{"tok_s", r->tok_s()},
+                               {"decode_tok_s", r->decode_tok_s(streams)},
+                               {"total_s", r->total_s},
+                               {"steps", r->steps},
+                               {"overlapped", r->overlapped}});
+        std::printf("engine %3d streams, %-13s round %d: %9.0f tok/s, decode %9.0f tok/s, %lld steps%s\n", streams,
+                    mode, round, r->tok_s(), r->decode_tok_s(streams), static_cast<long long>(r->steps),
+                    overlap && !r->overlapped ? " (did not overlap)" : "");
+      }
+    log["engine_streams"].push_back(entry);
   }
   log["captured_graphs"] = (*backend)->step_counters().graph_captures;
 #if ERNIE_HAVE_CUPTI
