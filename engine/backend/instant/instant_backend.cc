@@ -8,6 +8,20 @@
 
 namespace ernie {
 
+namespace {
+
+// Waits for `deadline` as a GPU wait does, to within a few microseconds: a
+// sleep wakes up tens of microseconds late (timer slack), which would add
+// to every paced step, so the last stretch spins.
+void WaitUntil(std::chrono::steady_clock::time_point deadline) {
+  constexpr auto kSpin = std::chrono::microseconds(100);
+  if (std::chrono::steady_clock::now() + kSpin < deadline) std::this_thread::sleep_until(deadline - kSpin);
+  while (std::chrono::steady_clock::now() < deadline) {
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<InstantBackend>> InstantBackend::Create(const InstantBackendOptions& o) {
   if (o.vocab_size < 4 || o.block_size < 1 || o.num_blocks < 1 || o.max_tokens_per_step < 1)
     return absl::InvalidArgumentError("instant backend: vocab >= 4, block size, blocks and step tokens >= 1");
@@ -38,9 +52,7 @@ void InstantBackend::FillLogits(const StepBatch& batch, std::span<const int32_t>
     const auto t = static_cast<size_t>(batch.logit_token_indices[r]);
     float* row = logits.data() + r * static_cast<size_t>(vocab_);
     std::fill(row, row + vocab_, 0.0f);
-    // Token ids 0..2 (unk, bos, eos) are never favoured, so lengths are set by max_tokens.
-    const int64_t favoured = 3 + (int64_t{token_ids[t]} * 31 + batch.positions[t]) % (vocab_ - 3);
-    row[favoured] = 8.0f;
+    row[FavouredToken(token_ids[t], batch.positions[t])] = 8.0f;
   }
 }
 
@@ -48,15 +60,40 @@ absl::Status InstantBackend::Forward(const StepBatch& batch, std::span<float> lo
   const auto deadline = Clock::now() + StepCost(batch);
   ERNIE_RETURN_IF_ERROR(ValidateStepBatch(batch, kv_, max_tokens_, vocab_, logits));
   FillLogits(batch, batch.token_ids, logits);
-  std::this_thread::sleep_until(deadline);  // returns at once when the pace is 0
+  WaitUntil(deadline);  // returns at once when the pace is 0
   return absl::OkStatus();
 }
 
 absl::Status InstantBackend::SampleStep(const StepBatch& batch, std::span<const int32_t> token_ids,
                                         const DeviceSamplingRequest& request, std::span<SampledToken> sampled) {
+  // A greedy row with nothing to edit, ban or report takes its row's
+  // favoured token at once, as a device's greedy kernel would; the rest go
+  // through HostRowSampler on the logits (a vocabulary a row of host work
+  // that a device would do, so kept to the rows that need it).
+  auto needs_sampler = [](const DeviceSampleRow& row) {
+    const bool banning = row.position < static_cast<uint64_t>(row.params->min_tokens);
+    const bool edited = row.edits != nullptr && !row.edits->edits().empty();
+    return !IsGreedy(*row.params) || row.params->logprobs || banning || edited;
+  };
+  std::vector<DeviceSampleRow> rows;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < request.rows.size(); ++i) {
+    const DeviceSampleRow& row = request.rows[i];
+    if (needs_sampler(row)) {
+      rows.push_back(row);
+      where.push_back(i);
+      continue;
+    }
+    const auto t = static_cast<size_t>(batch.logit_token_indices[static_cast<size_t>(row.logit_row)]);
+    sampled[i] = SampledToken{.token_id = FavouredToken(token_ids[t], batch.positions[t])};
+  }
+  if (rows.empty()) return absl::OkStatus();
   logits_.resize(batch.logit_token_indices.size() * static_cast<size_t>(vocab_));
   FillLogits(batch, token_ids, logits_);
-  return sampler_.Sample(logits_, request.rows, sampled);
+  std::vector<SampledToken> out(rows.size());
+  ERNIE_RETURN_IF_ERROR(sampler_.Sample(logits_, rows, out));
+  for (size_t k = 0; k < where.size(); ++k) sampled[where[k]] = std::move(out[k]);
+  return absl::OkStatus();
 }
 
 absl::Status InstantBackend::ForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request,
@@ -67,7 +104,7 @@ absl::Status InstantBackend::ForwardAndSample(const StepBatch& batch, const Devi
     return absl::InvalidArgumentError("step batch: fed-back tokens are only for LaunchForwardAndSample");
   ERNIE_RETURN_IF_ERROR(ValidateDeviceSamplingRequest(batch, request, sampled));
   ERNIE_RETURN_IF_ERROR(SampleStep(batch, batch.token_ids, request, sampled));
-  std::this_thread::sleep_until(deadline);
+  WaitUntil(deadline);
   return absl::OkStatus();
 }
 
@@ -94,7 +131,7 @@ absl::Status InstantBackend::WaitForSamples(std::span<SampledToken> sampled) {
   if (launched_.empty()) return absl::FailedPreconditionError("the instant backend has no launched step to wait for");
   Launched step = std::move(launched_.front());
   launched_.pop_front();
-  std::this_thread::sleep_until(step.done);
+  WaitUntil(step.done);
   if (step.sampled.size() != sampled.size())
     return absl::InvalidArgumentError(absl::StrCat("the launched step sampled ", step.sampled.size(),
                                                    " rows; the wait has room for ", sampled.size()));

@@ -66,6 +66,11 @@ class InstantBackend final : public Backend {
 
   InstantBackend(const InstantBackendOptions& o, HostRowSampler sampler);
   Clock::duration StepCost(const StepBatch& batch) const;
+  // The token a row at `position` after `token` favours. Ids 0..2 (unk, bos,
+  // eos) never are, so lengths are set by max_tokens.
+  int32_t FavouredToken(int32_t token, int32_t position) const {
+    return static_cast<int32_t>(3 + (int64_t{token} * 31 + position) % (vocab_ - 3));
+  }
   // The favoured-token logits of the batch's logit rows.
   void FillLogits(const StepBatch& batch, std::span<const int32_t> token_ids, std::span<float> logits) const;
   // Runs a step at once: logits, then its rows sampled.

@@ -98,7 +98,7 @@
 #include "engine/sample/logit_edit.h"
 #include "engine/sample/sampler.h"
 #include "nlohmann/json.hpp"
-#include "tools/bench/cuda/engine_streams.h"
+#include "tools/bench/engine_streams.h"
 #include "tools/bench/cuda/int_list_flag.h"
 #if ERNIE_HAVE_CUPTI
 #include "tools/bench/cuda/kernel_timeline.h"

@@ -1,4 +1,4 @@
-#include "tools/bench/cuda/engine_streams.h"
+#include "tools/bench/engine_streams.h"
 
 #include <chrono>
 #include <memory>
