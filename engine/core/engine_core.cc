@@ -249,12 +249,17 @@ void EngineCore::Complete(LaunchedStep& step) {
   Apply(step);
   ++steps_;
   if (observer_ != nullptr) {
+    // Overlapped, a step began (was planned) before the one ahead of it
+    // was read: its own time starts there.
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point from = std::max(step.start, last_read_time_);
     StepStats stats{.num_sequences = static_cast<int32_t>(step.chunks.size()),
                     .num_tokens = step.num_tokens,
                     .num_prefill_tokens = step.num_prefill_tokens,
-                    .duration_s = std::chrono::duration<double>(Clock::now() - step.start).count(),
+                    .duration_s = std::chrono::duration<double>(now - from).count(),
                     .model_s = step.model_s};
     observer_->OnStep(stats);
+    last_read_time_ = now;
   }
 }
 

@@ -209,6 +209,7 @@ class EngineCore {
   // When the step being read had its tokens read (observer only): a token's
   // time, so a first token's time includes the prefill step that made it.
   Clock::time_point token_time_;
+  Clock::time_point last_read_time_;    // when the last step was read (observer only)
 };
 
 }  // namespace ernie

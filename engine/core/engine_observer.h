@@ -15,8 +15,13 @@ struct StepStats {
   int32_t num_sequences = 0;       // rows in the batch
   int32_t num_tokens = 0;          // tokens computed (prefill + decode)
   int32_t num_prefill_tokens = 0;  // of which prompt tokens
-  double duration_s = 0;           // schedule + forward + sampling
-  double model_s = 0;              // of which inside the backend's forward (and device sampling) call
+  // Schedule + forward + sampling + delivery: from the step's start, or,
+  // with overlapped steps, from when the step before it was read (so
+  // durations add up to wall time).
+  double duration_s = 0;
+  // Of which inside the backend's calls for it (forward and device sampling;
+  // overlapped: its launch and its wait).
+  double model_s = 0;
 };
 
 // One sample that has finished (n > 1 requests finish n of these, as vLLM
