@@ -12,7 +12,8 @@
 // falls to the device's as long as the host keeps up.
 //
 //   ernie-bench-engine [--streams 1,64,256] [--prompt-len 128] [--output-len 128]
-//                      [--step-us 455] [--token-ns 0] [--row-ns 0] [--rounds 2] [--log FILE]
+//                      [--step-us 455] [--token-ns 0] [--row-ns 0] [--rounds 2] [--loop 0|1] [--log FILE]
+// --loop 1 runs the engine on an EngineLoop thread fed by SubmitAsync, as in the worker.
 // The defaults pace every step at 455 us, the 0.3b's batch-1 step on the
 // H200 (NOTES.md v27), so a figure reads as "at that step time".
 #include <cstdio>
@@ -33,6 +34,7 @@ struct Args {
   std::vector<int> streams = {1, 64, 256};
   int prompt_len = 128, output_len = 128, rounds = 2;
   int64_t step_us = 455, token_ns = 0, row_ns = 0;
+  bool loop = false;  // --loop 1: through an EngineLoop thread, as in the worker
   std::string log;
 };
 
@@ -60,6 +62,10 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->token_ns) || a->token_ns < 0) return false;
     } else if (f == "--row-ns") {
       if (!absl::SimpleAtoi(v, &a->row_ns) || a->row_ns < 0) return false;
+    } else if (f == "--loop") {
+      int x = 0;
+      if (!absl::SimpleAtoi(v, &x) || x < 0 || x > 1) return false;
+      a->loop = x == 1;
     } else if (f == "--log") {
       a->log = v;
     } else {
@@ -75,7 +81,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-engine [--streams 1,64,256] [--prompt-len 128] [--output-len 128] "
-                 "[--step-us 455] [--token-ns 0] [--row-ns 0] [--rounds 2] [--log FILE]\n";
+                 "[--step-us 455] [--token-ns 0] [--row-ns 0] [--rounds 2] [--loop 0|1] [--log FILE]\n";
     return 2;
   }
   int max_streams = 1;
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   nlohmann::json log = {{"bench", "engine_overlap"},
+                        {"through_loop", args.loop},
                         {"step_us", args.step_us},
                         {"token_ns", args.token_ns},
                         {"row_ns", args.row_ns},
@@ -102,22 +109,27 @@ int main(int argc, char** argv) {
   std::printf("streams  mode           round   tok/s  decode tok/s  steps  wall/step us\n");
   for (int streams : args.streams) {
     nlohmann::json entry = {{"streams", streams}};
+    struct Mode {
+      const char* name;
+      bool overlap;
+    };
+    const Mode modes[] = {{"one_at_a_time", false}, {"overlapped", true}};
     for (int round = 0; round <= args.rounds; ++round)  // round 0: untimed warm-up
-      for (const bool overlap : {false, true}) {
-        auto r = ernie::bench::RunEngineStreams(**backend, streams, args.prompt_len, args.output_len, overlap);
+      for (const Mode& mode : modes) {
+        auto r = ernie::bench::RunEngineStreams(**backend, streams, args.prompt_len, args.output_len, mode.overlap,
+                                                args.loop);
         if (!r.ok()) {
           std::cerr << "ernie-bench-engine: " << streams << " streams: " << r.status() << "\n";
           return 1;
         }
         if (round == 0) continue;
         const double wall_per_step_us = r->total_s * 1e6 / static_cast<double>(r->steps);
-        const char* mode = overlap ? "overlapped" : "one_at_a_time";
-        entry[mode].push_back({{"tok_s", r->tok_s()},
-                               {"decode_tok_s", r->decode_tok_s(streams)},
-                               {"steps", r->steps},
-                               {"wall_per_step_us", wall_per_step_us},
-                               {"overlapped", r->overlapped}});
-        std::printf("%7d  %-13s  %5d  %6.0f  %12.0f  %5lld  %12.1f\n", streams, mode, round, r->tok_s(),
+        entry[mode.name].push_back({{"tok_s", r->tok_s()},
+                                    {"decode_tok_s", r->decode_tok_s(streams)},
+                                    {"steps", r->steps},
+                                    {"wall_per_step_us", wall_per_step_us},
+                                    {"overlapped", r->overlapped}});
+        std::printf("%7d  %-13s  %5d  %6.0f  %12.0f  %5lld  %12.1f\n", streams, mode.name, round, r->tok_s(),
                     r->decode_tok_s(streams), static_cast<long long>(r->steps), wall_per_step_us);
       }
     log["streams"].push_back(entry);

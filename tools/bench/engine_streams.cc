@@ -1,82 +1,124 @@
 #include "tools/bench/engine_streams.h"
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "engine/core/engine_core.h"
+#include "engine/core/engine_loop.h"
 
 namespace ernie::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Counts tokens, and notes when every request has its first.
+// Counts tokens, notes when every request has its first, and says when
+// all are in (the sinks are called on the engine's thread).
 class CountingSink : public RequestSink {
  public:
-  CountingSink(int streams, int64_t* tokens, int* started, std::optional<Clock::time_point>* all_started)
-      : streams_(streams), tokens_(tokens), started_(started), all_started_(all_started) {}
+  CountingSink(int streams, int64_t total, std::atomic<int64_t>* tokens, std::atomic<int>* started,
+               std::optional<Clock::time_point>* all_started, std::promise<void>* done, std::atomic<bool>* finished)
+      : streams_(streams),
+        total_(total),
+        tokens_(tokens),
+        started_(started),
+        all_started_(all_started),
+        done_(done),
+        finished_(finished) {}
   void OnOutput(const SampleOutput& out) override {
     if (out.token_ids.empty()) return;
-    if (*tokens_ += static_cast<int64_t>(out.token_ids.size()); !seen_) {
+    if (!seen_) {
       seen_ = true;
-      if (++*started_ == streams_) *all_started_ = Clock::now();
+      if (started_->fetch_add(1) + 1 == streams_) *all_started_ = Clock::now();
     }
+    if (tokens_->fetch_add(static_cast<int64_t>(out.token_ids.size())) + static_cast<int64_t>(out.token_ids.size()) ==
+        total_)
+      Finish();
   }
-  void OnError(const absl::Status& s) override { error = s; }
+  void OnError(const absl::Status& s) override {
+    error = s;
+    Finish();
+  }
   absl::Status error;
 
  private:
   int streams_;
-  int64_t* tokens_;
-  int* started_;
+  int64_t total_;
+  std::atomic<int64_t>* tokens_;
+  std::atomic<int>* started_;
   std::optional<Clock::time_point>* all_started_;
+  std::promise<void>* done_;
+  std::atomic<bool>* finished_;
   bool seen_ = false;
+
+  void Finish() {
+    if (!finished_->exchange(true)) done_->set_value();
+  }
 };
 
 }  // namespace
 
 absl::StatusOr<EngineStreamsResult> RunEngineStreams(Backend& backend, int streams, int prompt_len, int output_len,
-                                                     bool overlap) {
+                                                     bool overlap, bool through_loop) {
   EngineConfig config{.scheduler = {.max_num_seqs = streams, .max_num_batched_tokens = 2048},
                       .max_model_len = prompt_len + output_len + 1,
                       .enable_prefix_caching = false,
                       .overlap_steps = overlap};
   auto engine = EngineCore::Create(&backend, config);
   if (!engine.ok()) return engine.status();
-  int64_t tokens = 0;
-  int started = 0;
+  std::atomic<int64_t> tokens = 0;
+  std::atomic<int> started = 0;
   std::optional<Clock::time_point> all_started;
   std::vector<std::shared_ptr<CountingSink>> sinks;
+  std::vector<EngineRequest> requests;
   const int64_t vocab = backend.vocab_size();
+  const int64_t total = int64_t{streams} * output_len;
+  std::promise<void> done;
+  std::atomic<bool> finished = false;
   for (int s = 0; s < streams; ++s) {
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
     for (int p = 0; p < prompt_len; ++p)
       prompt[static_cast<size_t>(p)] = static_cast<int32_t>(3 + (int64_t{s} * 7919 + int64_t{p} * 104729) % (vocab - 3));
-    sinks.push_back(std::make_shared<CountingSink>(streams, &tokens, &started, &all_started));
-    absl::Status added = (*engine)->AddRequest(
-        {.request_id = absl::StrCat("s", s),
-         .prompt_token_ids = std::move(prompt),
-         .sampling = {.temperature = 0.0f, .ignore_eos = true, .max_tokens = output_len},
-         .sink = sinks.back()});
-    if (!added.ok()) return added;
+    sinks.push_back(std::make_shared<CountingSink>(streams, total, &tokens, &started, &all_started, &done, &finished));
+    requests.push_back({.request_id = absl::StrCat("s", s),
+                        .prompt_token_ids = std::move(prompt),
+                        .sampling = {.temperature = 0.0f, .ignore_eos = true, .max_tokens = output_len},
+                        .sink = sinks.back()});
   }
   const Clock::time_point start = Clock::now();
-  while ((*engine)->Step()) {
+  int64_t steps = 0;
+  bool overlapped = (*engine)->overlaps_steps();
+  if (through_loop) {
+    EngineLoop loop(std::move(*engine));
+    // As the worker does: without waiting for each verdict.
+    std::atomic<int> refused = 0;
+    for (EngineRequest& r : requests)
+      loop.SubmitAsync(std::move(r), [&refused](const absl::Status& s) { refused += s.ok() ? 0 : 1; });
+    done.get_future().wait();
+    if (refused > 0) return absl::InternalError(absl::StrCat(refused.load(), " requests were refused"));
+    steps = loop.Load().steps;
+  } else {
+    for (EngineRequest& r : requests) {
+      if (absl::Status added = (*engine)->AddRequest(std::move(r)); !added.ok()) return added;
+    }
+    while ((*engine)->Step()) {
+    }
+    steps = (*engine)->Load().steps;
   }
   const Clock::time_point end = Clock::now();
   for (const auto& sink : sinks)
     if (!sink->error.ok()) return sink->error;
-  if (tokens != int64_t{streams} * output_len || !all_started)
-    return absl::InternalError(absl::StrCat("the engine produced ", tokens, " of ", int64_t{streams} * output_len,
-                                            " tokens"));
+  if (tokens != total || !all_started)
+    return absl::InternalError(absl::StrCat("the engine produced ", tokens.load(), " of ", total, " tokens"));
   return EngineStreamsResult{.total_s = std::chrono::duration<double>(end - start).count(),
                              .decode_s = std::chrono::duration<double>(end - *all_started).count(),
                              .output_tokens = tokens,
-                             .steps = (*engine)->Load().steps,
-                             .overlapped = (*engine)->overlaps_steps()};
+                             .steps = steps,
+                             .overlapped = overlapped};
 }
 
 }  // namespace ernie::bench

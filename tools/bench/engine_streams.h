@@ -24,7 +24,10 @@ struct EngineStreamsResult {
   double decode_tok_s(int streams) const { return (output_tokens - streams) / decode_s; }
 };
 
+// `through_loop`: the engine runs on an EngineLoop thread and the requests
+// come in through SubmitAsync, as in the worker, rather than Step() called
+// back to back on this thread.
 absl::StatusOr<EngineStreamsResult> RunEngineStreams(Backend& backend, int streams, int prompt_len, int output_len,
-                                                     bool overlap);
+                                                     bool overlap, bool through_loop = false);
 
 }  // namespace ernie::bench
