@@ -148,8 +148,8 @@ int main(int argc, char** argv) {
   }
   Log((*core)->overlaps_steps() ? "async scheduling: step N+1 is planned and launched while the device runs step N"
                                  : absl::StrCat("one step at a time (",
-                                                config->async_scheduling ? "the backend runs each step inside its launch"
-                                                                         : "--no-async-scheduling",
+                                                config->async_scheduling ? "this backend runs each step inside its launch"
+                                                                         : "--async-scheduling turns overlap on",
                                                 ")"));
   const auto& kv = serving->backend->kv_shape();
   ernie::worker::ServedModelInfo info{.architecture = serving->architecture,

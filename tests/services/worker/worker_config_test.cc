@@ -21,16 +21,18 @@ TEST(WorkerConfigTest, FlagsOverrideYaml) {
   std::filesystem::remove(path);
 }
 
-TEST(WorkerConfigTest, AsyncSchedulingIsOnUnlessTurnedOff) {
+TEST(WorkerConfigTest, AsyncSchedulingIsOptIn) {
   auto c = ParseWorkerFlags({"--model", "m"});
   ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->async_scheduling);
+  c = ParseWorkerFlags({"--model", "m", "--async-scheduling"});
+  ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->async_scheduling);
-  c = ParseWorkerFlags({"--model", "m", "--no-async-scheduling"});
+  c = ParseWorkerFlags({"--model", "m", "--async-scheduling", "--no-async-scheduling"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->async_scheduling);
-  c = ParseWorkerFlags({"--model", "m", "--async-scheduling=false", "--async-scheduling"});
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_TRUE(c->async_scheduling);
+  c = ParseWorkerFlags({"--model", "m", "--async-scheduling=maybe"});
+  EXPECT_FALSE(c.ok());
 }
 
 TEST(WorkerConfigTest, ExampleFileInDeployParses) {
