@@ -90,7 +90,7 @@ TEST(InstantBackendTest, RejectsANegativePaceAndABadBatch) {
 // token is the previous launch's sample; ForwardAndSample gives the same.
 TEST(InstantBackendTest, LaunchesQueueLikeADeviceAndFeedBackTheirTokens) {
   using std::chrono::steady_clock;
-  constexpr auto kFloor = std::chrono::milliseconds(40);
+  constexpr auto kFloor = std::chrono::milliseconds(100);  // far above a loaded CI machine's hiccups
   auto backend = InstantBackend::Create({.vocab_size = 64, .block_size = 4, .num_blocks = 8, .step_floor = kFloor});
   ASSERT_TRUE(backend.ok()) << backend.status();
   ASSERT_TRUE((*backend)->OverlapsSteps());
