@@ -266,6 +266,36 @@ TEST(WorkerServiceTest, GenerateManyEqualsGenerateAlone) {
   EXPECT_EQ(server.engine().Load().kv_blocks_used, 0);
 }
 
+// --async-scheduling through the whole worker: on the instant backend (whose
+// launches overlap like a GPU's) the engine plans step N+1 while step N
+// runs, and every request streams exactly the tokens it streams without.
+TEST(WorkerServiceTest, AsyncSchedulingStreamsTheSameTokens) {
+  std::vector<v1::GenerateRequest> requests;
+  for (int i = 0; i < 12; ++i) {
+    const bool sampled = i % 3 == 0;
+    requests.push_back(Request(absl::StrCat("async-", i), Prompt(1 + (i * 29) % 90, i), 3 + i % 11,
+                               sampled ? 0.9f : 0.0f, sampled ? 2 : 1, sampled ? 7 + i : 0));
+  }
+  decltype(ManyResult::requests) results[2];
+  for (const bool async : {false, true}) {
+    WorkerServer server({.backend = "instant", .max_num_seqs = 16, .max_num_batched_tokens = 64,
+                         .max_model_len = 256, .async_scheduling = async});
+    EXPECT_EQ(server.engine().core().overlaps_steps(), async);
+    const ManyResult many = GenerateMany(server.stub(), requests, {});
+    ASSERT_TRUE(many.status.ok()) << many.status.error_message();
+    results[async ? 1 : 0] = many.requests;
+  }
+  for (const auto& req : requests) {
+    SCOPED_TRACE(req.request_id());
+    const StreamResult& one = results[0].at(req.request_id());
+    const StreamResult& overlapped = results[1].at(req.request_id());
+    ASSERT_TRUE(one.status.ok() && overlapped.status.ok());
+    EXPECT_FALSE(one.tokens.empty());
+    EXPECT_EQ(one.tokens, overlapped.tokens);
+    EXPECT_EQ(one.finish, overlapped.finish);
+  }
+}
+
 // Each bad start closes only its own request, with the status and cause
 // Generate would give; the good request beside them runs to its end.
 TEST(WorkerServiceTest, GenerateManyErrorsCloseOnlyTheirRequest) {
