@@ -148,8 +148,10 @@ int main(int argc, char** argv) {
   }
   Log((*core)->overlaps_steps() ? "async scheduling: step N+1 is planned and launched while the device runs step N"
                                  : absl::StrCat("one step at a time (",
-                                                config->async_scheduling ? "this backend runs each step inside its launch"
-                                                                         : "--async-scheduling turns overlap on",
+                                                config->async_scheduling
+                                                    ? absl::StrCat("the ", serving->backend->name(),
+                                                                   " backend has no device running behind the host")
+                                                    : std::string("--async-scheduling overlaps them"),
                                                 ")"));
   const auto& kv = serving->backend->kv_shape();
   ernie::worker::ServedModelInfo info{.architecture = serving->architecture,
