@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   Log((*core)->overlaps_steps() ? "async scheduling: step N+1 is planned and launched while the device runs step N"
                                  : absl::StrCat("one step at a time (",
                                                 config->async_scheduling
-                                                    ? absl::StrCat("the ", serving->backend->name(),
+                                                    ? absl::StrCat("the ", std::string(serving->backend->name()),
                                                                    " backend has no device running behind the host")
                                                     : std::string("--async-scheduling overlaps them"),
                                                 ")"));
