@@ -34,10 +34,14 @@ absl::Status Backend::WaitForSamples(std::span<SampledToken> sampled) {
         absl::StrCat("the ", std::string(name()), " backend has no launched step to wait for"));
   std::vector<SampledToken> results = std::move(launched_results_.front());
   launched_results_.pop_front();
-  if (results.size() != sampled.size())
+  return HandOverLaunchedResults(results, sampled);
+}
+
+absl::Status HandOverLaunchedResults(std::vector<SampledToken>& results, std::span<SampledToken> out) {
+  if (results.size() != out.size())
     return absl::InvalidArgumentError(absl::StrCat("the launched step sampled ", results.size(),
-                                                   " rows; the wait has room for ", sampled.size()));
-  std::move(results.begin(), results.end(), sampled.begin());
+                                                   " rows; the wait has room for ", out.size()));
+  std::move(results.begin(), results.end(), out.begin());
   return absl::OkStatus();
 }
 

@@ -172,6 +172,10 @@ absl::Status ValidateFedBackTokens(const StepBatch& batch, int64_t previous_rows
 // The batch's token ids with its fed-back tokens filled in from the
 // previous launch's sampled ids (for backends that know them on the host);
 // `scratch` holds the copy when there is any.
+// Moves a launched step's results into a wait's `out`; InvalidArgument when
+// the sizes differ (shared by backends' WaitForSamples).
+absl::Status HandOverLaunchedResults(std::vector<SampledToken>& results, std::span<SampledToken> out);
+
 std::span<const int32_t> TokenIdsWithFedBack(const StepBatch& batch, std::span<const int32_t> previous_tokens,
                                              std::vector<int32_t>& scratch);
 

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "engine/backend/instant/instant_backend.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/cuda/int_list_flag.h"  // header only: no CUDA
 #include "tools/bench/engine_streams.h"
 
 namespace {
@@ -44,12 +44,7 @@ bool Parse(int argc, char** argv, Args* a) {
     if (i + 1 >= argc) return false;
     const std::string v = argv[++i];
     if (f == "--streams") {
-      a->streams.clear();
-      for (const auto piece : absl::StrSplit(v, ',')) {
-        int s = 0;
-        if (!absl::SimpleAtoi(piece, &s) || s <= 0) return false;
-        a->streams.push_back(s);
-      }
+      if (!ernie::bench::ParsePositiveIntList(v, &a->streams)) return false;
     } else if (f == "--prompt-len") {
       if (!absl::SimpleAtoi(v, &a->prompt_len) || a->prompt_len <= 0) return false;
     } else if (f == "--output-len") {

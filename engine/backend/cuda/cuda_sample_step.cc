@@ -132,11 +132,7 @@ absl::Status CudaBackendImpl::WaitForSamples(std::span<SampledToken> sampled) {
     if (step.status.ok() && !step.sampled.empty()) step.status = sampler_.Finish(step.sampled);
   }
   ERNIE_RETURN_IF_ERROR(step.status);
-  if (step.sampled.size() != sampled.size())
-    return absl::InvalidArgumentError(absl::StrCat("the launched step sampled ", step.sampled.size(),
-                                                   " rows; the wait has room for ", sampled.size()));
-  std::move(step.sampled.begin(), step.sampled.end(), sampled.begin());
-  return absl::OkStatus();
+  return HandOverLaunchedResults(step.sampled, sampled);
 }
 
 }  // namespace ernie::cuda

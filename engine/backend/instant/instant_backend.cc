@@ -132,11 +132,7 @@ absl::Status InstantBackend::WaitForSamples(std::span<SampledToken> sampled) {
   Launched step = std::move(launched_.front());
   launched_.pop_front();
   WaitUntil(step.done);
-  if (step.sampled.size() != sampled.size())
-    return absl::InvalidArgumentError(absl::StrCat("the launched step sampled ", step.sampled.size(),
-                                                   " rows; the wait has room for ", sampled.size()));
-  std::move(step.sampled.begin(), step.sampled.end(), sampled.begin());
-  return absl::OkStatus();
+  return HandOverLaunchedResults(step.sampled, sampled);
 }
 
 absl::Status InstantBackend::CopyBlocks(std::span<const BlockCopyOp> copies) {
