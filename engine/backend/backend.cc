@@ -14,16 +14,11 @@ absl::Status Backend::ForwardAndSample(const StepBatch&, const DeviceSamplingReq
 
 absl::Status Backend::LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request) {
   if (!SupportsDeviceSampling()) return ForwardAndSample(batch, request, {});  // its Unimplemented
-  ERNIE_RETURN_IF_ERROR(ValidateFedBackTokens(batch, last_launch_rows_));
+  ERNIE_RETURN_IF_ERROR(last_launch_.Validate(batch));
   // The previous launch already ran: its tokens are known here.
-  StepBatch run = batch;
-  run.token_ids = TokenIdsWithFedBack(batch, last_launch_tokens_, fed_token_ids_);
-  run.fed_back_tokens = {};
   std::vector<SampledToken> sampled(request.rows.size());
-  ERNIE_RETURN_IF_ERROR(ForwardAndSample(run, request, sampled));
-  last_launch_tokens_.clear();
-  for (const SampledToken& t : sampled) last_launch_tokens_.push_back(t.token_id);
-  last_launch_rows_ = static_cast<int64_t>(sampled.size());
+  ERNIE_RETURN_IF_ERROR(ForwardAndSample(last_launch_.FillIn(batch), request, sampled));
+  last_launch_.RecordOnHost(sampled);
   launched_results_.push_back(std::move(sampled));
   return absl::OkStatus();
 }
@@ -45,16 +40,31 @@ absl::Status HandOverLaunchedResults(std::vector<SampledToken>& results, std::sp
   return absl::OkStatus();
 }
 
-std::span<const int32_t> TokenIdsWithFedBack(const StepBatch& batch, std::span<const int32_t> previous_tokens,
-                                             std::vector<int32_t>& scratch) {
-  if (batch.fed_back_tokens.empty()) return batch.token_ids;
-  scratch.assign(batch.token_ids.begin(), batch.token_ids.end());
-  for (const FedBackToken& fed : batch.fed_back_tokens)
-    scratch[static_cast<size_t>(fed.token_index)] = previous_tokens[static_cast<size_t>(fed.sample_row)];
-  return scratch;
+void LaunchedTokens::RecordOnHost(std::span<const SampledToken> sampled) {
+  rows_ = static_cast<int64_t>(sampled.size());
+  on_device_ = false;
+  tokens_.clear();
+  for (const SampledToken& t : sampled) tokens_.push_back(t.token_id);
 }
 
-absl::Status ValidateFedBackTokens(const StepBatch& b, int64_t previous_rows) {
+void LaunchedTokens::RecordOnDevice(int64_t rows) {
+  rows_ = rows;
+  on_device_ = true;
+  tokens_.clear();
+}
+
+StepBatch LaunchedTokens::FillIn(const StepBatch& batch) {
+  StepBatch run = batch;
+  if (batch.fed_back_tokens.empty()) return run;
+  filled_.assign(batch.token_ids.begin(), batch.token_ids.end());
+  for (const FedBackToken& fed : batch.fed_back_tokens)
+    filled_[static_cast<size_t>(fed.token_index)] = tokens_[static_cast<size_t>(fed.sample_row)];
+  run.token_ids = filled_;
+  run.fed_back_tokens = {};
+  return run;
+}
+
+absl::Status LaunchedTokens::Validate(const StepBatch& b) const {
   int64_t last_index = -1;
   for (size_t i = 0; i < b.fed_back_tokens.size(); ++i) {
     const FedBackToken& fed = b.fed_back_tokens[i];
@@ -62,11 +72,11 @@ absl::Status ValidateFedBackTokens(const StepBatch& b, int64_t previous_rows) {
       return absl::InvalidArgumentError(absl::StrCat("fed-back token ", i, " names token ", fed.token_index,
                                                      " (out of range or out of order)"));
     last_index = fed.token_index;
-    if (previous_rows < 0)
+    if (rows_ < 0)
       return absl::InvalidArgumentError(absl::StrCat("fed-back token ", i, " but no step was launched before"));
-    if (fed.sample_row < 0 || fed.sample_row >= previous_rows)
+    if (fed.sample_row < 0 || fed.sample_row >= rows_)
       return absl::InvalidArgumentError(absl::StrCat("fed-back token ", i, " reads sample row ", fed.sample_row,
-                                                     " of the previous launch's ", previous_rows));
+                                                     " of the previous launch's ", rows_));
   }
   return absl::OkStatus();
 }

@@ -85,6 +85,32 @@ struct BackendStepCounters {
   int64_t persistent_steps = 0;
 };
 
+// The newest launched step's sampled ids, as a backend's next launch needs
+// them for its fed-back tokens (StepBatch::fed_back_tokens). Backends that
+// know a launch's tokens on the host record them; one whose tokens stay on
+// its device records only the row count and fills them in there.
+class LaunchedTokens {
+ public:
+  // Checks a batch's fed-back tokens against the newest launch (each names
+  // a token of the batch, in order, and a row that launch sampled).
+  absl::Status Validate(const StepBatch& batch) const;
+
+  void RecordOnHost(std::span<const SampledToken> sampled);
+  void RecordOnDevice(int64_t rows);
+  bool on_device() const { return on_device_; }
+
+  // `batch` with its fed-back tokens written into its token ids and the
+  // list cleared; only for a launch recorded on the host (the copy lives
+  // here until the next call).
+  StepBatch FillIn(const StepBatch& batch);
+
+ private:
+  int64_t rows_ = -1;  // -1: nothing launched yet
+  bool on_device_ = false;
+  std::vector<int32_t> tokens_;  // when recorded on the host
+  std::vector<int32_t> filled_;  // FillIn's token ids
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -156,28 +182,15 @@ class Backend {
   virtual bool OverlapsSteps() const { return false; }
 
  private:
-  // The default launch's state: results not yet waited for, oldest first;
-  // the newest launch's sampled ids and row count (-1: none yet), which the
-  // next launch's fed-back tokens read; scratch for the filled-in token ids.
+  // The default launch's state: results not yet waited for, oldest first,
+  // and the newest launch's sampled ids, which the next launch reads.
   std::deque<std::vector<SampledToken>> launched_results_;
-  std::vector<int32_t> last_launch_tokens_;
-  int64_t last_launch_rows_ = -1;
-  std::vector<int32_t> fed_token_ids_;
+  LaunchedTokens last_launch_;
 };
 
-// Checks a batch's fed-back tokens against the previous launch, which had
-// `previous_rows` sample rows (-1: there was none).
-absl::Status ValidateFedBackTokens(const StepBatch& batch, int64_t previous_rows);
-
-// The batch's token ids with its fed-back tokens filled in from the
-// previous launch's sampled ids (for backends that know them on the host);
-// `scratch` holds the copy when there is any.
 // Moves a launched step's results into a wait's `out`; InvalidArgument when
 // the sizes differ (shared by backends' WaitForSamples).
 absl::Status HandOverLaunchedResults(std::vector<SampledToken>& results, std::span<SampledToken> out);
-
-std::span<const int32_t> TokenIdsWithFedBack(const StepBatch& batch, std::span<const int32_t> previous_tokens,
-                                             std::vector<int32_t>& scratch);
 
 // Checks copies against a cache shape (shared by backends).
 absl::Status ValidateBlockCopies(std::span<const BlockCopyOp> copies, const KvCacheShape& kv);

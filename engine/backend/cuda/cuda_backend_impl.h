@@ -314,10 +314,9 @@ class CudaBackendImpl final : public CudaBackend {
   std::deque<LaunchedStep> launched_;
   Event launch_done_[2];        // recorded after each enqueued step, in turn
   int next_launch_event_ = 0;
-  int64_t last_launch_rows_ = -1;        // sample rows of the newest launch (-1: none)
-  bool last_launch_on_device_ = false;   // its tokens are in the sampler's device buffers only
-  std::vector<int32_t> last_launch_tokens_;  // else here
-  std::vector<int32_t> fed_token_ids_;       // scratch: token ids with fed-back tokens filled in
+  // The newest launch's sampled ids: in the sampler's device buffers when
+  // it was enqueued (RunStep feeds them back there), else on the host.
+  LaunchedTokens last_launch_;
 };
 
 }  // namespace ernie::cuda

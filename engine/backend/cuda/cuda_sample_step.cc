@@ -36,11 +36,8 @@ absl::Status CudaBackendImpl::RunSampledStep(const StepBatch& batch, const Devic
                                              std::span<SampledToken> sampled) {
   // The sampler's staging slots are about to be reused.
   ERNIE_RETURN_IF_ERROR(ReadLaunchedSteps());
-  StepBatch run = batch;
-  if (!last_launch_on_device_) {  // the tokens are on the host: written into the upload
-    run.token_ids = TokenIdsWithFedBack(batch, last_launch_tokens_, fed_token_ids_);
-    run.fed_back_tokens = {};
-  }
+  // Tokens known on the host are written into the upload.
+  const StepBatch run = last_launch_.on_device() ? batch : last_launch_.FillIn(batch);
   inputs_logit_rows_ = static_cast<int64_t>(batch.logit_token_indices.size());
   const absl::Status step = RunStep(run, [&](int32_t first_row, int32_t rows) {
     return SamplePass(first_row, rows, request, sampled);
@@ -48,10 +45,7 @@ absl::Status CudaBackendImpl::RunSampledStep(const StepBatch& batch, const Devic
   // As Forward: wait for everything enqueued.
   const absl::Status done = CudaStatus(cudaStreamSynchronize(stream_.get()), "forward and sample step");
   ERNIE_RETURN_IF_ERROR(step.ok() ? done : step);
-  last_launch_rows_ = static_cast<int64_t>(sampled.size());
-  last_launch_on_device_ = false;
-  last_launch_tokens_.clear();
-  for (const SampledToken& t : sampled) last_launch_tokens_.push_back(t.token_id);
+  last_launch_.RecordOnHost(sampled);
   return absl::OkStatus();
 }
 
@@ -77,7 +71,7 @@ absl::Status CudaBackendImpl::ForwardAndSample(const StepBatch& batch, const Dev
 
 absl::Status CudaBackendImpl::LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request) {
   ERNIE_RETURN_IF_ERROR(ValidateStepBatchShape(batch, kv_shape_, max_tokens_, config_.vocab_size));
-  ERNIE_RETURN_IF_ERROR(ValidateFedBackTokens(batch, last_launch_rows_));
+  ERNIE_RETURN_IF_ERROR(last_launch_.Validate(batch));
   LaunchedStep step;
   step.sampled.resize(request.rows.size());
   ERNIE_RETURN_IF_ERROR(ValidateDeviceSamplingRequest(batch, request, step.sampled));
@@ -98,11 +92,7 @@ absl::Status CudaBackendImpl::LaunchForwardAndSample(const StepBatch& batch, con
   // Fed-back tokens come from the sampler's device buffers (RunStep): the
   // last launch was enqueued, so it sampled every row in one launch. Else
   // its tokens are on the host.
-  StepBatch run = batch;
-  if (!last_launch_on_device_) {
-    run.token_ids = TokenIdsWithFedBack(batch, last_launch_tokens_, fed_token_ids_);
-    run.fed_back_tokens = {};
-  }
+  const StepBatch run = last_launch_.on_device() ? batch : last_launch_.FillIn(batch);
   inputs_logit_rows_ = rows;
   absl::Status enqueued = RunStep(run, [&](int32_t first_row, int32_t) {
     return sampler_.Enqueue(ws_.logits.data(), first_row, request.rows, stream_.get());
@@ -117,8 +107,7 @@ absl::Status CudaBackendImpl::LaunchForwardAndSample(const StepBatch& batch, con
     return enqueued;
   }
   step.on_device = true;
-  last_launch_rows_ = static_cast<int64_t>(request.rows.size());
-  last_launch_on_device_ = true;
+  last_launch_.RecordOnDevice(static_cast<int64_t>(request.rows.size()));
   launched_.push_back(std::move(step));
   return absl::OkStatus();
 }

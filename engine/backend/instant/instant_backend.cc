@@ -110,19 +110,16 @@ absl::Status InstantBackend::ForwardAndSample(const StepBatch& batch, const Devi
 
 absl::Status InstantBackend::LaunchForwardAndSample(const StepBatch& batch, const DeviceSamplingRequest& request) {
   ERNIE_RETURN_IF_ERROR(ValidateStepBatchShape(batch, kv_, max_tokens_, vocab_));
-  ERNIE_RETURN_IF_ERROR(ValidateFedBackTokens(batch, last_launch_rows_));
+  ERNIE_RETURN_IF_ERROR(last_launch_.Validate(batch));
   Launched step;
   step.sampled.resize(request.rows.size());
   ERNIE_RETURN_IF_ERROR(ValidateDeviceSamplingRequest(batch, request, step.sampled));
-  ERNIE_RETURN_IF_ERROR(SampleStep(batch, TokenIdsWithFedBack(batch, last_launch_tokens_, fed_token_ids_), request,
-                                   step.sampled));
+  ERNIE_RETURN_IF_ERROR(SampleStep(batch, last_launch_.FillIn(batch).token_ids, request, step.sampled));
   // The "device" runs its queue in order: this step starts when the one
   // before ends, or now.
   device_free_ = std::max(device_free_, Clock::now()) + StepCost(batch);
   step.done = device_free_;
-  last_launch_tokens_.clear();
-  for (const SampledToken& t : step.sampled) last_launch_tokens_.push_back(t.token_id);
-  last_launch_rows_ = static_cast<int64_t>(step.sampled.size());
+  last_launch_.RecordOnHost(step.sampled);
   launched_.push_back(std::move(step));
   return absl::OkStatus();
 }

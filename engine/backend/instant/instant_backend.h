@@ -85,10 +85,8 @@ class InstantBackend final : public Backend {
   std::chrono::nanoseconds logit_row_cost_;
   HostRowSampler sampler_;
   std::vector<float> logits_;              // [rows, vocab] scratch
-  std::vector<int32_t> fed_token_ids_;     // a launch's token ids with its fed-back tokens
   std::deque<Launched> launched_;          // not yet waited for, oldest first
-  std::vector<int32_t> last_launch_tokens_;  // the newest launch's sampled ids (fed-back tokens read them)
-  int64_t last_launch_rows_ = -1;
+  LaunchedTokens last_launch_;             // the newest launch's sampled ids (fed-back tokens read them)
   Clock::time_point device_free_;          // when the last launched step's pace ends
 };
 
