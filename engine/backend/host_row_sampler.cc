@@ -33,7 +33,8 @@ absl::Status HostRowSampler::Sample(std::span<const float> logits, std::span<con
     const bool banning = row.position < static_cast<uint64_t>(plain.min_tokens);
     plain.stop_token_ids = banning && row.banned_ids != nullptr ? *row.banned_ids : std::vector<int32_t>{};
     SamplerRow host_row{.params = &plain, .seed = row.seed, .sample_index = row.sample_index};
-    for (uint64_t p = 0; p < row.position; ++p) host_row.output.Add(0);  // only the count is read
+    // Only the count (the draw's position) is read: no penalty is left.
+    host_row.output.Add(0, static_cast<int32_t>(row.position));
     const auto raw = logits.subspan(static_cast<size_t>(row.logit_row) * vocab, vocab);
     row_.assign(raw.begin(), raw.end());
     const bool edited = row.edits != nullptr && !row.edits->edits().empty();

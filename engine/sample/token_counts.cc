@@ -19,6 +19,12 @@ void OutputTokenCounts::Add(int32_t token_id) {
   ++num_tokens_;
 }
 
+void OutputTokenCounts::Add(int32_t token_id, int32_t times) {
+  if (times <= 0) return;
+  counts_[token_id] += times;
+  num_tokens_ += times;
+}
+
 int32_t OutputTokenCounts::CountOf(int32_t token_id) const {
   const auto it = counts_.find(token_id);
   return it == counts_.end() ? 0 : it->second;

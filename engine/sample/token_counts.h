@@ -31,6 +31,8 @@ class OutputTokenCounts {
  public:
   // Records one sampled token (call once per token the sequence keeps).
   void Add(int32_t token_id);
+  // Records `times` (>= 0) copies of one token at once.
+  void Add(int32_t token_id, int32_t times);
 
   // Number of output tokens so far: also the output position of the next draw.
   int64_t num_tokens() const { return num_tokens_; }

@@ -36,6 +36,16 @@ TEST(TokenCountsTest, OutputCountsGrowOneTokenAtATime) {
   EXPECT_EQ(counts.counts().size(), 2u);
 }
 
+TEST(TokenCountsTest, ManyCopiesAtOnceCountAsOneAtATime) {
+  OutputTokenCounts counts = CountsOf({4});
+  counts.Add(4, 3);
+  counts.Add(7, 0);  // nothing, and no entry
+  counts.Add(7, -2);
+  EXPECT_EQ(counts.num_tokens(), 4);
+  EXPECT_EQ(counts.CountOf(4), 4);
+  EXPECT_EQ(counts.counts().size(), 1u);
+}
+
 TEST(LogitsProcessorsTest, LogitBiasAddsToExactlyItsTokens) {
   std::vector<float> logits = SevenLogits();
   ApplyLogitBias({{1, 5.0f}, {4, -100.0f}}, logits);
