@@ -111,10 +111,15 @@ struct CudaBackendOptions {
   // and on dense models the split RMSNorms (small_batch_norm_epilogues).
   // Why: above the int4 GEMV's 16 rows a step dequantised every weight to a
   // bf16 workspace and ran cuBLAS on it (0.3b, 64 rows: 1.003 ms against
-  // bf16's 0.743, NOTES.md v27). 0 (the default): off, until the device
-  // measures it (written in v28 without one).
-  int awq_small_batch_gemm_max_rows = 0;
-  int awq_small_batch_gemm_min_rows = 17;
+  // bf16's 0.743, NOTES.md v27). Measured (NOTES.md v30, one H100, two
+  // rounds): the 0.3b's AWQ step 1.086 / 1.088 -> 0.872 / 0.865 ms at 64
+  // rows, 0.980 / 0.981 -> 0.637 / 0.650 at 24, 0.614 / 0.621 -> 0.600 /
+  // 0.603 at 16; the 21B-A3B's (AWQ attention linears, int4 experts on their
+  // own kernels) 5.67 / 5.69 -> 5.93 / 5.93 at 16, 7.61 / 7.64 -> 7.45 /
+  // 7.44 at 32, 8.26 / 8.30 -> 8.44 / 8.47 at 64. So -1 (the default) is 64
+  // on dense models and 0 (off) on MoE models; 0 is off everywhere.
+  int awq_small_batch_gemm_max_rows = -1;
+  int awq_small_batch_gemm_min_rows = 16;
   // lm_head of up to small_batch_gemm_max_rows logit rows on the
   // small-batch GEMM instead of cuBLAS (64 rows of the 0.3b: cuBLAS took 66
   // us against 49 us of bytes, NOTES.md v24). Measured slower (v27: 0.740 /
@@ -145,9 +150,10 @@ struct CudaBackendOptions {
   // Overlapped steps (Backend::LaunchForwardAndSample): a launch enqueues
   // the step and returns; its wait reads the tokens. The engine then plans
   // step N+1 while the GPU runs step N (EngineConfig::overlap_steps). False:
-  // every launch runs its step to the end (the before). Off until the
-  // device measures it (NOTES.md v29).
-  bool overlap_steps = false;
+  // every launch runs its step to the end (the before). Measured (NOTES.md
+  // v30, one H100, the 0.3b through EngineCore): +0.7% / +6.3% / +9 - 12%
+  // tok/s at 1 / 64 / 256 streams.
+  bool overlap_steps = true;
   // MoE models: tokens one pass of the expert kernels takes (bounds the
   // per-slot workspace, ~100 KB a token on the 21B-A3B shape); larger steps
   // go in chunks.

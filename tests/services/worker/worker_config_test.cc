@@ -21,8 +21,11 @@ TEST(WorkerConfigTest, FlagsOverrideYaml) {
   std::filesystem::remove(path);
 }
 
-TEST(WorkerConfigTest, AsyncSchedulingIsOptIn) {
+TEST(WorkerConfigTest, AsyncSchedulingIsOnByDefault) {
   auto c = ParseWorkerFlags({"--model", "m"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->async_scheduling);  // on by default
+  c = ParseWorkerFlags({"--model", "m", "--no-async-scheduling"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->async_scheduling);
   c = ParseWorkerFlags({"--model", "m", "--async-scheduling"});

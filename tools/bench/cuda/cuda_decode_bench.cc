@@ -14,7 +14,7 @@
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
 //                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
-//                    [--awq-small-batch-gemm-max-rows 0] [--awq-small-batch-gemm-min-rows 17]
+//                    [--awq-small-batch-gemm-max-rows -1] [--awq-small-batch-gemm-min-rows 16]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
 //                    [--unsplit-attention-max-context 256]
 //
@@ -49,8 +49,8 @@
 // model's steps of 17 - N tokens on the tiled int4 GEMM in slot tiles of
 // --awq-tiled-gemm-tile-rows (0, the default: dequantise + cuBLAS);
 // --awq-small-batch-gemm-max-rows N puts an AWQ model's steps of
-// --awq-small-batch-gemm-min-rows (17) - N tokens on the small-batch GEMM
-// with int4 weights (0, the default: off);
+// --awq-small-batch-gemm-min-rows (16) - N tokens on the small-batch GEMM
+// with int4 weights (0: off; -1, the default: 64 on dense models, off on MoE);
 // --small-batch-lm-head 1 runs lm_head of up to 64 rows on the small-batch
 // GEMM rather than cuBLAS.
 //
@@ -236,7 +236,7 @@ bool Parse(int argc, char** argv, Args* a) {
     } else if (f == "--awq-tiled-gemm-max-rows") {
       if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_max_rows) || a->awq_tiled_gemm_max_rows < 0) return false;
     } else if (f == "--awq-small-batch-gemm-max-rows") {
-      if (!absl::SimpleAtoi(v, &a->awq_small_batch_gemm_max_rows) || a->awq_small_batch_gemm_max_rows < 0) return false;
+      if (!absl::SimpleAtoi(v, &a->awq_small_batch_gemm_max_rows) || a->awq_small_batch_gemm_max_rows < -1) return false;
     } else if (f == "--awq-small-batch-gemm-min-rows") {
       if (!absl::SimpleAtoi(v, &a->awq_small_batch_gemm_min_rows) || a->awq_small_batch_gemm_min_rows < 1) return false;
     } else if (f == "--awq-tiled-gemm-tile-rows") {
