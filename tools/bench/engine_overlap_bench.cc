@@ -14,6 +14,11 @@
 //   ernie-bench-engine [--streams 1,64,256] [--prompt-len 128] [--output-len 128]
 //                      [--step-us 455] [--token-ns 0] [--row-ns 0] [--rounds 2] [--loop 0|1] [--log FILE]
 // --loop 1 runs the engine on an EngineLoop thread fed by SubmitAsync, as in the worker.
+// --ttft 1 instead measures time to first token under steady arrivals (each
+// stream sends its next request when its last finishes, --per-stream 6 in
+// all; engine_streams.h RunSteadyArrivals): in engine steps and ms, p50 and
+// p90, one step at a time against overlapped. Async scheduling's structural
+// cost is one step: a request that arrives while step N runs goes into N+2.
 // The defaults pace every step at 455 us, the 0.3b's batch-1 step on the
 // H200 (NOTES.md v27), so a figure reads as "at that step time".
 #include <cstdio>
@@ -35,6 +40,8 @@ struct Args {
   int prompt_len = 128, output_len = 128, rounds = 2;
   int64_t step_us = 455, token_ns = 0, row_ns = 0;
   bool loop = false;  // --loop 1: through an EngineLoop thread, as in the worker
+  bool ttft = false;  // --ttft 1: steady arrivals' time to first token
+  int per_stream = 6;
   std::string log;
 };
 
@@ -61,6 +68,12 @@ bool Parse(int argc, char** argv, Args* a) {
       int x = 0;
       if (!absl::SimpleAtoi(v, &x) || x < 0 || x > 1) return false;
       a->loop = x == 1;
+    } else if (f == "--ttft") {
+      int x = 0;
+      if (!absl::SimpleAtoi(v, &x) || x < 0 || x > 1) return false;
+      a->ttft = x == 1;
+    } else if (f == "--per-stream") {
+      if (!absl::SimpleAtoi(v, &a->per_stream) || a->per_stream < 2) return false;
     } else if (f == "--log") {
       a->log = v;
     } else {
@@ -76,7 +89,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-engine [--streams 1,64,256] [--prompt-len 128] [--output-len 128] "
-                 "[--step-us 455] [--token-ns 0] [--row-ns 0] [--rounds 2] [--loop 0|1] [--log FILE]\n";
+                 "[--step-us 455] [--token-ns 0] [--row-ns 0] [--rounds 2] [--loop 0|1] [--ttft 0|1] [--per-stream 6] [--log FILE]\n";
     return 2;
   }
   int max_streams = 1;
@@ -101,6 +114,37 @@ int main(int argc, char** argv) {
                         {"row_ns", args.row_ns},
                         {"prompt_len", args.prompt_len},
                         {"output_len", args.output_len}};
+  if (args.ttft) {
+    log["ttft"] = true;
+    log["per_stream"] = args.per_stream;
+    std::printf("streams  mode           round  requests  steps  TTFT steps p50 / p90  TTFT ms p50 / p90\n");
+    for (int streams : args.streams) {
+      nlohmann::json entry = {{"streams", streams}};
+      for (int round = 1; round <= args.rounds; ++round)
+        for (const bool overlap : {false, true}) {
+          auto r = ernie::bench::RunSteadyArrivals(**backend, streams, args.per_stream, args.prompt_len,
+                                                   args.output_len, overlap);
+          if (!r.ok()) {
+            std::cerr << "ernie-bench-engine: " << streams << " streams: " << r.status() << "\n";
+            return 1;
+          }
+          const char* mode = overlap ? "overlapped" : "one_at_a_time";
+          entry[mode].push_back({{"requests", r->requests},
+                                 {"steps", r->steps},
+                                 {"ttft_steps_p50", r->ttft_steps_p50},
+                                 {"ttft_steps_p90", r->ttft_steps_p90},
+                                 {"ttft_ms_p50", r->ttft_ms_p50},
+                                 {"ttft_ms_p90", r->ttft_ms_p90},
+                                 {"overlapped", r->overlapped}});
+          std::printf("%7d  %-13s  %5d  %8lld  %5lld  %9.0f / %-9.0f  %7.2f / %.2f\n", streams, mode, round,
+                      static_cast<long long>(r->requests), static_cast<long long>(r->steps), r->ttft_steps_p50,
+                      r->ttft_steps_p90, r->ttft_ms_p50, r->ttft_ms_p90);
+        }
+      log["streams"].push_back(entry);
+    }
+    if (!args.log.empty()) std::ofstream(args.log, std::ios::app) << log.dump() << "\n";
+    return 0;
+  }
   std::printf("streams  mode           round   tok/s  decode tok/s  steps  wall/step us\n");
   for (int streams : args.streams) {
     nlohmann::json entry = {{"streams", streams}};

@@ -1,11 +1,13 @@
 #include "tools/bench/engine_streams.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/core/engine_core.h"
@@ -119,6 +121,110 @@ absl::StatusOr<EngineStreamsResult> RunEngineStreams(Backend& backend, int strea
                              .output_tokens = tokens,
                              .steps = steps,
                              .overlapped = overlapped};
+}
+
+namespace {
+
+// One request's first token: the engine step and the time it came.
+class FirstTokenSink : public RequestSink {
+ public:
+  explicit FirstTokenSink(const int64_t* step) : step_(step), added_step_(*step), added_(Clock::now()) {}
+  void OnOutput(const SampleOutput& out) override {
+    if (!out.token_ids.empty() && first_step_ < 0) {
+      first_step_ = *step_;
+      first_ = Clock::now();
+    }
+    if (out.finish_reason != FinishReason::kNone) done_ = true;
+  }
+  void OnError(const absl::Status& s) override {
+    error = s;
+    done_ = true;
+  }
+  bool done() const { return done_; }
+  bool started() const { return first_step_ >= 0; }
+  int64_t steps_to_first() const { return first_step_ - added_step_; }
+  double ms_to_first() const { return std::chrono::duration<double, std::milli>(first_ - added_).count(); }
+  absl::Status error;
+
+ private:
+  const int64_t* step_;
+  int64_t added_step_;
+  Clock::time_point added_;
+  int64_t first_step_ = -1;
+  Clock::time_point first_;
+  bool done_ = false;
+};
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+}  // namespace
+
+absl::StatusOr<SteadyArrivalsResult> RunSteadyArrivals(Backend& backend, int streams, int per_stream, int prompt_len,
+                                                       int output_len, bool overlap) {
+  if (per_stream < 2 || output_len < 16)
+    return absl::InvalidArgumentError("steady arrivals need 2 requests a stream and outputs of 16 tokens or more");
+  EngineConfig config{.scheduler = {.max_num_seqs = streams, .max_num_batched_tokens = 2048},
+                      .max_model_len = prompt_len + output_len + 1,
+                      .enable_prefix_caching = false,
+                      .overlap_steps = overlap};
+  auto engine = EngineCore::Create(&backend, config);
+  if (!engine.ok()) return engine.status();
+  const int64_t vocab = backend.vocab_size();
+  int64_t step = 0;
+  int next_id = 0;
+  std::vector<std::shared_ptr<FirstTokenSink>> all, current(static_cast<size_t>(streams));
+  std::vector<int> sent(static_cast<size_t>(streams), 0);
+  auto send = [&](int s) -> absl::Status {
+    auto sink = std::make_shared<FirstTokenSink>(&step);
+    std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+    for (int p = 0; p < prompt_len; ++p)
+      prompt[static_cast<size_t>(p)] =
+          static_cast<int32_t>(3 + (int64_t{next_id} * 7919 + int64_t{p} * 104729) % (vocab - 3));
+    // Up to 15 tokens shorter by stream: the first wave's finishes spread.
+    const int max_tokens = output_len - s % 16;
+    current[static_cast<size_t>(s)] = sink;
+    all.push_back(sink);
+    ++sent[static_cast<size_t>(s)];
+    return (*engine)->AddRequest({.request_id = absl::StrCat("r", next_id++),
+                                  .prompt_token_ids = std::move(prompt),
+                                  .sampling = {.temperature = 0.0f, .ignore_eos = true, .max_tokens = max_tokens},
+                                  .sink = sink});
+  };
+  for (int s = 0; s < streams; ++s) {
+    if (absl::Status added = send(s); !added.ok()) return added;
+  }
+  const bool overlapped = (*engine)->overlaps_steps();
+  while (true) {
+    const bool stepped = (*engine)->Step();
+    ++step;
+    bool waiting = false;
+    for (int s = 0; s < streams; ++s) {
+      const auto& sink = current[static_cast<size_t>(s)];
+      if (!sink->error.ok()) return sink->error;
+      if (sink->done() && sent[static_cast<size_t>(s)] < per_stream) {
+        if (absl::Status added = send(s); !added.ok()) return added;
+      }
+      waiting = waiting || !current[static_cast<size_t>(s)]->done();
+    }
+    if (!stepped && !waiting) break;
+    if (!stepped) return absl::InternalError("the engine stopped with requests unfinished");
+  }
+  std::vector<double> steps_to_first, ms_to_first;
+  for (size_t i = static_cast<size_t>(streams); i < all.size(); ++i) {
+    if (!all[i]->started()) return absl::InternalError("a request finished without a token");
+    steps_to_first.push_back(static_cast<double>(all[i]->steps_to_first()));
+    ms_to_first.push_back(all[i]->ms_to_first());
+  }
+  return SteadyArrivalsResult{.requests = static_cast<int64_t>(steps_to_first.size()),
+                              .steps = step,
+                              .ttft_steps_p50 = Percentile(steps_to_first, 0.5),
+                              .ttft_steps_p90 = Percentile(steps_to_first, 0.9),
+                              .ttft_ms_p50 = Percentile(ms_to_first, 0.5),
+                              .ttft_ms_p90 = Percentile(ms_to_first, 0.9),
+                              .overlapped = overlapped};
 }
 
 }  // namespace ernie::bench

@@ -30,4 +30,20 @@ struct EngineStreamsResult {
 absl::StatusOr<EngineStreamsResult> RunEngineStreams(Backend& backend, int streams, int prompt_len, int output_len,
                                                      bool overlap, bool through_loop = false);
 
+// Steady arrivals, as a serving benchmark's client makes them: `streams`
+// requests run at once and each stream sends its next request as soon as
+// its last one has finished (between two Step() calls), `per_stream` in all;
+// output lengths are staggered by stream so arrivals spread over steps.
+// Times to first token of the requests after the first wave, in engine
+// steps and in milliseconds, from AddRequest to the first token's delivery.
+struct SteadyArrivalsResult {
+  int64_t requests = 0;  // measured (the first wave is not)
+  int64_t steps = 0;
+  double ttft_steps_p50 = 0, ttft_steps_p90 = 0;
+  double ttft_ms_p50 = 0, ttft_ms_p90 = 0;
+  bool overlapped = false;
+};
+absl::StatusOr<SteadyArrivalsResult> RunSteadyArrivals(Backend& backend, int streams, int per_stream, int prompt_len,
+                                                       int output_len, bool overlap);
+
 }  // namespace ernie::bench
