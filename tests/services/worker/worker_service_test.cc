@@ -324,11 +324,14 @@ TEST(WorkerServiceTest, GenerateManyErrorsCloseOnlyTheirRequest) {
 // A start whose id is already running is refused without touching the
 // running one; half-closing the stream aborts what still runs.
 TEST(WorkerServiceTest, GenerateManyDuplicateIdAndHalfCloseAbort) {
-  WorkerServer server({.max_model_len = 400});
+  // On the instant backend paced at 2 ms a step, so the request's 200
+  // tokens outlast the half-close: on the CPU backend 99 tokens could end by
+  // length first on a busy machine (seen in CI).
+  WorkerServer server({.backend = "instant", .max_model_len = 512, .instant_step_us = 2000});
   grpc::ClientContext ctx;
   auto stream = server.stub().GenerateMany(&ctx);
   v1::GenerateManyRequest start;
-  *start.mutable_start() = Request("dup", Prompt(300, 5), 99);
+  *start.mutable_start() = Request("dup", Prompt(300, 5), 200);
   ASSERT_TRUE(stream->Write(start));
   ASSERT_TRUE(stream->Write(start));
   v1::GenerateManyResponse message;
