@@ -18,6 +18,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Both runs' engine: no prefix cache (every prompt is computed), the
+// step's token budget the worker's default.
+EngineConfig BenchEngineConfig(int streams, int prompt_len, int output_len, bool overlap) {
+  return {.scheduler = {.max_num_seqs = streams, .max_num_batched_tokens = 2048},
+          .max_model_len = prompt_len + output_len + 1,
+          .enable_prefix_caching = false,
+          .overlap_steps = overlap};
+}
+
+// Request `id`'s prompt: ids that differ from every other request's.
+std::vector<int32_t> DistinctPrompt(int id, int len, int64_t vocab) {
+  std::vector<int32_t> prompt(static_cast<size_t>(len));
+  for (int p = 0; p < len; ++p)
+    prompt[static_cast<size_t>(p)] = static_cast<int32_t>(3 + (int64_t{id} * 7919 + int64_t{p} * 104729) % (vocab - 3));
+  return prompt;
+}
+
 // Counts tokens, notes when every request has its first, and says when
 // all are in (the sinks are called on the engine's thread).
 class CountingSink : public RequestSink {
@@ -66,11 +83,7 @@ class CountingSink : public RequestSink {
 
 absl::StatusOr<EngineStreamsResult> RunEngineStreams(Backend& backend, int streams, int prompt_len, int output_len,
                                                      bool overlap, bool through_loop) {
-  EngineConfig config{.scheduler = {.max_num_seqs = streams, .max_num_batched_tokens = 2048},
-                      .max_model_len = prompt_len + output_len + 1,
-                      .enable_prefix_caching = false,
-                      .overlap_steps = overlap};
-  auto engine = EngineCore::Create(&backend, config);
+  auto engine = EngineCore::Create(&backend, BenchEngineConfig(streams, prompt_len, output_len, overlap));
   if (!engine.ok()) return engine.status();
   std::atomic<int64_t> tokens = 0;
   std::atomic<int> started = 0;
@@ -82,9 +95,7 @@ absl::StatusOr<EngineStreamsResult> RunEngineStreams(Backend& backend, int strea
   std::promise<void> done;
   std::atomic<bool> finished = false;
   for (int s = 0; s < streams; ++s) {
-    std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
-    for (int p = 0; p < prompt_len; ++p)
-      prompt[static_cast<size_t>(p)] = static_cast<int32_t>(3 + (int64_t{s} * 7919 + int64_t{p} * 104729) % (vocab - 3));
+    std::vector<int32_t> prompt = DistinctPrompt(s, prompt_len, vocab);
     sinks.push_back(std::make_shared<CountingSink>(streams, total, &tokens, &started, &all_started, &done, &finished));
     requests.push_back({.request_id = absl::StrCat("s", s),
                         .prompt_token_ids = std::move(prompt),
@@ -166,11 +177,7 @@ absl::StatusOr<SteadyArrivalsResult> RunSteadyArrivals(Backend& backend, int str
                                                        int output_len, bool overlap) {
   if (per_stream < 2 || output_len < 16)
     return absl::InvalidArgumentError("steady arrivals need 2 requests a stream and outputs of 16 tokens or more");
-  EngineConfig config{.scheduler = {.max_num_seqs = streams, .max_num_batched_tokens = 2048},
-                      .max_model_len = prompt_len + output_len + 1,
-                      .enable_prefix_caching = false,
-                      .overlap_steps = overlap};
-  auto engine = EngineCore::Create(&backend, config);
+  auto engine = EngineCore::Create(&backend, BenchEngineConfig(streams, prompt_len, output_len, overlap));
   if (!engine.ok()) return engine.status();
   const int64_t vocab = backend.vocab_size();
   int64_t step = 0;
@@ -179,10 +186,7 @@ absl::StatusOr<SteadyArrivalsResult> RunSteadyArrivals(Backend& backend, int str
   std::vector<int> sent(static_cast<size_t>(streams), 0);
   auto send = [&](int s) -> absl::Status {
     auto sink = std::make_shared<FirstTokenSink>(&step);
-    std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
-    for (int p = 0; p < prompt_len; ++p)
-      prompt[static_cast<size_t>(p)] =
-          static_cast<int32_t>(3 + (int64_t{next_id} * 7919 + int64_t{p} * 104729) % (vocab - 3));
+    std::vector<int32_t> prompt = DistinctPrompt(next_id, prompt_len, vocab);
     // Up to 15 tokens shorter by stream: the first wave's finishes spread.
     const int max_tokens = output_len - s % 16;
     current[static_cast<size_t>(s)] = sink;
