@@ -55,7 +55,7 @@ void LaunchedTokens::RecordOnDevice(int64_t rows) {
 
 StepBatch LaunchedTokens::FillIn(const StepBatch& batch) {
   StepBatch run = batch;
-  if (batch.fed_back_tokens.empty()) return run;
+  if (batch.fed_back_tokens.empty() || on_device_) return run;
   filled_.assign(batch.token_ids.begin(), batch.token_ids.end());
   for (const FedBackToken& fed : batch.fed_back_tokens)
     filled_[static_cast<size_t>(fed.token_index)] = tokens_[static_cast<size_t>(fed.sample_row)];

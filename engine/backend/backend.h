@@ -97,11 +97,11 @@ class LaunchedTokens {
 
   void RecordOnHost(std::span<const SampledToken> sampled);
   void RecordOnDevice(int64_t rows);
-  bool on_device() const { return on_device_; }
 
-  // `batch` with its fed-back tokens written into its token ids and the
-  // list cleared; only for a launch recorded on the host (the copy lives
-  // here until the next call).
+  // For a launch recorded on the host: `batch` with its fed-back tokens
+  // written into its token ids and the list cleared (the ids live here
+  // until the next call). Recorded on the device: `batch` unchanged, for
+  // the backend to fill them in there.
   StepBatch FillIn(const StepBatch& batch);
 
  private:

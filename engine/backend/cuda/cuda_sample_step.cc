@@ -37,7 +37,7 @@ absl::Status CudaBackendImpl::RunSampledStep(const StepBatch& batch, const Devic
   // The sampler's staging slots are about to be reused.
   ERNIE_RETURN_IF_ERROR(ReadLaunchedSteps());
   // Tokens known on the host are written into the upload.
-  const StepBatch run = last_launch_.on_device() ? batch : last_launch_.FillIn(batch);
+  const StepBatch run = last_launch_.FillIn(batch);
   inputs_logit_rows_ = static_cast<int64_t>(batch.logit_token_indices.size());
   const absl::Status step = RunStep(run, [&](int32_t first_row, int32_t rows) {
     return SamplePass(first_row, rows, request, sampled);
@@ -92,7 +92,7 @@ absl::Status CudaBackendImpl::LaunchForwardAndSample(const StepBatch& batch, con
   // Fed-back tokens come from the sampler's device buffers (RunStep): the
   // last launch was enqueued, so it sampled every row in one launch. Else
   // its tokens are on the host.
-  const StepBatch run = last_launch_.on_device() ? batch : last_launch_.FillIn(batch);
+  const StepBatch run = last_launch_.FillIn(batch);
   inputs_logit_rows_ = rows;
   absl::Status enqueued = RunStep(run, [&](int32_t first_row, int32_t) {
     return sampler_.Enqueue(ws_.logits.data(), first_row, request.rows, stream_.get());
