@@ -293,6 +293,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_grouped_gemm_min_rows_ = options.moe_grouped_gemm_min_rows;
     b->moe_awq_gemv_k_slices_ = options.moe_awq_gemv_k_slices;
     b->moe_awq_gemv_cta_warps_ = options.moe_awq_gemv_cta_warps;
+    b->moe_route_cluster_ = options.moe_route_cluster;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));

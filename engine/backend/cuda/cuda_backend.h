@@ -190,6 +190,10 @@ struct CudaBackendOptions {
   // sized so that a small step's CTAs spread evenly over the SMs
   // (kernels/grouped_awq_gemv.h). To measure it; the GEMM ignores it.
   int moe_awq_gemv_cta_warps = 0;
+  // MoE steps of one token route in one thread-block cluster whose logits
+  // meet in one CTA's shared memory (kernels/moe_routing.h), instead of the
+  // last-CTA handoff through L2; off: the handoff (the before of NOTES.md v31).
+  bool moe_route_cluster = true;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

@@ -287,6 +287,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t moe_grouped_gemm_min_rows_ = 0;  // CudaBackendOptions::moe_grouped_gemm_min_rows
   int32_t moe_awq_gemv_k_slices_ = 0;      // CudaBackendOptions::moe_awq_gemv_k_slices
   int32_t moe_awq_gemv_cta_warps_ = 0;     // CudaBackendOptions::moe_awq_gemv_cta_warps
+  bool moe_route_cluster_ = true;          // CudaBackendOptions::moe_route_cluster
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   CudaMemoryBreakdown memory_;
 

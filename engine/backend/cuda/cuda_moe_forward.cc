@@ -197,7 +197,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                 .tile_expert = ws_.moe_tile_expert.data(),
                                 .num_tiles = ws_.moe_num_tiles.data(),
                                 .arrivals = ws_.moe_route_arrivals.data()},
-                               s),
+                               s, moe_route_cluster_),
         absl::StrCat("MoE routing kernels, layer ", layer));
     // Tiles the alignment can fill: each used expert's ceil(count / tile_rows), at most
     // (assignments + used (tile_rows - 1)) / tile_rows with used <= min(experts, assignments).

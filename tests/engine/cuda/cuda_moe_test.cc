@@ -208,12 +208,12 @@ TEST(CudaMoeRoutingTest, FusedRouteAndAlignMatchesTheSeparateLaunches) {
     };
     ASSERT_EQ(cuda::LaunchMoeRoute(route(separate, false), nullptr), cudaSuccess);
     ASSERT_EQ(cuda::LaunchMoeAlign(align(separate), nullptr), cudaSuccess);
-    ASSERT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), align(fused), nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), align(fused), nullptr, false), cudaSuccess);
     fused.ids = Zeros<int32_t>(assignments);
     fused.weights = Zeros<float>(assignments);
     fused.tiles = Zeros<int32_t>(1);
     fused.slot_of = Zeros<int32_t>(assignments);
-    ASSERT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), align(fused), nullptr), cudaSuccess);
+    ASSERT_EQ(cuda::LaunchMoeRouteAndAlign(route(fused, true), align(fused), nullptr, false), cudaSuccess);
     EXPECT_EQ(Download(fused.arrivals), std::vector<uint32_t>{0});
     if (tokens <= cuda::kMoeFusedTopKMaxTokens) {
       auto uncounted = align(fused);
@@ -250,6 +250,22 @@ TEST(CudaMoeRoutingTest, FusedRouteAndAlignMatchesTheSeparateLaunches) {
         ASSERT_NEAR(Bf16ToFloat(normed[t * hidden + i]), want, std::abs(want) / 128 + 1e-6)
             << "token " << t << " feature " << i;
       }
+    }
+    // One token: the cluster launch (the decode step at batch 1) leaves
+    // every output as the last-CTA launch does, bit for bit.
+    if (tokens == 1) {
+      ASSERT_TRUE(cuda::MoeOneTokenClusterRuns()) << "Hopper runs the 16-CTA cluster";
+      Outputs clustered = outputs();
+      ASSERT_EQ(cuda::LaunchMoeRouteAndAlign(route(clustered, true), align(clustered), nullptr, true), cudaSuccess);
+      EXPECT_EQ(Download(clustered.logits), Download(fused.logits));
+      EXPECT_EQ(Download(clustered.ids), ids);
+      EXPECT_EQ(Download(clustered.weights), Download(fused.weights));
+      EXPECT_EQ(Download(clustered.tiles), tiles);
+      EXPECT_EQ(Download(clustered.tile_expert), tile_expert);
+      EXPECT_EQ(Download(clustered.slot_of), slot_of);
+      EXPECT_EQ(Download(clustered.slot_token), slot_token);
+      EXPECT_EQ(Download(clustered.normed), normed);
+      EXPECT_EQ(Download(clustered.arrivals), std::vector<uint32_t>{0}) << "the cluster counts no arrivals";
     }
   }
 }

@@ -187,17 +187,22 @@ __global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams
 // One warp per token, on its own shared-memory copy of the token's logits
 // (`probs`, experts floats) and the CTA's copy of the correction bias:
 // softmax, then top_k rounds of a warp argmax of the biased score over the
-// experts not yet chosen (marked by a negative probability). The logits
-// are read with ld.cg: the fused kernel reads what other CTAs just wrote.
+// experts not yet chosen (marked by a negative probability). logit(e) gives
+// the token's logit of expert e (GlobalLogits: the fused kernel reads what
+// other CTAs just wrote, with ld.cg).
 // ids_shared: also the choices' ids at [t * choices + j] in shared memory
 // (for the alignment that follows in the same CTA), or nullptr.
+struct GlobalLogits {
+  const float* row;  // the token's [experts]
+  __device__ float operator()(int e) const { return __ldcg(row + e); }
+};
+template <typename Logit>
 __device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t, float* probs, const float* bias,
-                                            int32_t* ids_shared) {
+                                            int32_t* ids_shared, const Logit& logit) {
   const int lane = threadIdx.x % 32;
-  const float* logits = p.logits + t * p.experts;
   float max_logit = -FLT_MAX;
   for (int e = lane; e < p.experts; e += 32) {
-    probs[e] = __ldcg(logits + e);
+    probs[e] = logit(e);
     max_logit = fmaxf(max_logit, probs[e]);
   }
   max_logit = kernels::WarpMax(max_logit);
@@ -267,7 +272,8 @@ __device__ __forceinline__ void TopKOfTokens(const MoeRouteParams& p, int64_t be
   if (!bias_staged) StageBias(p, shared);
   __syncthreads();
   float* probs = shared + (1 + threadIdx.x / 32) * p.experts;
-  for (int64_t t = begin + threadIdx.x / 32; t < end; t += kWarps) TopKOfToken(p, t, probs, shared, ids_shared);
+  for (int64_t t = begin + threadIdx.x / 32; t < end; t += kWarps)
+    TopKOfToken(p, t, probs, shared, ids_shared, GlobalLogits{p.logits + t * p.experts});
 }
 
 __global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p) {
@@ -370,6 +376,142 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParam
   AlignAssignments(align, reinterpret_cast<int32_t*>(route_shared), ids);
 }
 
+// One token's routing and alignment (the decode step at batch 1) in one
+// cluster of kOneTokenCtas CTAs, without MoeRouteAlignKernel's last-CTA
+// handoff: there every CTA stores its logits, fences, counts itself in
+// through an L2 atomic, and the last one reads every logit back, three
+// dependent rounds through L2 at the end of each MoE layer (the timeline
+// gives the routing 8.2 us of every 21B-A3B AWQ layer at batch 1, NOTES.md
+// v31). Here each CTA stores its logits into rank 0's shared memory and one
+// cluster barrier hands them over. The arithmetic is RouterLogitsOfCta's
+// (each dot and sum in the same order), the top-k and the alignment are the
+// same functions, so the choices, weights and tiles are the same bit for
+// bit. CTA c's warp w takes quarter w % kSplits of the hidden dimension for
+// experts 4c + 2 (w / kSplits) + {0, 1}: the pair shares the loads of x and
+// of the norm's weight, so 16 CTAs of 8 warps, each with as many registers
+// as MoeRouteAlignKernel's, cover 64 experts and still start beside the
+// kernel before.
+constexpr int kOneTokenCtas = 16;  // a non-portable cluster size (Hopper's largest)
+constexpr int kOneTokenExpertsPerCta = 2 * kWarps / kSplits;
+constexpr int kOneTokenMaxExperts = kOneTokenCtas * kOneTokenExpertsPerCta;
+
+__device__ __forceinline__ void ClusterArriveRelaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void ClusterArriveRelease() { asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void ClusterWaitAcquire() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ uint32_t ClusterRank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// v into the cluster CTA `rank`'s copy of this CTA's shared `at`.
+__device__ __forceinline__ void StoreToClusterRank(float* at, uint32_t rank, float v) {
+  const auto local = static_cast<uint32_t>(__cvta_generic_to_shared(at));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
+}
+
+__global__ void __launch_bounds__(32 * kWarps)
+    MoeRouteAlignOneTokenKernel(MoeRouteParams route, MoeAlignParams align, size_t ids_offset) {
+  extern __shared__ float route_shared[];        // RouteAlignSharedBytes; rank 0's is used
+  __shared__ float logits[kOneTokenMaxExperts];  // rank 0's receives every CTA's
+  __shared__ float dots[kWarps][2];
+  __shared__ float squares[kSplits];
+  __shared__ float inv_rms;
+  // Distributed shared memory may be written once every CTA of the cluster
+  // runs: this arrival is waited for only before the stores, by when all are in.
+  ClusterArriveRelaxed();
+  kernels::AllowDependentLaunch();  // the experts' gate/up launch waits for all of this kernel
+  const uint32_t rank = ClusterRank();
+  if (rank == 0) StageBias(route, route_shared);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, split = warp % kSplits;
+  const int expert0 = static_cast<int>(rank) * kOneTokenExpertsPerCta + 2 * (warp / kSplits);
+  const int quads = route.hidden / 4, per_split = (quads + kSplits - 1) / kSplits;
+  const int q_begin = split * per_split, q_end = min(quads, q_begin + per_split);
+  const auto* r0 = reinterpret_cast<const float4*>(route.router + int64_t{min(expert0, route.experts - 1)} * route.hidden);
+  const auto* r1 =
+      reinterpret_cast<const float4*>(route.router + int64_t{min(expert0 + 1, route.experts - 1)} * route.hidden);
+  const auto* g = reinterpret_cast<const float4*>(route.norm_weight);
+  const auto* x = reinterpret_cast<const float4*>(route.x);
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float dot0 = 0.0f, dot1 = 0.0f, square = 0.0f;
+  for (int base = q_begin; base < q_end; base += 32 * kSmallStepRegs) {
+    float4 ra[kSmallStepRegs], rb[kSmallStepRegs], gw[kSmallStepRegs], xv[kSmallStepRegs];
+#pragma unroll
+    for (int j = 0; j < kSmallStepRegs; ++j) {
+      const int q = base + 32 * j + lane;
+      const bool in = q < q_end;
+      ra[j] = in ? __ldg(r0 + q) : zero;
+      rb[j] = in ? __ldg(r1 + q) : zero;
+      gw[j] = in ? __ldg(g + q) : zero;
+    }
+    kernels::WaitForPrerequisiteGrids();  // x is the kernel before's
+#pragma unroll
+    for (int j = 0; j < kSmallStepRegs; ++j) {
+      const int q = base + 32 * j + lane;
+      xv[j] = q < q_end ? x[q] : zero;
+      ra[j] = make_float4(ra[j].x * gw[j].x, ra[j].y * gw[j].y, ra[j].z * gw[j].z, ra[j].w * gw[j].w);
+      rb[j] = make_float4(rb[j].x * gw[j].x, rb[j].y * gw[j].y, rb[j].z * gw[j].z, rb[j].w * gw[j].w);
+    }
+#pragma unroll
+    for (int j = 0; j < kSmallStepRegs; ++j) {
+      const float4 v = xv[j];
+      dot0 += ra[j].x * v.x + ra[j].y * v.y + ra[j].z * v.z + ra[j].w * v.w;
+      dot1 += rb[j].x * v.x + rb[j].y * v.y + rb[j].z * v.z + rb[j].w * v.w;
+      square += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  }
+  dot0 = kernels::WarpSum(dot0);
+  dot1 = kernels::WarpSum(dot1);
+  square = kernels::WarpSum(square);
+  if (lane == 0) {
+    dots[warp][0] = dot0;
+    dots[warp][1] = dot1;
+    if (warp < kSplits) squares[split] = square;  // the first pair's warps cover every range once
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (int k = 0; k < kSplits; ++k) s += squares[k];
+    inv_rms = rsqrtf(s / static_cast<float>(route.hidden) + route.eps);
+  }
+  __syncthreads();
+  ClusterWaitAcquire();  // every CTA of the cluster runs
+  if (threadIdx.x < kOneTokenExpertsPerCta) {
+    const int local = threadIdx.x, e = static_cast<int>(rank) * kOneTokenExpertsPerCta + local;
+    if (e < route.experts) {
+      float d = 0.0f;
+      for (int k = 0; k < kSplits; ++k) d += dots[(local / 2) * kSplits + k][local % 2];
+      const float logit = d * inv_rms;
+      route.logits[e] = logit;  // as the other launches leave it (scratch)
+      StoreToClusterRank(&logits[e], 0, logit);
+    }
+  }
+  ClusterArriveRelease();
+  ClusterWaitAcquire();  // every logit is in rank 0's shared memory
+  if (rank != 0) {
+    // The normalised row in bf16 for the experts (as RouterLogitsOfCta
+    // writes it), over the other ranks while rank 0 chooses.
+    if (route.normed == nullptr) return;
+    const int share = (quads + kOneTokenCtas - 2) / (kOneTokenCtas - 1);
+    const int q0 = (static_cast<int>(rank) - 1) * share, q1 = min(quads, q0 + share);
+    for (int q = q0 + static_cast<int>(threadIdx.x); q < q1; q += blockDim.x) {
+      const float4 v = x[q], w = g[q];
+      auto* out = reinterpret_cast<__nv_bfloat162*>(route.normed + 4 * int64_t{q});
+      out[0] = __floats2bfloat162_rn(w.x * (v.x * inv_rms), w.y * (v.y * inv_rms));
+      out[1] = __floats2bfloat162_rn(w.z * (v.z * inv_rms), w.w * (v.w * inv_rms));
+    }
+    return;
+  }
+  auto* ids = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(route_shared) + ids_offset);
+  __syncthreads();  // the bias is staged
+  if (warp == 0) TopKOfToken(route, 0, route_shared + route.experts, route_shared, ids, [&](int e) { return logits[e]; });
+  __syncthreads();  // the choices before the alignment reads them
+  AlignAssignments(align, reinterpret_cast<int32_t*>(route_shared), ids);
+}
+
 // Grid (tokens, hidden / (4 kCombineThreads)): one float4 of the output a
 // thread. Launched as a programmatic dependent of the down projection: the
 // token's slots and weights (the routing kernel's, finished before the
@@ -463,7 +605,67 @@ cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream) {
+namespace {
+
+// Whether this device runs MoeRouteAlignOneTokenKernel's cluster (a
+// non-portable size: Hopper has it; a MIG slice or another GPU may not),
+// with the shared memory of up to kOneTokenMaxExperts experts and
+// kMoeMaxTopK choices. Asked once a process.
+bool OneTokenClusterRuns() {
+  static const bool runs = [] {
+    const size_t shared = sizeof(float) * (kWarps + 1) * (kOneTokenMaxExperts + kMoeMaxTopK) +
+                          sizeof(int32_t) * (3 * (kOneTokenMaxExperts + kMoeMaxTopK) + 1 + kMoeMaxTopK);
+    if (cudaFuncSetAttribute(MoeRouteAlignOneTokenKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kOneTokenCtas;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(kOneTokenCtas);
+    config.blockDim = dim3(32 * kWarps);
+    config.dynamicSmemBytes = shared;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, MoeRouteAlignOneTokenKernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return clusters > 0;
+  }();
+  return runs;
+}
+
+cudaError_t LaunchOneTokenCluster(const MoeRouteParams& route, const MoeAlignParams& align, size_t shared,
+                                  size_t ids_offset, cudaStream_t stream) {
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = kOneTokenCtas;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kOneTokenCtas);
+  config.blockDim = dim3(32 * kWarps);
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attrs;
+  config.numAttrs = 2;
+  return cudaLaunchKernelEx(&config, MoeRouteAlignOneTokenKernel, route, align, ids_offset);
+}
+
+}  // namespace
+
+bool MoeOneTokenClusterRuns() { return OneTokenClusterRuns(); }
+
+cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream,
+                                   bool one_token_cluster) {
   if (!ValidRoute(route) || !ValidAlign(align) || align.topk_ids != route.topk_ids ||
       align.top_k != route.top_k + route.shared_experts || align.assignments != route.tokens * align.top_k ||
       align.experts != route.experts + route.shared_experts)
@@ -475,6 +677,8 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
   if (align.arrivals == nullptr) return cudaErrorInvalidValue;
   const size_t shared = RouteAlignSharedBytes(route, align);
   const size_t ids_offset = std::max(TopKSharedBytes(route), AlignSharedBytes(align));
+  if (one_token_cluster && route.tokens == 1 && route.experts <= kOneTokenMaxExperts && OneTokenClusterRuns())
+    return LaunchOneTokenCluster(route, align, shared, ids_offset, stream);
   if (route.tokens <= 8)
     return kernels::LaunchDependent(MoeRouteAlignKernel<1>, dim3(ExpertCtas(route), route.tokens), dim3(32 * kWarps),
                                     shared, stream, route, align, ids_offset);

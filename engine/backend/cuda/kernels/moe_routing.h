@@ -85,9 +85,16 @@ cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream);
 // route.experts + route.shared_experts). Steps of at most
 // kMoeFusedTopKMaxTokens tokens take one launch: the last CTA to finish its
 // router logits runs the top-k and the alignment (align.arrivals needed).
+// one_token_cluster: a step of one token with at most 64 routed experts runs
+// as one thread-block cluster of 16 CTAs instead, whose logits meet in one
+// CTA's shared memory (where the device runs such a cluster; else as above).
 // Same choices, weights and tiles as the separate launches, bit for bit.
 constexpr int32_t kMoeFusedTopKMaxTokens = 64;
-cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream);
+cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream,
+                                   bool one_token_cluster = true);
+// Whether this device runs the one-token cluster (else one_token_cluster
+// steps take the last-CTA launch).
+bool MoeOneTokenClusterRuns();
 
 struct MoeCombineParams {
   const float* expert_out = nullptr;    // [slots, hidden] the experts' down projections
