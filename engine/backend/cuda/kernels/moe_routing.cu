@@ -187,22 +187,17 @@ __global__ void __launch_bounds__(32 * kWarps) RouterLogitsKernel(MoeRouteParams
 // One warp per token, on its own shared-memory copy of the token's logits
 // (`probs`, experts floats) and the CTA's copy of the correction bias:
 // softmax, then top_k rounds of a warp argmax of the biased score over the
-// experts not yet chosen (marked by a negative probability). logit(e) gives
-// the token's logit of expert e (GlobalLogits: the fused kernel reads what
-// other CTAs just wrote, with ld.cg).
+// experts not yet chosen (marked by a negative probability). The logits
+// are read with ld.cg: the fused kernel reads what other CTAs just wrote.
 // ids_shared: also the choices' ids at [t * choices + j] in shared memory
 // (for the alignment that follows in the same CTA), or nullptr.
-struct GlobalLogits {
-  const float* row;  // the token's [experts]
-  __device__ float operator()(int e) const { return __ldcg(row + e); }
-};
-template <typename Logit>
 __device__ __forceinline__ void TopKOfToken(const MoeRouteParams& p, int64_t t, float* probs, const float* bias,
-                                            int32_t* ids_shared, const Logit& logit) {
+                                            int32_t* ids_shared) {
   const int lane = threadIdx.x % 32;
+  const float* logits = p.logits + t * p.experts;
   float max_logit = -FLT_MAX;
   for (int e = lane; e < p.experts; e += 32) {
-    probs[e] = logit(e);
+    probs[e] = __ldcg(logits + e);
     max_logit = fmaxf(max_logit, probs[e]);
   }
   max_logit = kernels::WarpMax(max_logit);
@@ -272,8 +267,7 @@ __device__ __forceinline__ void TopKOfTokens(const MoeRouteParams& p, int64_t be
   if (!bias_staged) StageBias(p, shared);
   __syncthreads();
   float* probs = shared + (1 + threadIdx.x / 32) * p.experts;
-  for (int64_t t = begin + threadIdx.x / 32; t < end; t += kWarps)
-    TopKOfToken(p, t, probs, shared, ids_shared, GlobalLogits{p.logits + t * p.experts});
+  for (int64_t t = begin + threadIdx.x / 32; t < end; t += kWarps) TopKOfToken(p, t, probs, shared, ids_shared);
 }
 
 __global__ void __launch_bounds__(32 * kWarps) RouterTopKKernel(MoeRouteParams p) {
@@ -383,9 +377,10 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParam
 // dependent rounds through L2 at the end of each MoE layer (the timeline
 // gives the routing 8.2 us of every 21B-A3B AWQ layer at batch 1, NOTES.md
 // v31). Here each CTA stores its logits into rank 0's shared memory and one
-// cluster barrier hands them over. The arithmetic is RouterLogitsOfCta's
-// (each dot and sum in the same order), the top-k and the alignment are the
-// same functions, so the choices, weights and tiles are the same bit for
+// cluster barrier hands them over; rank 0's first warp then chooses and
+// aligns alone (TopKOfOneToken, AlignOneToken: no barrier of the CTA's). The
+// arithmetic is RouterLogitsOfCta's and TopKOfToken's (each dot and sum in
+// the same order), so the choices, weights and tiles are the same bit for
 // bit. CTA c's warp w takes quarter w % kSplits of the hidden dimension for
 // experts 4c + 2 (w / kSplits) + {0, 1}: the pair shares the loads of x and
 // of the norm's weight, so 16 CTAs of 8 warps, each with as many registers
@@ -413,9 +408,87 @@ __device__ __forceinline__ void StoreToClusterRank(float* at, uint32_t rank, flo
   asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
 }
 
-__global__ void __launch_bounds__(32 * kWarps)
-    MoeRouteAlignOneTokenKernel(MoeRouteParams route, MoeAlignParams align, size_t ids_offset) {
-  extern __shared__ float route_shared[];        // RouteAlignSharedBytes; rank 0's is used
+// The one-token kernel's top-k, in one warp, for at most 64 experts (two a
+// lane): the softmax as TopKOfToken computes it, then each lane ranks its
+// experts against every expert's biased score, rank r being how many come
+// before it in TopKOfToken's argmax order (a higher score, or an equal one
+// with a smaller id), so the expert of rank j is that loop's j-th choice.
+// The top_k rounds of warp argmax (each a shuffle reduction waiting on the
+// last) become one pass over shared memory. The weights are the same sums
+// in the same order, so the results are TopKOfToken's bit for bit. Lane j <
+// choices returns choice j's id (and writes it and its weight out); the
+// others return INT_MAX. `bias`: this lane's experts' correction biases
+// (lane, lane + 32), loaded early by the caller.
+struct OneTokenTopKShared {
+  float probs[kOneTokenMaxExperts];
+  float scores[kOneTokenMaxExperts];
+  int32_t chosen[kMoeMaxTopK];
+};
+__device__ __forceinline__ int32_t TopKOfOneToken(const MoeRouteParams& p, const float* logits, const float (&bias)[2],
+                                                  OneTokenTopKShared& s) {
+  const int lane = threadIdx.x % 32;
+  float max_logit = -FLT_MAX;
+  for (int e = lane; e < p.experts; e += 32) {
+    s.probs[e] = logits[e];
+    max_logit = fmaxf(max_logit, s.probs[e]);
+  }
+  max_logit = kernels::WarpMax(max_logit);
+  float sum = 0.0f;
+  for (int e = lane; e < p.experts; e += 32) {
+    const float v = expf(s.probs[e] - max_logit);
+    s.probs[e] = v;
+    sum += v;
+  }
+  sum = kernels::WarpSum(sum);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {  // bias[i] in a register: an unrolled index
+    const int e = lane + 32 * i;
+    if (e >= p.experts) break;
+    s.probs[e] /= sum;
+    s.scores[e] = s.probs[e] + bias[i];
+  }
+  __syncwarp();
+  for (int e = lane; e < p.experts; e += 32) {
+    const float score = s.scores[e];
+    int rank = 0;
+    for (int o = 0; o < p.experts; ++o) {
+      const float other = s.scores[o];  // the same address across the warp: a broadcast
+      rank += (other > score || (other == score && o < e)) ? 1 : 0;
+    }
+    if (rank < p.top_k) s.chosen[rank] = e;
+  }
+  __syncwarp();
+  float chosen_sum = 0.0f;  // in choice order, as TopKOfToken adds them
+  for (int j = 0; j < p.top_k; ++j) chosen_sum += s.probs[s.chosen[j]];
+  const int choices = p.top_k + p.shared_experts;
+  if (lane >= choices) return INT_MAX;
+  const bool routed = lane < p.top_k;  // else a shared expert, unweighted
+  const int32_t id = routed ? s.chosen[lane] : p.experts + lane - p.top_k;
+  p.topk_ids[lane] = id;
+  p.topk_weights[lane] = routed ? s.probs[id] / fmaxf(chosen_sum, p.norm_min) : 1.0f;
+  return id;
+}
+
+// AlignAssignments for one token, in one warp: its choices are distinct
+// experts, one assignment each, so expert e's tile is the number of chosen
+// ids below e (the padded counts' scan) and its slot that tile's first;
+// the rest of each tile is padding. Lane j < choices holds choice j's id.
+__device__ __forceinline__ void AlignOneToken(const MoeAlignParams& p, int32_t id) {
+  const int lane = threadIdx.x % 32, choices = p.top_k;
+  int32_t tile = 0;
+  for (int o = 0; o < choices; ++o) tile += __shfl_sync(kernels::kFullMask, id, o) < id ? 1 : 0;
+  if (lane < choices) {
+    const int32_t slot = tile * p.tile_rows;
+    p.slot_token[slot] = 0;
+    p.slot_of[lane] = slot;
+    p.tile_expert[tile] = id;
+  }
+  const int padding = p.tile_rows - 1;
+  for (int i = lane; i < choices * padding; i += 32) p.slot_token[i / padding * p.tile_rows + 1 + i % padding] = -1;
+  if (lane == 0) *p.num_tiles = choices;
+}
+
+__global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRouteParams route, MoeAlignParams align) {
   __shared__ float logits[kOneTokenMaxExperts];  // rank 0's receives every CTA's
   __shared__ float dots[kWarps][2];
   __shared__ float squares[kSplits];
@@ -425,8 +498,13 @@ __global__ void __launch_bounds__(32 * kWarps)
   ClusterArriveRelaxed();
   kernels::AllowDependentLaunch();  // the experts' gate/up launch waits for all of this kernel
   const uint32_t rank = ClusterRank();
-  if (rank == 0) StageBias(route, route_shared);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, split = warp % kSplits;
+  float bias[2] = {0.0f, 0.0f};  // rank 0's warp 0 chooses: its lanes' experts' biases, requested now
+  if (rank == 0 && warp == 0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (lane + 32 * i < route.experts) bias[i] = route.correction_bias[lane + 32 * i];
+  }
   const int expert0 = static_cast<int>(rank) * kOneTokenExpertsPerCta + 2 * (warp / kSplits);
   const int quads = route.hidden / 4, per_split = (quads + kSplits - 1) / kSplits;
   const int q_begin = split * per_split, q_end = min(quads, q_begin + per_split);
@@ -505,11 +583,10 @@ __global__ void __launch_bounds__(32 * kWarps)
     }
     return;
   }
-  auto* ids = reinterpret_cast<int32_t*>(reinterpret_cast<unsigned char*>(route_shared) + ids_offset);
-  __syncthreads();  // the bias is staged
-  if (warp == 0) TopKOfToken(route, 0, route_shared + route.experts, route_shared, ids, [&](int e) { return logits[e]; });
-  __syncthreads();  // the choices before the alignment reads them
-  AlignAssignments(align, reinterpret_cast<int32_t*>(route_shared), ids);
+  // Rank 0's first warp chooses and aligns; one warp needs no barrier of the CTA's.
+  if (warp != 0) return;
+  __shared__ OneTokenTopKShared top;
+  AlignOneToken(align, TopKOfOneToken(route, logits, bias, top));
 }
 
 // Grid (tokens, hidden / (4 kCombineThreads)): one float4 of the output a
@@ -613,8 +690,6 @@ namespace {
 // kMoeMaxTopK choices. Asked once a process.
 bool OneTokenClusterRuns() {
   static const bool runs = [] {
-    const size_t shared = sizeof(float) * (kWarps + 1) * (kOneTokenMaxExperts + kMoeMaxTopK) +
-                          sizeof(int32_t) * (3 * (kOneTokenMaxExperts + kMoeMaxTopK) + 1 + kMoeMaxTopK);
     if (cudaFuncSetAttribute(MoeRouteAlignOneTokenKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
         cudaSuccess) {
       (void)cudaGetLastError();
@@ -628,7 +703,6 @@ bool OneTokenClusterRuns() {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(kOneTokenCtas);
     config.blockDim = dim3(32 * kWarps);
-    config.dynamicSmemBytes = shared;
     config.attrs = &cluster;
     config.numAttrs = 1;
     int clusters = 0;
@@ -641,8 +715,7 @@ bool OneTokenClusterRuns() {
   return runs;
 }
 
-cudaError_t LaunchOneTokenCluster(const MoeRouteParams& route, const MoeAlignParams& align, size_t shared,
-                                  size_t ids_offset, cudaStream_t stream) {
+cudaError_t LaunchOneTokenCluster(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream) {
   cudaLaunchAttribute attrs[2];
   attrs[0].id = cudaLaunchAttributeClusterDimension;
   attrs[0].val.clusterDim.x = kOneTokenCtas;
@@ -653,11 +726,10 @@ cudaError_t LaunchOneTokenCluster(const MoeRouteParams& route, const MoeAlignPar
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(kOneTokenCtas);
   config.blockDim = dim3(32 * kWarps);
-  config.dynamicSmemBytes = shared;
   config.stream = stream;
   config.attrs = attrs;
   config.numAttrs = 2;
-  return cudaLaunchKernelEx(&config, MoeRouteAlignOneTokenKernel, route, align, ids_offset);
+  return cudaLaunchKernelEx(&config, MoeRouteAlignOneTokenKernel, route, align);
 }
 
 }  // namespace
@@ -678,7 +750,7 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
   const size_t shared = RouteAlignSharedBytes(route, align);
   const size_t ids_offset = std::max(TopKSharedBytes(route), AlignSharedBytes(align));
   if (one_token_cluster && route.tokens == 1 && route.experts <= kOneTokenMaxExperts && OneTokenClusterRuns())
-    return LaunchOneTokenCluster(route, align, shared, ids_offset, stream);
+    return LaunchOneTokenCluster(route, align, stream);
   if (route.tokens <= 8)
     return kernels::LaunchDependent(MoeRouteAlignKernel<1>, dim3(ExpertCtas(route), route.tokens), dim3(32 * kWarps),
                                     shared, stream, route, align, ids_offset);
