@@ -270,6 +270,103 @@ TEST(CudaMoeRoutingTest, FusedRouteAndAlignMatchesTheSeparateLaunches) {
   }
 }
 
+// The one-token cluster launch against the last-CTA launch over the shapes
+// its one-warp top-k and alignment must handle: fewer experts than a warp's
+// lanes, experts that leave CTAs of the cluster without work, top-k from 1
+// to 8, shared experts or none, tiles of 8 and 64 slots, and forced ties
+// (identical router rows and biases, which the smaller id wins): every
+// output bit for bit.
+TEST(CudaMoeRoutingTest, OneTokenClusterMatchesTheLastCtaLaunch) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  ASSERT_TRUE(cuda::MoeOneTokenClusterRuns()) << "Hopper runs the 16-CTA cluster";
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  struct Case {
+    int hidden, experts, top_k, shared, tile_rows;
+  };
+  for (const Case c : {Case{64, 8, 1, 0, 8}, Case{320, 20, 6, 2, 64}, Case{2560, 64, 6, 2, 8}, Case{128, 40, 8, 1, 16},
+                       Case{96, 33, 3, 0, 32}}) {
+    SCOPED_TRACE(::testing::Message() << "hidden " << c.hidden << ", " << c.experts << " experts, top " << c.top_k
+                                      << ", " << c.shared << " shared, tiles of " << c.tile_rows);
+    std::vector<float> x(c.hidden), norm(c.hidden), router(static_cast<size_t>(c.experts) * c.hidden), bias(c.experts);
+    for (auto& v : x) v = 3.0f * dist(gen);
+    for (auto& v : norm) v = 1.0f + 0.2f * dist(gen);
+    for (auto& v : router) v = 0.05f * dist(gen);
+    for (auto& v : bias) v = 0.01f * dist(gen);
+    // Ties: the last expert copies the first, and the two middle ones copy each other.
+    std::copy_n(router.begin(), c.hidden, router.end() - c.hidden);
+    bias[c.experts - 1] = bias[0];
+    const int mid = c.experts / 2;
+    std::copy_n(router.begin() + (mid - 1) * c.hidden, c.hidden, router.begin() + mid * c.hidden);
+    bias[mid] = bias[mid - 1];
+    auto d_x = Upload(x);
+    auto d_norm = Upload(norm);
+    auto d_router = Upload(router);
+    auto d_bias = Upload(bias);
+    const int choices = c.top_k + c.shared, stacked = c.experts + c.shared;
+    const int64_t slots = cuda::MoeSlotCapacity(choices, stacked, c.tile_rows);
+    struct Outputs {
+      DeviceBuffer<float> logits = Zeros<float>(1), weights = Zeros<float>(1);
+      DeviceBuffer<int32_t> ids = Zeros<int32_t>(1), slot_token = Zeros<int32_t>(1), slot_of = Zeros<int32_t>(1),
+                            tile_expert = Zeros<int32_t>(1), tiles = Zeros<int32_t>(1);
+      DeviceBuffer<uint16_t> normed = Zeros<uint16_t>(1);
+      DeviceBuffer<uint32_t> arrivals = Zeros<uint32_t>(1);
+    };
+    auto run = [&](bool cluster, Outputs& o) {
+      o.logits = Zeros<float>(c.experts);
+      o.weights = Zeros<float>(choices);
+      o.ids = Zeros<int32_t>(choices);
+      o.slot_token = Zeros<int32_t>(slots);
+      o.slot_of = Zeros<int32_t>(choices);
+      o.tile_expert = Zeros<int32_t>(slots / c.tile_rows);
+      o.normed = Zeros<uint16_t>(c.hidden);
+      return cuda::LaunchMoeRouteAndAlign({.x = d_x.data(),
+                                           .norm_weight = d_norm.data(),
+                                           .eps = 1e-5f,
+                                           .router = d_router.data(),
+                                           .correction_bias = d_bias.data(),
+                                           .logits = o.logits.data(),
+                                           .normed = reinterpret_cast<__nv_bfloat16*>(o.normed.data()),
+                                           .topk_ids = o.ids.data(),
+                                           .topk_weights = o.weights.data(),
+                                           .tokens = 1,
+                                           .hidden = c.hidden,
+                                           .experts = c.experts,
+                                           .top_k = c.top_k,
+                                           .shared_experts = c.shared},
+                                          {.topk_ids = o.ids.data(),
+                                           .assignments = choices,
+                                           .top_k = choices,
+                                           .experts = stacked,
+                                           .tile_rows = c.tile_rows,
+                                           .slot_token = o.slot_token.data(),
+                                           .slot_of = o.slot_of.data(),
+                                           .tile_expert = o.tile_expert.data(),
+                                           .num_tiles = o.tiles.data(),
+                                           .arrivals = o.arrivals.data()},
+                                          nullptr, cluster);
+    };
+    Outputs last_cta, clustered;
+    ASSERT_EQ(run(false, last_cta), cudaSuccess);
+    ASSERT_EQ(run(true, clustered), cudaSuccess);
+    EXPECT_EQ(Download(clustered.logits), Download(last_cta.logits));
+    EXPECT_EQ(Download(clustered.ids), Download(last_cta.ids));
+    EXPECT_EQ(Download(clustered.weights), Download(last_cta.weights));
+    EXPECT_EQ(Download(clustered.tiles), Download(last_cta.tiles));
+    EXPECT_EQ(Download(clustered.tile_expert), Download(last_cta.tile_expert));
+    EXPECT_EQ(Download(clustered.slot_of), Download(last_cta.slot_of));
+    EXPECT_EQ(Download(clustered.slot_token), Download(last_cta.slot_token));
+    EXPECT_EQ(Download(clustered.normed), Download(last_cta.normed));
+    // The forced ties: where both of a pair are chosen, the smaller id comes first.
+    const auto ids = Download(clustered.ids);
+    const auto first = std::find(ids.begin(), ids.begin() + c.top_k, 0);
+    const auto last = std::find(ids.begin(), ids.begin() + c.top_k, c.experts - 1);
+    if (first != ids.begin() + c.top_k && last != ids.begin() + c.top_k) {
+      EXPECT_LT(first, last);
+    }
+  }
+}
+
 // Runs the alignment of `ids` and checks its invariants.
 void CheckAlignment(const std::vector<int32_t>& ids, int top_k, int experts, int tile_rows) {
   SCOPED_TRACE(::testing::Message() << ids.size() << " assignments, " << experts << " experts, tiles of " << tile_rows);

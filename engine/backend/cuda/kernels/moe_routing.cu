@@ -685,9 +685,8 @@ cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream) {
 namespace {
 
 // Whether this device runs MoeRouteAlignOneTokenKernel's cluster (a
-// non-portable size: Hopper has it; a MIG slice or another GPU may not),
-// with the shared memory of up to kOneTokenMaxExperts experts and
-// kMoeMaxTopK choices. Asked once a process.
+// non-portable size: Hopper has it; a MIG slice or another GPU may not).
+// Asked once a process.
 bool OneTokenClusterRuns() {
   static const bool runs = [] {
     if (cudaFuncSetAttribute(MoeRouteAlignOneTokenKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
