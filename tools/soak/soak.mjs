@@ -8,7 +8,7 @@
 //
 //   tools/soak/run [--minutes 30] [--warmup-minutes 3] [--clients 32] [--backend cpu|instant]
 //                  [--max-num-seqs 8] [--max-waiting-requests 8] [--cancel-rate 0.1] [--kv-cache-bytes 16777216]
-//                  [--log FILE] [--seed S] [--build BUILD_DIR]
+//                  [--log FILE] [--seed S]   (the build: $ERNIE_BUILD_DIR, default build/)
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
