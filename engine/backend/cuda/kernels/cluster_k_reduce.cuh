@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/kernels/cluster_sync.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/decode_epilogue.cuh"
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
@@ -35,14 +36,9 @@ static_assert(kRowNormPartWidth == kReduceTileRows, "a split norm's partial sum 
 // x rows a rank owns: ceil(x_rows / slices); its receive area holds them for every slice.
 constexpr int OwnedRows(int slices, int x_rows) { return (x_rows + slices - 1) / slices; }
 
-// Distributed shared memory may be written only once every CTA of the
-// cluster runs; the small-batch GEMM's CTAs arrive once their products are
-// done (their receive areas reuse the operands' shared memory) and wait for
-// every arrival before they send.
-__device__ __forceinline__ void ClusterArrive() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void ClusterWait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+// The small-batch GEMM's CTAs arrive on the cluster barrier (cluster_sync.cuh)
+// once their products are done (their receive areas reuse the operands'
+// shared memory) and wait for every arrival before they send.
 
 // This CTA's partial sums into its own `send` area, grouped by owner:
 // owner o's block (OwnedRows x kPartStride floats, in the layout of its

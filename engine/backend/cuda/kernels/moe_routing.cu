@@ -4,8 +4,10 @@
 
 #include <algorithm>
 
+#include "engine/backend/cuda/kernels/cluster_sync.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/moe_routing.h"
+#include "engine/backend/cuda/kernels/tma.cuh"  // ClusterSharedAddress
 
 namespace ernie::cuda {
 
@@ -390,24 +392,6 @@ constexpr int kOneTokenCtas = 16;  // a non-portable cluster size (Hopper's larg
 constexpr int kOneTokenExpertsPerCta = 2 * kWarps / kSplits;
 constexpr int kOneTokenMaxExperts = kOneTokenCtas * kOneTokenExpertsPerCta;
 
-__device__ __forceinline__ void ClusterArriveRelaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void ClusterArriveRelease() { asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void ClusterWaitAcquire() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ uint32_t ClusterRank() {
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  return rank;
-}
-// v into the cluster CTA `rank`'s copy of this CTA's shared `at`.
-__device__ __forceinline__ void StoreToClusterRank(float* at, uint32_t rank, float v) {
-  const auto local = static_cast<uint32_t>(__cvta_generic_to_shared(at));
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
-}
-
 // The one-token kernel's top-k, in one warp, for at most 64 experts (two a
 // lane): the softmax as TopKOfToken computes it, then each lane ranks its
 // experts against every expert's biased score, rank r being how many come
@@ -495,9 +479,9 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRo
   __shared__ float inv_rms;
   // Distributed shared memory may be written once every CTA of the cluster
   // runs: this arrival is waited for only before the stores, by when all are in.
-  ClusterArriveRelaxed();
+  kernels::ClusterArrive();
   kernels::AllowDependentLaunch();  // the experts' gate/up launch waits for all of this kernel
-  const uint32_t rank = ClusterRank();
+  const uint32_t rank = kernels::ClusterRank();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, split = warp % kSplits;
   float bias[2] = {0.0f, 0.0f};  // rank 0's warp 0 chooses: its lanes' experts' biases, requested now
   if (rank == 0 && warp == 0) {
@@ -556,7 +540,7 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRo
     inv_rms = rsqrtf(s / static_cast<float>(route.hidden) + route.eps);
   }
   __syncthreads();
-  ClusterWaitAcquire();  // every CTA of the cluster runs
+  kernels::ClusterWait();  // every CTA of the cluster runs
   if (threadIdx.x < kOneTokenExpertsPerCta) {
     const int local = threadIdx.x, e = static_cast<int>(rank) * kOneTokenExpertsPerCta + local;
     if (e < route.experts) {
@@ -564,11 +548,11 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRo
       for (int k = 0; k < kSplits; ++k) d += dots[(local / 2) * kSplits + k][local % 2];
       const float logit = d * inv_rms;
       route.logits[e] = logit;  // as the other launches leave it (scratch)
-      StoreToClusterRank(&logits[e], 0, logit);
+      kernels::StoreToCluster(kernels::ClusterSharedAddress(&logits[e], 0), logit);
     }
   }
-  ClusterArriveRelease();
-  ClusterWaitAcquire();  // every logit is in rank 0's shared memory
+  kernels::ClusterArriveRelease();
+  kernels::ClusterWait();  // every logit is in rank 0's shared memory
   if (rank != 0) {
     // The normalised row in bf16 for the experts (as RouterLogitsOfCta
     // writes it), over the other ranks while rank 0 chooses.
@@ -687,35 +671,9 @@ namespace {
 // Whether this device runs MoeRouteAlignOneTokenKernel's cluster (a
 // non-portable size: Hopper has it; a MIG slice or another GPU may not).
 // Asked once a process.
-bool OneTokenClusterRuns() {
-  static const bool runs = [] {
-    if (cudaFuncSetAttribute(MoeRouteAlignOneTokenKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-        cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = kOneTokenCtas;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(kOneTokenCtas);
-    config.blockDim = dim3(32 * kWarps);
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, MoeRouteAlignOneTokenKernel, &config) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    return clusters > 0;
-  }();
-  return runs;
-}
-
-cudaError_t LaunchOneTokenCluster(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream) {
-  cudaLaunchAttribute attrs[2];
+// The one-token kernel's launch: one cluster of kOneTokenCtas CTAs, as a
+// programmatic dependent (the occupancy query ignores the stream and that).
+cudaLaunchConfig_t OneTokenClusterConfig(cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
   attrs[0].id = cudaLaunchAttributeClusterDimension;
   attrs[0].val.clusterDim.x = kOneTokenCtas;
   attrs[0].val.clusterDim.y = 1;
@@ -728,6 +686,31 @@ cudaError_t LaunchOneTokenCluster(const MoeRouteParams& route, const MoeAlignPar
   config.stream = stream;
   config.attrs = attrs;
   config.numAttrs = 2;
+  return config;
+}
+
+bool OneTokenClusterRuns() {
+  static const bool runs = [] {
+    if (cudaFuncSetAttribute(MoeRouteAlignOneTokenKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    cudaLaunchAttribute attrs[2];
+    const cudaLaunchConfig_t config = OneTokenClusterConfig(nullptr, attrs);
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, MoeRouteAlignOneTokenKernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return clusters > 0;
+  }();
+  return runs;
+}
+
+cudaError_t LaunchOneTokenCluster(const MoeRouteParams& route, const MoeAlignParams& align, cudaStream_t stream) {
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = OneTokenClusterConfig(stream, attrs);
   return cudaLaunchKernelEx(&config, MoeRouteAlignOneTokenKernel, route, align);
 }
 
@@ -746,10 +729,10 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
     return LaunchMoeAlign(align, stream);
   }
   if (align.arrivals == nullptr) return cudaErrorInvalidValue;
-  const size_t shared = RouteAlignSharedBytes(route, align);
-  const size_t ids_offset = std::max(TopKSharedBytes(route), AlignSharedBytes(align));
   if (one_token_cluster && route.tokens == 1 && route.experts <= kOneTokenMaxExperts && OneTokenClusterRuns())
     return LaunchOneTokenCluster(route, align, stream);
+  const size_t shared = RouteAlignSharedBytes(route, align);
+  const size_t ids_offset = std::max(TopKSharedBytes(route), AlignSharedBytes(align));
   if (route.tokens <= 8)
     return kernels::LaunchDependent(MoeRouteAlignKernel<1>, dim3(ExpertCtas(route), route.tokens), dim3(32 * kWarps),
                                     shared, stream, route, align, ids_offset);
