@@ -412,7 +412,9 @@ void EngineCore::ForkSiblings(RequestState& req, int32_t prompt_computed, std::v
                             .prompt_tokens = req.prompt_set};
     StartLogitEdits(req, *child);
     by_sequence_[child->seq.id] = {&req, child.get()};
-    auto forked = kv_->ForkSequence(parent.seq.id, child->seq.id);
+    // A fork runs at once, so it needs room under max_num_seqs like any admission.
+    auto forked = scheduler_->HasRunningRoom() ? kv_->ForkSequence(parent.seq.id, child->seq.id)
+                                               : absl::StatusOr<std::optional<kv::ForkResult>>(std::nullopt);
     if (forked.ok() && forked->has_value()) {
       // Shares the parent's KV: full blocks by reference, a partial tail by
       // copy. (With overlapped steps the parent may already compute its
@@ -426,10 +428,10 @@ void EngineCore::ForkSiblings(RequestState& req, int32_t prompt_computed, std::v
       rows.push_back(child.get());
       row_logits.push_back(parent_row);
     } else {
-      // No block for the tail right now (or the parent was preempted since
-      // the launch): recompute the prompt later (its full blocks come back
-      // from the prefix cache). It samples from its own logits.
-      (void)scheduler_->Add(&child->seq);
+      // No room to run, no block for the tail right now, or the parent was
+      // preempted since the launch: recompute the prompt later (its full
+      // blocks come back from the prefix cache). It samples from its own logits.
+      scheduler_->AddSibling(&child->seq);
     }
     req.samples.push_back(std::move(child));
   }

@@ -22,6 +22,11 @@ absl::Status Scheduler::Add(Sequence* seq) {
   return absl::OkStatus();
 }
 
+void Scheduler::AddSibling(Sequence* seq) {
+  seq->status = SequenceStatus::kWaiting;
+  waiting_.emplace(KeyOf(*seq), seq);
+}
+
 void Scheduler::AddRunning(Sequence* seq) {
   seq->status = SequenceStatus::kRunning;
   seq->admitted_at = next_admission_++;

@@ -50,8 +50,17 @@ class Scheduler {
   // InvalidArgument when prompt + max_tokens can never fit the KV pool.
   absl::Status Add(Sequence* seq);
   // Puts an already-running sequence (a fork whose KV the manager tracks)
-  // straight into the running set.
+  // straight into the running set. The caller checks HasRunningRoom first:
+  // max_num_seqs bounds forks too.
   void AddRunning(Sequence* seq);
+  // Queues a sibling of an accepted request (n > 1) that could not fork into
+  // the running set (no room under max_num_seqs, or no block for its tail):
+  // it recomputes its prompt later, the full blocks coming back from the
+  // prefix cache. Not refused when the waiting queue is full: its request
+  // was accepted whole, and a sibling lost here would never finish it.
+  void AddSibling(Sequence* seq);
+  // Whether another sequence may run now (max_num_seqs).
+  bool HasRunningRoom() const { return num_running() < config_.max_num_seqs; }
 
   // Plans one step. Reserves KV slots for every chunk in the plan; the caller
   // runs the backend and then commits computed tokens.

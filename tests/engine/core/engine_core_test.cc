@@ -72,12 +72,14 @@ class EngineCoreTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<EngineCore> MakeEngine(int64_t num_blocks, int64_t block_size, int32_t budget, int32_t max_seqs = 64) {
+  std::unique_ptr<EngineCore> MakeEngine(int64_t num_blocks, int64_t block_size, int32_t budget, int32_t max_seqs = 64,
+                                         int32_t max_waiting = 4096) {
     auto b = cpu::CpuBackend::Create(*model_, {.num_threads = 2, .block_size = block_size, .num_blocks = num_blocks,
                                                .max_tokens_per_step = 512});
     EXPECT_TRUE(b.ok()) << b.status();
     backend_ = std::move(*b);
-    auto e = EngineCore::Create(backend_.get(), {.scheduler = {.max_num_seqs = max_seqs, .max_num_batched_tokens = budget},
+    auto e = EngineCore::Create(backend_.get(), {.scheduler = {.max_num_seqs = max_seqs, .max_num_batched_tokens = budget,
+                                                               .max_waiting_sequences = max_waiting},
                                                  .max_model_len = 512,
                                                  .eos_token_ids = {2}});
     EXPECT_TRUE(e.ok()) << e.status();
@@ -170,6 +172,41 @@ TEST_F(EngineCoreTest, ParallelSamplesShareThePromptAndAreSeeded) {
     distinct.insert(a->samples[i].tokens);
   }
   EXPECT_GT(distinct.size(), 1u);
+  EXPECT_EQ(engine->Load().kv_blocks_used, 0);
+}
+
+TEST_F(EngineCoreTest, ParallelSamplesStayWithinMaxNumSeqs) {
+  // The siblings of an n > 1 request ran as forks whether or not
+  // max_num_seqs had room (4 running under a limit of 1), and a sibling
+  // that could not fork was queued through Add, which drops it when the
+  // waiting queue is full (here at 1): its request never finished.
+  SamplingParams p{.temperature = 1.0f, .seed = 11, .ignore_eos = true, .max_tokens = 6, .n = 4};
+  auto unbounded = std::make_shared<CollectingSink>();
+  {
+    auto engine = MakeEngine(128, 16, 512);
+    ASSERT_TRUE(engine->AddRequest({.request_id = "u", .prompt_token_ids = prompts_[2].ids, .sampling = p,
+                                    .sink = unbounded}).ok());
+    RunToCompletion(*engine);
+  }
+  auto engine = MakeEngine(128, 16, 512, /*max_seqs=*/1, /*max_waiting=*/1);
+  auto bounded = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(engine->AddRequest({.request_id = "b", .prompt_token_ids = prompts_[2].ids, .sampling = p,
+                                  .sink = bounded}).ok());
+  int max_running = 0;
+  for (int i = 0; i < 1000 && engine->HasWork(); ++i) {
+    engine->Step();
+    max_running = std::max<int>(max_running, static_cast<int>(engine->Load().running));
+  }
+  ASSERT_FALSE(engine->HasWork());
+  EXPECT_EQ(max_running, 1);
+  ASSERT_EQ(bounded->samples.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(bounded->samples[i].finish, FinishReason::kLength) << "sample " << i;
+    EXPECT_EQ(bounded->samples[i].finishes, 1) << "sample " << i;
+    // Seeded per sample: recomputing the prompt instead of sharing the
+    // parent's logits row draws the same tokens.
+    EXPECT_EQ(bounded->samples[i].tokens, unbounded->samples[i].tokens) << "sample " << i;
+  }
   EXPECT_EQ(engine->Load().kv_blocks_used, 0);
 }
 
