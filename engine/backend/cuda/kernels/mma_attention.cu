@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -112,11 +113,15 @@ __device__ __forceinline__ KeySpan StageKeySpan(const PagedAttentionParams& p, c
   return k;
 }
 
-// Stage tile `tile` of the span's keys and values (zeros past `end`, so that
-// a weight of 0 never meets a NaN of stale memory), one commit group.
-template <int D, int kStages>
-__device__ __forceinline__ void LoadKvTile(const PagedAttentionParams& p, const KeySpan& k, const int32_t* staged,
-                                           int kv_head, __nv_bfloat16* tiles, int tile) {
+// Stage the keys and values of tile `tile` of the span (zeros past `end`,
+// so that a weight of 0 never meets a NaN of stale memory), with kRange only
+// those at positions in [from, to), without committing the copies
+// (LoadKvTile does). Without kRange the code is the whole tile's alone (the
+// mixed kernel, at its register bound, spilled with the range's compares).
+template <int D, int kStages, bool kRange = false>
+__device__ __forceinline__ void LoadKvTileKeys(const PagedAttentionParams& p, const KeySpan& k, const int32_t* staged,
+                                               int kv_head, __nv_bfloat16* tiles, int tile, int from = 0,
+                                               int to = 0) {
   constexpr int kRow = kRowElems<D>;
   __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
   __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
@@ -142,6 +147,7 @@ __device__ __forceinline__ void LoadKvTile(const PagedAttentionParams& p, const 
   const int last = k.end - 1;
   for (int j = threadIdx.x / kPieces; j < kTileKeys; j += kKeysAPass) {
     const int pos = start + j;
+    if (kRange && (pos < from || pos >= to)) continue;
     const bool valid = pos < k.end;
     // Keys past the span read the last one's address (no branch) and are zero-filled.
     const int at = min(pos, last);
@@ -152,6 +158,13 @@ __device__ __forceinline__ void LoadKvTile(const PagedAttentionParams& p, const 
     kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
     kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
   }
+}
+
+// The whole tile, one commit group.
+template <int D, int kStages>
+__device__ __forceinline__ void LoadKvTile(const PagedAttentionParams& p, const KeySpan& k, const int32_t* staged,
+                                           int kv_head, __nv_bfloat16* tiles, int tile) {
+  LoadKvTileKeys<D, kStages>(p, k, staged, kv_head, tiles, tile);
   kernels::CpAsyncCommit();
 }
 
@@ -182,6 +195,45 @@ __device__ __forceinline__ const __nv_bfloat16* NextKvTile(const PagedAttentionP
   if (tile + kStages - 1 < k.num_tiles) LoadKvTile<D, kStages>(p, k, staged, kv_head, tiles, tile + kStages - 1);
   WaitForKvTile<kStages>(tile, k.num_tiles);
   return tiles + (tile % kStages) * 2 * kTileKeys * kRowElems<D>;
+}
+
+// Which of a CTA's first keys are requested before its programmatic wait.
+enum class EarlyKeys {
+  kNone,        // none: the mixed kernel (its union of two bodies sits at its bound of 168
+                // registers)
+  kWholeTiles,  // the tiles that lie wholly before the item's first new key
+  kSplitTile,   // those and the earlier keys of the tile that holds it (the decode kernel)
+};
+
+// The pipeline's first kStages - 1 tiles, with the programmatic wait among
+// them: keys before `first_new` (the position of the item's first token in
+// this step) are of earlier steps, so their copies may be issued before
+// WaitForPrerequisiteGrids and stream in while the kernel before finishes
+// (kEarly picks which); the rest (at decode with kSplitTile, one key: the
+// token's own) after it, in the same commit groups. The kernel before
+// writes only this step's tokens' K and V: a prefix-cache hit is a block
+// committed after its step's samples were read, a fork's tail copy is a
+// kernel that lets no dependent start early, and a step's first kernel
+// follows its host-staged inputs' copies.
+template <int D, int kStages, EarlyKeys kEarly>
+__device__ __forceinline__ void LoadFirstKvTilesAroundWait(const PagedAttentionParams& p, const KeySpan& k,
+                                                           const int32_t* staged, int kv_head,
+                                                           __nv_bfloat16* tiles, int first_new) {
+  const int tiles_first = min(kStages - 1, k.num_tiles);
+  int t = 0;
+  if constexpr (kEarly != EarlyKeys::kNone) {
+    for (; t < tiles_first && min(k.end, k.begin + (t + 1) * kTileKeys) <= first_new; ++t)
+      LoadKvTile<D, kStages>(p, k, staged, kv_head, tiles, t);
+  }
+  constexpr bool kSplit = kEarly == EarlyKeys::kSplitTile;
+  if (kSplit && t < tiles_first) LoadKvTileKeys<D, kStages, true>(p, k, staged, kv_head, tiles, t, INT_MIN, first_new);
+  kernels::WaitForPrerequisiteGrids();  // q and this step's keys come from the kernel before
+  if (kSplit && t < tiles_first) {
+    LoadKvTileKeys<D, kStages, true>(p, k, staged, kv_head, tiles, t, first_new, INT_MAX);
+    kernels::CpAsyncCommit();
+    ++t;
+  }
+  for (; t < tiles_first; ++t) LoadKvTile<D, kStages>(p, k, staged, kv_head, tiles, t);
 }
 
 // The decode kernels' end: kWarps partial softmaxes of the same `rows`
@@ -250,7 +302,7 @@ __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p
 // are its "lo" and "hi" rows. kSplitKeys: the item's (at most 16) rows are
 // every warp's rows, and warp w takes keys 16w .. 16w+15 of each tile;
 // otherwise warp w takes rows 16w .. 16w+15 and every key of each tile.
-template <int D, bool kSplitKeys, int kStages>
+template <int D, bool kSplitKeys, int kStages, EarlyKeys kEarly>
 __device__ __forceinline__ void MmaAttentionBody(const PagedAttentionParams& p) {
   static_assert(kStages >= 2 && kStages <= 4, "CpAsyncWait below takes up to 3 later tiles");
   constexpr int kRow = kRowElems<D>;
@@ -275,11 +327,9 @@ __device__ __forceinline__ void MmaAttentionBody(const PagedAttentionParams& p) 
   if (span.begin >= span.end) return;  // a split past a short context: the merge skips it
   const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
   // Launched as a programmatic dependent (Launch below): the step's items,
-  // positions and block tables are host-staged before the step, so only the
-  // cache and q (the kernel before writes them) wait for that kernel.
-  kernels::WaitForPrerequisiteGrids();
-  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t)
-    LoadKvTile<D, kStages>(p, span, staged_table, kv_head, tiles, t);
+  // positions and block tables are host-staged before the step, so only q
+  // and this step's keys (the kernel before writes them) wait for that kernel.
+  LoadFirstKvTilesAroundWait<D, kStages, kEarly>(p, span, staged_table, kv_head, tiles, p.positions[item.token_begin]);
 
   // The warp's query rows as A fragments (bf16), straight from the float32 q.
   uint32_t qa[kKSteps][4];
@@ -473,7 +523,7 @@ __device__ __forceinline__ uint32_t MovMatrixTrans(uint32_t x) {
 // K's A fragments come from shared memory by ldmatrix, V^T's by
 // ldmatrix.trans (V is stored [key][dim]). Same split, partial and output
 // layout as MmaAttentionKernel, so the merge kernel serves both.
-template <int D, int kStages>
+template <int D, int kStages, EarlyKeys kEarly>
 __device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParams& p) {
   static_assert(kStages >= 2 && kStages <= 4, "CpAsyncWait below takes up to 3 later tiles");
   constexpr int kRow = kRowElems<D>;
@@ -495,9 +545,7 @@ __device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParam
   const KeySpan span = StageKeySpan(p, item, pos_q + 1, staged_table);
   if (span.begin >= span.end) return;  // a split past a short context: the merge skips it
   const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
-  kernels::WaitForPrerequisiteGrids();  // q and the cache come from the kernel before
-  for (int t = 0; t < kStages - 1 && t < num_tiles; ++t)
-    LoadKvTile<D, kStages>(p, span, staged_table, kv_head, tiles, t);
+  LoadFirstKvTilesAroundWait<D, kStages, kEarly>(p, span, staged_table, kv_head, tiles, pos_q);
 
   // Q^T as B fragments (bf16), straight from the float32 q; queries past the
   // group are zeros (their scores are finite, their outputs never stored).
@@ -635,12 +683,12 @@ __device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParam
 constexpr int kMergeLoadsAtOnce = 8;
 template <int D, bool kSplitKeys, int kStages>
 __global__ void __launch_bounds__(kWarps * 32) MmaAttentionKernel(PagedAttentionParams p) {
-  MmaAttentionBody<D, kSplitKeys, kStages>(p);
+  MmaAttentionBody<D, kSplitKeys, kStages, EarlyKeys::kWholeTiles>(p);
 }
 
 template <int D, int kStages>
 __global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAttentionParams p) {
-  MmaDecodeAttentionBody<D, kStages>(p);
+  MmaDecodeAttentionBody<D, kStages, EarlyKeys::kSplitTile>(p);
 }
 
 // Steps that mix single-token items (decodes) with longer ones (prefill
@@ -656,9 +704,9 @@ __global__ void __launch_bounds__(kWarps * 32) MmaDecodeAttentionKernel(PagedAtt
 template <int D, int kStages>
 __global__ void __launch_bounds__(kWarps * 32, 3) MmaMixedAttentionKernel(PagedAttentionParams p) {
   if (p.items[blockIdx.x].num_tokens == 1) {
-    MmaDecodeAttentionBody<D, kStages>(p);
+    MmaDecodeAttentionBody<D, kStages, EarlyKeys::kNone>(p);
   } else {
-    MmaAttentionBody<D, false, kStages>(p);
+    MmaAttentionBody<D, false, kStages, EarlyKeys::kNone>(p);
   }
 }
 
