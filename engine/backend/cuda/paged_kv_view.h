@@ -32,7 +32,12 @@ struct AttentionWorkItem {
   int32_t token_begin = 0;         // first token (index into the step's tokens)
   int32_t num_tokens = 0;          // tokens in this item: num_tokens * gqa_group <= kAttentionRowsPerCta
   int32_t block_table_offset = 0;  // where the sequence's block table starts in the step's block-table array
-  int32_t unused = 0;              // keeps the struct 16 bytes
+  // The sequence's first position computed in this step (its cached
+  // tokens): its keys before it are of earlier steps, the rest the kernel
+  // before the attention writes. Not the item's first token's position: a
+  // prefill chunk is cut into several items, whose later ones see keys of
+  // the same step before their own tokens. 0 (nothing earlier) is safe.
+  int32_t first_new_position = 0;
 };
 
 }  // namespace ernie::cuda

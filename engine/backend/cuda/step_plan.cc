@@ -60,7 +60,8 @@ absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int3
       const int32_t item_tokens = std::min(tokens_per_item, seq.num_new_tokens - j);
       items[num_items_++] = AttentionWorkItem{.token_begin = seq.first_token + j,
                                               .num_tokens = item_tokens,
-                                              .block_table_offset = static_cast<int32_t>(entries)};
+                                              .block_table_offset = static_cast<int32_t>(entries),
+                                              .first_new_position = seq.num_cached_tokens};
       if (item_tokens == 1) ++num_single_token_items_;
     }
     entries += needed;

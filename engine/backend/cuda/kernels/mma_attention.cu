@@ -206,8 +206,8 @@ enum class EarlyKeys {
 };
 
 // The pipeline's first kStages - 1 tiles, with the programmatic wait among
-// them: keys before `first_new` (the position of the item's first token in
-// this step) are of earlier steps, so their copies may be issued before
+// them: keys before `first_new` (AttentionWorkItem::first_new_position, the
+// sequence's first position computed in this step) are of earlier steps, so their copies may be issued before
 // WaitForPrerequisiteGrids and stream in while the kernel before finishes
 // (kEarly picks which); the rest (at decode with kSplitTile, one key: the
 // token's own) after it, in the same commit groups. The kernel before
@@ -329,7 +329,7 @@ __device__ __forceinline__ void MmaAttentionBody(const PagedAttentionParams& p) 
   // Launched as a programmatic dependent (Launch below): the step's items,
   // positions and block tables are host-staged before the step, so only q
   // and this step's keys (the kernel before writes them) wait for that kernel.
-  LoadFirstKvTilesAroundWait<D, kStages, kEarly>(p, span, staged_table, kv_head, tiles, p.positions[item.token_begin]);
+  LoadFirstKvTilesAroundWait<D, kStages, kEarly>(p, span, staged_table, kv_head, tiles, item.first_new_position);
 
   // The warp's query rows as A fragments (bf16), straight from the float32 q.
   uint32_t qa[kKSteps][4];
@@ -545,7 +545,7 @@ __device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParam
   const KeySpan span = StageKeySpan(p, item, pos_q + 1, staged_table);
   if (span.begin >= span.end) return;  // a split past a short context: the merge skips it
   const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
-  LoadFirstKvTilesAroundWait<D, kStages, kEarly>(p, span, staged_table, kv_head, tiles, pos_q);
+  LoadFirstKvTilesAroundWait<D, kStages, kEarly>(p, span, staged_table, kv_head, tiles, item.first_new_position);
 
   // Q^T as B fragments (bf16), straight from the float32 q; queries past the
   // group are zeros (their scores are finite, their outputs never stored).
