@@ -15,8 +15,6 @@
 namespace ernie::gateway {
 namespace {
 
-constexpr size_t kMaxAffinityEntries = 1 << 16;
-
 // "host:port" -> every "ip:port" the host resolves to (IPv4 and IPv6).
 std::set<std::string> ResolveAll(const std::string& host_port) {
   std::set<std::string> out;
@@ -67,6 +65,7 @@ std::shared_ptr<WorkerPool::Worker> WorkerPool::AddWorkerLocked(const std::strin
   if (options_.multiplexed_streams > 0)
     endpoint->multiplexed = std::make_unique<MultiplexedWorker>(endpoint->stub.get(), options_.multiplexed_streams);
   auto worker = std::make_shared<Worker>();
+  worker->id = next_worker_id_++;
   worker->endpoint = std::move(endpoint);
   workers_.push_back(worker);
   return worker;
@@ -213,7 +212,7 @@ std::optional<WorkerPool::Lease> WorkerPool::Acquire(uint64_t affinity_key, cons
   std::vector<WorkerLoadView> views;
   std::vector<size_t> excluded_indices;
   std::optional<size_t> affinity;
-  const auto affine = affinity_.find(affinity_key);
+  const std::optional<uint32_t> affine = affinity_.Find(affinity_key);
   for (size_t i = 0; i < workers_.size(); ++i) {
     const Worker& worker = *workers_[i];
     views.push_back(WorkerLoadView{.healthy = worker.healthy,
@@ -225,7 +224,7 @@ std::optional<WorkerPool::Lease> WorkerPool::Acquire(uint64_t affinity_key, cons
     if (std::find(excluded.begin(), excluded.end(), worker.endpoint->address) != excluded.end()) {
       excluded_indices.push_back(i);
     }
-    if (affine != affinity_.end() && affine->second == worker.endpoint->address) affinity = i;
+    if (affine == worker.id) affinity = i;
   }
   const std::optional<size_t> chosen = ChooseWorker(views, excluded_indices, affinity, options_.choice);
   if (!chosen) return std::nullopt;
@@ -240,10 +239,7 @@ void WorkerPool::Release(const Lease& lease, bool failed, std::optional<uint64_t
     if (worker->endpoint != lease.endpoint) continue;
     worker->in_flight = std::max(0, worker->in_flight - 1);
     if (failed) worker->healthy = false;
-  }
-  if (served_prefix && !failed) {
-    if (affinity_.size() >= kMaxAffinityEntries) affinity_.clear();  // cheap bound; affinity is only a hint
-    affinity_[*served_prefix] = lease.endpoint->address;
+    if (served_prefix && !failed) affinity_.Record(*served_prefix, worker->id);
   }
   --leases_out_;
   polled_.notify_all();  // under the lock: the waiter may destroy this object right after

@@ -14,12 +14,12 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "ernie/v1/worker.grpc.pb.h"
 #include "grpcpp/security/credentials.h"
 #include "gateway/upstream/multiplexed_call.h"
+#include "gateway/upstream/prefix_affinity_table.h"
 #include "gateway/upstream/worker_choice.h"
 
 namespace ernie::gateway {
@@ -90,6 +90,7 @@ class WorkerPool {
 
  private:
   struct Worker {
+    uint32_t id = 0;  // never reused: an address that DNS drops and brings back is a new worker
     std::shared_ptr<WorkerEndpoint> endpoint;
     bool healthy = false;
     bool poll_pending = false;
@@ -110,7 +111,8 @@ class WorkerPool {
   WorkerPoolOptions options_;
   mutable std::mutex mutex_;                     // guards everything below
   std::vector<std::shared_ptr<Worker>> workers_;  // in address order of arrival
-  std::unordered_map<uint64_t, std::string> affinity_;  // prefix key -> address of the last worker to serve it
+  PrefixAffinityTable affinity_;                 // prefix key -> id of the last worker to serve it
+  uint32_t next_worker_id_ = 0;                  // Worker::id of the next worker added
   std::optional<ernie::v1::ModelInfo> model_info_;
   std::condition_variable wake_;                 // Stop() and PollNowForTest
   std::condition_variable polled_;               // a poll answer arrived, or a lease came back

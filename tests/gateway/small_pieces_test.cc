@@ -10,6 +10,7 @@
 #include "gateway/routes/gateway_metrics.h"
 #include "gateway/routes/static_files.h"
 #include "gateway/upstream/grpc_status_map.h"
+#include "gateway/upstream/prefix_affinity_table.h"
 #include "gateway/upstream/worker_choice.h"
 
 namespace ernie::gateway {
@@ -123,6 +124,35 @@ TEST(WorkerChoiceTest, PrefixKeyCoversOnlyTheFirst256Tokens) {
   EXPECT_EQ(PrefixAffinityKey(a), PrefixAffinityKey(b));
   b[10] = 8;
   EXPECT_NE(PrefixAffinityKey(a), PrefixAffinityKey(b));
+}
+
+TEST(PrefixAffinityTableTest, RemembersTheLastWorkerOfAPrefix) {
+  PrefixAffinityTable table(4);
+  EXPECT_FALSE(table.Find(42).has_value());
+  table.Record(42, 3);
+  EXPECT_EQ(table.Find(42), 3u);
+  table.Record(42, 5);  // served again elsewhere: the newer worker
+  EXPECT_EQ(table.Find(42), 5u);
+  EXPECT_FALSE(table.Find(43).has_value());
+}
+
+TEST(PrefixAffinityTableTest, StaysItsSizeAndKeepsTheNewestKeys) {
+  // 16 slots and a million prefixes: the table never grows, a key that
+  // shares a slot with a newer one is forgotten (a hint, not a record), and
+  // a key is never reported for a worker it was not recorded with.
+  PrefixAffinityTable table(4);
+  for (uint64_t key = 1; key <= 1000000; ++key) table.Record(key * 0x100000001ull, static_cast<uint32_t>(key % 7));
+  EXPECT_EQ(table.capacity(), 16u);
+  EXPECT_EQ(table.Find(1000000 * 0x100000001ull), 1000000u % 7);
+  int remembered = 0;
+  for (uint64_t key = 1; key <= 1000000; ++key) {
+    const auto found = table.Find(key * 0x100000001ull);
+    if (!found) continue;
+    ++remembered;
+    EXPECT_EQ(*found, key % 7) << key;
+  }
+  EXPECT_GT(remembered, 0);
+  EXPECT_LE(remembered, 16);
 }
 
 TEST(ApiKeysTest, BearerKeysAreChecked) {
