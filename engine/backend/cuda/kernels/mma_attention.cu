@@ -201,16 +201,17 @@ __device__ __forceinline__ const __nv_bfloat16* NextKvTile(const PagedAttentionP
 enum class EarlyKeys {
   kNone,        // none: the mixed kernel (its union of two bodies sits at its bound of 168
                 // registers)
-  kWholeTiles,  // the tiles that lie wholly before the item's first new key
+  kWholeTiles,  // the tiles that lie wholly before the sequence's first new key
   kSplitTile,   // those and the earlier keys of the tile that holds it (the decode kernel)
 };
 
 // The pipeline's first kStages - 1 tiles, with the programmatic wait among
 // them: keys before `first_new` (AttentionWorkItem::first_new_position, the
-// sequence's first position computed in this step) are of earlier steps, so their copies may be issued before
-// WaitForPrerequisiteGrids and stream in while the kernel before finishes
-// (kEarly picks which); the rest (at decode with kSplitTile, one key: the
-// token's own) after it, in the same commit groups. The kernel before
+// sequence's first position computed in this step) are of earlier steps, so
+// their copies may be issued before WaitForPrerequisiteGrids and stream in
+// while the kernel before finishes (kEarly picks which); the rest (at decode
+// with kSplitTile, one key: the token's own) after it, in the same commit
+// groups. The kernel before
 // writes only this step's tokens' K and V: a prefix-cache hit is a block
 // committed after its step's samples were read, a fork's tail copy is a
 // kernel that lets no dependent start early, and a step's first kernel
