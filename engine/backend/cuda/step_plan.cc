@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/backend/cuda/attention_items.h"
 
 namespace ernie::cuda {
 
@@ -56,14 +57,12 @@ absl::Status StepInputs::Upload(const StepBatch& batch, int32_t block_size, int3
       slots[seq.first_token + j] = seq.block_table[static_cast<size_t>(pos / block_size)] * block_size +
                                    static_cast<int32_t>(pos % block_size);
     }
-    for (int32_t j = 0; j < seq.num_new_tokens; j += tokens_per_item) {
-      const int32_t item_tokens = std::min(tokens_per_item, seq.num_new_tokens - j);
-      items[num_items_++] = AttentionWorkItem{.token_begin = seq.first_token + j,
-                                              .num_tokens = item_tokens,
-                                              .block_table_offset = static_cast<int32_t>(entries),
-                                              .first_new_position = seq.num_cached_tokens};
-      if (item_tokens == 1) ++num_single_token_items_;
-    }
+    const int32_t written =
+        WriteSequenceItems(seq, tokens_per_item, static_cast<int32_t>(entries), items + num_items_);
+    num_single_token_items_ +=
+        static_cast<int32_t>(std::count_if(items + num_items_, items + num_items_ + written,
+                                           [](const AttentionWorkItem& item) { return item.num_tokens == 1; }));
+    num_items_ += written;
     entries += needed;
   }
   fed_back_offset_ = kTables * max_tokens_ + entries;
