@@ -668,9 +668,6 @@ cudaError_t LaunchMoeAlign(const MoeAlignParams& p, cudaStream_t stream) {
 
 namespace {
 
-// Whether this device runs MoeRouteAlignOneTokenKernel's cluster (a
-// non-portable size: Hopper has it; a MIG slice or another GPU may not).
-// Asked once a process.
 // The one-token kernel's launch: one cluster of kOneTokenCtas CTAs, as a
 // programmatic dependent (the occupancy query ignores the stream and that).
 cudaLaunchConfig_t OneTokenClusterConfig(cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
@@ -689,6 +686,9 @@ cudaLaunchConfig_t OneTokenClusterConfig(cudaStream_t stream, cudaLaunchAttribut
   return config;
 }
 
+// Whether this device runs MoeRouteAlignOneTokenKernel's cluster (a
+// non-portable size: Hopper has it; a MIG slice or another GPU may not).
+// Asked once a process.
 bool OneTokenClusterRuns() {
   static const bool runs = [] {
     if (cudaFuncSetAttribute(MoeRouteAlignOneTokenKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
