@@ -1,6 +1,7 @@
 #include "services/tokenizer/template/evaluator.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@ namespace ernie::chat_template {
 namespace {
 
 constexpr int kMaxMacroDepth = 64;
+constexpr int64_t kMaxRepeatedElements = int64_t{64} << 20;
 
 absl::Status ErrorAt(SourcePos pos, std::string_view message) {
   return absl::InvalidArgumentError(Cat("chat template error at ", DescribePos(pos), ": ", message));
@@ -23,6 +25,25 @@ absl::Status ErrorAt(SourcePos pos, std::string_view message) {
     ::absl::Status ernie_at_status_ = (expr);                  \
     if (!ernie_at_status_.ok()) return AtPosition(ernie_at_status_, pos); \
   } while (false)
+
+// Python's integers do not overflow; ours are 64-bit, so a result past
+// them is an error rather than a wrapped (undefined) value.
+absl::Status IntegerOverflow(const std::string& op) {
+  return absl::InvalidArgumentError(
+      Cat("integer overflow in '", op, "': chat template integers are 64-bit"));
+}
+
+// base ** exponent (exponent >= 0) by squaring: a huge exponent of 0, 1 or
+// -1 costs 64 steps, not `exponent` of them.
+absl::StatusOr<int64_t> IntegerPower(int64_t base, int64_t exponent) {
+  int64_t result = 1;
+  while (exponent > 0) {
+    if ((exponent & 1) != 0 && __builtin_mul_overflow(result, base, &result)) return IntegerOverflow("**");
+    exponent >>= 1;
+    if (exponent > 0 && __builtin_mul_overflow(base, base, &base)) return IntegerOverflow("**");
+  }
+  return result;
+}
 
 absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined()) return UndefinedError(a);
@@ -50,6 +71,12 @@ absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Va
     const Value* times = text == &a ? &b : &a;
     if (text != nullptr && (times->is_int() || times->is_bool())) {
       const int64_t n = times->as_int();
+      // A template's output is a prompt: a repetition past kMaxRepeatedElements
+      // (characters or items) is an error, not an allocation the size of the machine.
+      const auto size = static_cast<int64_t>(text->is_string() ? text->as_string().size() : text->as_list().items.size());
+      if (n > 0 && size > 0 && n > kMaxRepeatedElements / size)
+        return absl::InvalidArgumentError(Cat("'*' would repeat ", size, " elements ", n, " times; at most ",
+                                              kMaxRepeatedElements, " elements in all"));
       if (text->is_string()) {
         std::string out;
         for (int64_t i = 0; i < n; ++i) out += text->as_string();
@@ -78,6 +105,10 @@ absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Va
       const int64_t x = a.as_int();
       const int64_t y = b.as_int();
       if (y == 0) return absl::InvalidArgumentError("integer division or modulo by zero");
+      if (x == INT64_MIN && y == -1) {
+        if (op == "%") return Value::Int(0);
+        return IntegerOverflow(op);
+      }
       int64_t q = x / y;
       int64_t r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) {  // Python floors toward -infinity
@@ -96,16 +127,19 @@ absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Va
   }
   if (op == "**") {
     if (integral && b.as_int() >= 0) {
-      int64_t result = 1;
-      for (int64_t i = 0; i < b.as_int(); ++i) result *= a.as_int();
+      ERNIE_ASSIGN_OR_RETURN(const int64_t result, IntegerPower(a.as_int(), b.as_int()));
       return Value::Int(result);
     }
     return Value::Float(std::pow(a.as_float(), b.as_float()));
   }
   if (integral) {
-    if (op == "+") return Value::Int(a.as_int() + b.as_int());
-    if (op == "-") return Value::Int(a.as_int() - b.as_int());
-    if (op == "*") return Value::Int(a.as_int() * b.as_int());
+    int64_t result = 0;
+    const bool overflow = op == "+"   ? __builtin_add_overflow(a.as_int(), b.as_int(), &result)
+                          : op == "-" ? __builtin_sub_overflow(a.as_int(), b.as_int(), &result)
+                          : op == "*" ? __builtin_mul_overflow(a.as_int(), b.as_int(), &result)
+                                      : false;
+    if (overflow) return IntegerOverflow(op);
+    if (op == "+" || op == "-" || op == "*") return Value::Int(result);
   } else {
     if (op == "+") return Value::Float(a.as_float() + b.as_float());
     if (op == "-") return Value::Float(a.as_float() - b.as_float());
@@ -529,6 +563,7 @@ absl::StatusOr<Value> Evaluator::Eval(const Expr& expr) {
       }
       if (expr.kind == Expr::Kind::kPos) return operand.is_bool() ? Value::Int(operand.as_int()) : operand;
       if (operand.is_float()) return Value::Float(-operand.as_float());
+      if (operand.as_int() == INT64_MIN) return AtPosition(IntegerOverflow("-"), expr.pos);
       return Value::Int(-operand.as_int());
     }
     case Expr::Kind::kNot: {

@@ -1,4 +1,5 @@
 // Jinja2's filters as chat templates use them, and Hugging Face's tojson.
+#include <cerrno>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -34,7 +35,11 @@ absl::StatusOr<Value> GetDottedAttribute(const Value& item, const std::string& p
     const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (numeric) {
-      ERNIE_ASSIGN_OR_RETURN(current, GetItem(current, Value::Int(std::stoll(part))));
+      // strtoll, not stoll: an index past 64 bits is an error, not an exception.
+      errno = 0;
+      const long long index = std::strtoll(part.c_str(), nullptr, 10);
+      if (errno == ERANGE) return absl::InvalidArgumentError(Cat("attribute index '", part, "' is out of range"));
+      ERNIE_ASSIGN_OR_RETURN(current, GetItem(current, Value::Int(index)));
     } else {
       ERNIE_ASSIGN_OR_RETURN(current, GetItem(current, Value::String(part)));
     }
@@ -340,7 +345,10 @@ absl::StatusOr<Value> Sum(const Value& operand, const CallArgs& args) {
     if (term.is_float() || total.is_float()) {
       total = Value::Float(total.as_float() + term.as_float());
     } else {
-      total = Value::Int(total.as_int() + term.as_int());
+      int64_t sum = 0;
+      if (__builtin_add_overflow(total.as_int(), term.as_int(), &sum))
+        return FilterError("sum", "integer overflow: chat template integers are 64-bit");
+      total = Value::Int(sum);
     }
   }
   return total;

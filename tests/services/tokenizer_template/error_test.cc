@@ -25,6 +25,20 @@ std::string RenderError(const std::string& source, const nlohmann::ordered_json&
   return rendered.ok() ? "" : std::string(rendered.status().message());
 }
 
+TEST(ChatTemplateErrorTest, IntegersUpTo64BitsStayExact) {
+  // What Jinja2 prints for the same expressions (inside 64 bits Python's
+  // arbitrary-precision integers agree with ours); a huge exponent of 1 or
+  // -1 costs 64 steps, not 10^18.
+  absl::StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(
+      "{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 1 ** 1000000000000000000 }} {{ (-1) ** 999999999999999999 }} "
+      "{{ -9223372036854775807 - 1 }} {{ (-9223372036854775807 - 1) % -1 }} {{ 3037000499 * 3037000499 }}");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  absl::StatusOr<std::string> rendered = parsed->Render(nlohmann::ordered_json::object());
+  ASSERT_TRUE(rendered.ok()) << rendered.status();
+  EXPECT_EQ(*rendered,
+            "4611686018427387904 -9223372036854775808 1 -1 -9223372036854775808 0 9223372030926249001");
+}
+
 TEST(ChatTemplateErrorTest, UnsupportedTagsNameTheConstructAndPosition) {
   EXPECT_EQ(ParseError("hello\n  {% include 'x.jinja' %}"),
             "chat template uses an unsupported construct '{% include %}' at line 2, column 3");
@@ -85,6 +99,28 @@ TEST(ChatTemplateErrorTest, RuntimeErrorsCarryPositionAndMessage) {
             "chat template error at line 1, column 16: cannot assign attribute on non-namespace object 'x'");
   EXPECT_EQ(RenderError("{{ 1 // 0 }}", nlohmann::ordered_json::object()),
             "chat template error at line 1, column 6: integer division or modulo by zero");
+  // Python's integers do not overflow; ours are 64-bit, and a result past
+  // them is an error (the fuzzer found `2**81` wrapping, which UBSan reports).
+  const auto empty = nlohmann::ordered_json::object();
+  EXPECT_EQ(RenderError("{{ 2 ** 81 }}", empty),
+            "chat template error at line 1, column 6: integer overflow in '**': chat template integers are 64-bit");
+  EXPECT_EQ(RenderError("{{ 9223372036854775807 + 1 }}", empty),
+            "chat template error at line 1, column 24: integer overflow in '+': chat template integers are 64-bit");
+  EXPECT_EQ(RenderError("{{ -9223372036854775807 - 2 }}", empty),
+            "chat template error at line 1, column 25: integer overflow in '-': chat template integers are 64-bit");
+  EXPECT_EQ(RenderError("{{ 4294967296 * 4294967296 }}", empty),
+            "chat template error at line 1, column 15: integer overflow in '*': chat template integers are 64-bit");
+  EXPECT_EQ(RenderError("{{ [9223372036854775807, 1] | sum }}", empty),
+            "chat template error at line 1, column 31: filter 'sum': integer overflow: chat template integers are "
+            "64-bit");
+  EXPECT_EQ(RenderError("{{ 'ab' * 10 ** 12 }}", empty),
+            "chat template error at line 1, column 9: '*' would repeat 2 elements 1000000000000 times; at most "
+            "67108864 elements in all");
+  EXPECT_EQ(RenderError("{{ ([1, 2, 3] * 30000000) | length }}", empty),
+            "chat template error at line 1, column 15: '*' would repeat 3 elements 30000000 times; at most 67108864 "
+            "elements in all");
+  EXPECT_EQ(RenderError("{{ [[1]] | map(attribute='99999999999999999999') | list }}", empty),
+            "chat template error at line 1, column 12: attribute index '99999999999999999999' is out of range");
   EXPECT_EQ(RenderError("{{ '%s' % 1 }}", nlohmann::ordered_json::object()),
             "chat template error at line 1, column 9: printf-style string formatting ('%') is not supported in chat "
             "templates");
