@@ -140,6 +140,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (cta_warps < 0 || cta_warps > 8 || (cta_warps > 0 && k_slices > 0 && cta_warps % k_slices != 0))
     return absl::InvalidArgumentError(absl::StrCat(
         "moe_awq_gemv_cta_warps must be 0 - 8 and a multiple of moe_awq_gemv_k_slices, got ", cta_warps));
+  if (o.moe_early_shared_experts < 0 || o.moe_early_shared_experts > 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe_early_shared_experts must be 0, 1 or 2, got ", o.moe_early_shared_experts));
   if (o.moe_shared_gemm_min_tokens < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_shared_gemm_min_tokens must be positive, got ", o.moe_shared_gemm_min_tokens));
@@ -294,6 +297,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_awq_gemv_k_slices_ = options.moe_awq_gemv_k_slices;
     b->moe_awq_gemv_cta_warps_ = options.moe_awq_gemv_cta_warps;
     b->moe_route_cluster_ = options.moe_route_cluster;
+    b->moe_early_shared_experts_ = options.moe_early_shared_experts;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));

@@ -194,6 +194,14 @@ struct CudaBackendOptions {
   // meet in one CTA's shared memory (kernels/moe_routing.h), instead of the
   // last-CTA handoff through L2; off: the handoff (the before of NOTES.md v31).
   bool moe_route_cluster = true;
+  // MoE steps of one token with AWQ experts: what the grouped gate/up GEMV's
+  // CTAs for the shared experts (whose tiles are known before the routing
+  // ends: kernels/grouped_awq_gemv.h) do while the routing runs. 0: wait for
+  // it like the others; 1: ask the L2 for their weights first; 2: normalise
+  // the token's residual themselves and compute their tiles without waiting
+  // (the routing then lets its dependents start only once its own input is
+  // ready).
+  int moe_early_shared_experts = 0;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

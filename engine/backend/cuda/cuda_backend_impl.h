@@ -231,8 +231,14 @@ class CudaBackendImpl final : public CudaBackend {
   // one accumulating down GEMM per pseudo-expert.
   absl::Status SharedExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t tokens, float* out);
   // The same as the two grouped launches (bf16 or AWQ int4 experts), no host wait.
+  // known_shared_tile0 >= 0: a one-token chunk, whose shared experts' tiles
+  // start there (GroupedAwqGemvParams::known_tiles); -1: not known.
+  // shared_x: that token's float32 residual, when the shared experts' CTAs
+  // normalise it themselves (moe_early_shared_experts 2), else nullptr.
   absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles, int32_t tile_rows,
-                              int32_t expected_tiles);
+                              int32_t expected_tiles, int32_t known_shared_tile0, const float* shared_x);
+  // Whether tiles of tile_rows slots go to the tiled expert GEMMs (else the grouped GEMVs).
+  bool ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows) const;
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
   // The final norm of logit rows (adding delta + delta_bias when delta is set) and lm_head on cuBLAS.
   absl::Status NormAndLmHead(int32_t first_row, int32_t rows, const float* delta, const float* delta_bias);
@@ -288,6 +294,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t moe_awq_gemv_k_slices_ = 0;      // CudaBackendOptions::moe_awq_gemv_k_slices
   int32_t moe_awq_gemv_cta_warps_ = 0;     // CudaBackendOptions::moe_awq_gemv_cta_warps
   bool moe_route_cluster_ = true;          // CudaBackendOptions::moe_route_cluster
+  int moe_early_shared_experts_ = 0;       // CudaBackendOptions::moe_early_shared_experts
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   CudaMemoryBreakdown memory_;
 

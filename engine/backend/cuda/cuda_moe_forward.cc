@@ -71,8 +71,14 @@ absl::Status CudaBackendImpl::SharedExpertsByGemm(int64_t layer, const __nv_bflo
   return absl::OkStatus();
 }
 
+bool CudaBackendImpl::ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows) const {
+  const int32_t min_rows = moe_grouped_gemm_min_rows_ != 0 ? moe_grouped_gemm_min_rows_ : w.awq.empty() ? 8 : 16;
+  return min_rows > 0 && tile_rows >= min_rows;
+}
+
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles,
-                                             int32_t tile_rows, int32_t expected_tiles) {
+                                             int32_t tile_rows, int32_t expected_tiles,
+                                             int32_t known_shared_tile0, const float* shared_x) {
   const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
   cudaStream_t s = stream_.get();
   const auto hidden = static_cast<int32_t>(config_.hidden_size), width = static_cast<int32_t>(config_.moe.intermediate_size);
@@ -81,12 +87,14 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   // Their down launch starts under the gate/up one's tail (programmatic
   // dependent launch) with its first weight blocks requested: the weights
   // and the tile table are known before gate/up ends, only its output is not.
-  const int32_t min_rows = moe_grouped_gemm_min_rows_ != 0 ? moe_grouped_gemm_min_rows_ : w.awq.empty() ? 8 : 16;
-  const bool tiled = min_rows > 0 && tile_rows >= min_rows;
+  const bool tiled = ExpertsTiled(w, tile_rows);
   if (!w.awq.empty()) {
     const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
     const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split and CTA size only
     const int32_t cta_warps = tiled ? 0 : moe_awq_gemv_cta_warps_;
+    // The shared experts' tiles (the pseudo-experts after the routed ones).
+    const int32_t known_tiles =
+        !tiled && moe_early_shared_experts_ > 0 && known_shared_tile0 >= 0 ? max_tiles - known_shared_tile0 : 0;
     ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
                                                      .x_row = ws_.moe_slot_token.data(),
                                                      .w = w.awq.gate_up(),
@@ -99,7 +107,14 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .expected_tiles = expected_tiles,
                                                      .wait_first = !tiled,
                                                      .k_slices = k_slices,
-                                                     .cta_warps = cta_warps},
+                                                     .cta_warps = cta_warps,
+                                                     .known_tile0 = std::max(known_shared_tile0, 0),
+                                                     .known_tiles = known_tiles,
+                                                     .known_expert0 = static_cast<int32_t>(config_.moe.num_experts),
+                                                     .known_x = known_tiles > 0 ? shared_x : nullptr,
+                                                     .known_norm_weight =
+                                                         weights_.layers[static_cast<size_t>(layer)].post_attn_norm.data(),
+                                                     .known_eps = config_.rms_norm_eps},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,
@@ -171,6 +186,13 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
     float* oc = out + int64_t{begin} * hidden;
     const int32_t assignments = n * choices;
     const int32_t tile_rows = TileRowsFor(assignments, stacked, moe_max_tile_rows_);
+    // One token's choices are distinct, one tile each in expert order: the
+    // shared experts (ids experts ..) take the tiles after its top_k. Their
+    // int4 GEMV CTAs may compute during the routing (moe_early_shared_experts 2),
+    // from the residual the routing reads, once the routing has it.
+    const int32_t known_shared_tile0 = n == 1 && shared > 0 ? top_k : -1;
+    const bool shared_during_routing = known_shared_tile0 >= 0 && moe_early_shared_experts_ == 2 &&
+                                       !w.awq.empty() && tile_rows == 8 && !ExpertsTiled(w, tile_rows);
     ERNIE_CUDA_RETURN_IF_ERROR(
         LaunchMoeRouteAndAlign({.x = ws_.x.data() + int64_t{begin} * hidden,
                                 .norm_weight = lw.post_attn_norm.data(),
@@ -186,7 +208,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                 .experts = experts,
                                 .top_k = top_k,
                                 .shared_experts = shared,
-                                .norm_min = m.norm_min},
+                                .norm_min = m.norm_min,
+                                .trigger_after_wait = shared_during_routing},
                                {.topk_ids = ws_.moe_topk_ids.data(),
                                 .assignments = assignments,
                                 .top_k = choices,
@@ -209,7 +232,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
     // Every expert chosen at least once is a tile; more when one has over tile_rows tokens.
     const int32_t expected_tiles =
         std::min(max_tiles, std::max(std::min(stacked, assignments), (assignments + tile_rows - 1) / tile_rows));
-    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles));
+    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles, known_shared_tile0,
+                                         shared_during_routing ? ws_.x.data() + int64_t{begin} * hidden : nullptr));
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),
                                                  .topk_weights = ws_.moe_topk_weights.data(),

@@ -406,6 +406,43 @@ TEST_F(CudaAwqMoeTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryExpertPath)
   }
 }
 
+// The shared experts' CTAs of a one-token step's gate/up GEMV while the
+// routing runs (CudaBackendOptions::moe_early_shared_experts): asking the L2
+// for their weights (1) changes no logit; computing their tiles from the
+// residual they normalise themselves (2, without waiting for the routing)
+// gives the logits of waiting to bf16 rounding (the same RMSNorm
+// expression, its sum of squares added in another order), decode step after
+// decode step on graphs, on both group sizes. A mode that read the routing's
+// outputs or an unwritten residual early would be far off.
+TEST_F(CudaAwqMoeTest, SharedExpertsDuringTheRoutingChangeNoLogit) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const char* name : {"awq64", "awq32"}) {
+    auto m = LoadModel(Dir(name));
+    ASSERT_TRUE(m.ok()) << m.status();
+    std::vector<int32_t> tokens(24);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 7919 + 13) % 290);
+    const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
+    std::vector<std::vector<float>> logits;
+    for (const int mode : {0, 1, 2}) {
+      auto gpu = CreateCudaBackend(**m, {.block_size = 16,
+                                         .num_blocks = 16,
+                                         .max_tokens_per_step = 128,
+                                         .moe_early_shared_experts = mode});
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      logits.push_back(TeacherForced(**gpu, tokens, 0, 1, table));
+      ASSERT_EQ(logits.back().size(), logits[0].size());
+    }
+    for (size_t i = 0; i < logits[0].size(); ++i)
+      ASSERT_EQ(logits[1][i], logits[0][i]) << name << " mode 1, logit " << i;
+    const int64_t vocab = static_cast<int64_t>(logits[0].size() / tokens.size());
+    double worst = 0.0;
+    for (size_t t = 0; t < tokens.size(); ++t)
+      worst = std::max(worst, RelativeL2(logits[2].data() + t * vocab, logits[0].data() + t * vocab, vocab));
+    EXPECT_LE(worst, 0.01) << name << " mode 2";
+    std::cout << "[ yardstick ] " << name << " shared experts during the routing: max relative L2 " << worst << "\n";
+  }
+}
+
 TEST_F(CudaAwqMoeTest, DummyWeightsHaveTheCheckpointsShapesAndAreDeterministic) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   const auto backends =

@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
 #include "engine/backend/cuda/kernels/grouped_epilogue.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
+#include "engine/backend/cuda/kernels/tma.cuh"
 
 namespace ernie::cuda {
 
@@ -15,6 +16,57 @@ namespace {
 
 using kernels::kAwqBlockK;
 using kernels::kLinearWarps;
+
+// The weights and records of this CTA's row tiles, asked of the L2, when its
+// tile's expert is known before the routing ends (GroupedAwqGemvParams::
+// known_tiles). A CTA's row tiles are consecutive, so each is one range.
+__device__ __forceinline__ void PrefetchKnownExpertSlice(const GroupedAwqGemvParams& p, int64_t expert, int k_slices,
+                                                         int group_shift) {
+  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
+  const int64_t tiles_per_cta = kernels::DivBySlices(static_cast<int>(blockDim.x / 32), k_slices);
+  const int64_t first = int64_t{blockIdx.x} * tiles_per_cta, end = min(first + tiles_per_cta, row_tiles);
+  if (first >= end) return;
+  const int64_t packed_words = int64_t{p.w.k} / kAwqBlockK * 32 * 4;  // a row tile's
+  const int64_t record_words = 16 * int64_t{kernels::AwqRecordGroups2(p.w.k, group_shift)};
+  const uint32_t* packed = p.w.packed + (expert * row_tiles + first) * packed_words;
+  const uint32_t* records = p.w.records + (expert * row_tiles + first) * record_words;
+  kernels::PrefetchToL2(packed, static_cast<uint32_t>((end - first) * packed_words * 4));
+  kernels::PrefetchToL2(records, static_cast<uint32_t>((end - first) * record_words * 4));
+}
+
+// The known tiles' x (GroupedAwqGemvParams::known_x): row 0 of xs is the
+// RMSNorm of known_x's k floats in bf16, the expression the routing writes
+// its normed row with (w * (x * inv_rms)); the other rows are zeros. The
+// sums of squares meet in `scratch` (a float a warp). All threads of the
+// CTA take part; the caller synchronises before reading xs.
+template <int kScaleHalves>
+__device__ __forceinline__ void StageNormedXRow(const GroupedAwqGemvParams& p, int k, __nv_bfloat16* xs,
+                                                float* x_sums, float* scratch) {
+  const int quads = k / 4, warps = blockDim.x / 32;
+  // L2 loads: the kernel before last (the routing's input) wrote them.
+  const auto* x = reinterpret_cast<const float4*>(p.known_x);
+  const auto* w = reinterpret_cast<const float4*>(p.known_norm_weight);
+  float square = 0.0f;
+  for (int q = threadIdx.x; q < quads; q += blockDim.x) {
+    const float4 v = __ldcg(x + q);
+    square += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  }
+  square = kernels::WarpSum(square);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = square;
+  __syncthreads();
+  float total = 0.0f;
+  for (int i = 0; i < warps; ++i) total += scratch[i];
+  const float inv_rms = rsqrtf(total / static_cast<float>(k) + p.known_eps);
+  for (int q = threadIdx.x; q < quads; q += blockDim.x) {
+    const float4 v = __ldcg(x + q), g = __ldg(w + q);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(g.x * (v.x * inv_rms), g.y * (v.y * inv_rms));
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(g.z * (v.z * inv_rms), g.w * (v.w * inv_rms));
+    reinterpret_cast<uint2*>(xs)[q] =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+  __syncthreads();
+  kernels::SumAwqStagedXRows<kScaleHalves>(1, k, xs, x_sums);
+}
 
 // Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
 // two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
@@ -30,13 +82,21 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   // launch may start (p.dependent) once every CTA here has begun, and has
   // the table then: its weights stream in under this kernel's tail
   // (AwqAccumulateSlice waits before reading x).
-  if (p.wait_first) kernels::WaitForPrerequisiteGrids();
+  //
+  // Known tiles (GroupedAwqGemvParams::known_tiles) need no tile table: with
+  // known_x they need nothing of the routing's and do not wait for it.
+  const int tile_index = blockIdx.y, known = tile_index - p.known_tile0;
+  const bool is_known = p.wait_first && known >= 0 && known < p.known_tiles;
+  const bool self_normed = kStageX && is_known && p.known_x != nullptr;
+  if (p.wait_first && !self_normed) {
+    if (is_known && threadIdx.x == 0) PrefetchKnownExpertSlice(p, p.known_expert0 + known, k_slices, group_shift);
+    kernels::WaitForPrerequisiteGrids();
+  }
   kernels::AllowDependentLaunch();
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
   extern __shared__ uint4 staged_x[];                     // kStageX: [8][k + pad] bf16
-  const int tile_index = blockIdx.y;
-  if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
-  const int expert = p.tile_expert[tile_index];
+  if (!self_normed && tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
+  const int expert = self_normed ? p.known_expert0 + known : p.tile_expert[tile_index];
   const int64_t slot0 = int64_t{tile_index} * 8 * kTiles;
   const int cta_warps = blockDim.x / 32, warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
   const int tiles_per_cta = kernels::DivBySlices(cta_warps, k_slices), slice = warp & (k_slices - 1);
@@ -76,8 +136,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   // Otherwise x is the kernel before's output, read after the wait.
   int live_rows = 0;
   if constexpr (kStageX) {
-    live_rows = live_rows_of_tile();
-    if (p.wait_first) kernels::CopyAwqXRowsAsync(live_rows, k, xs, [&](int r) { return slot_row(slot0 + r); });
+    live_rows = self_normed ? 1 : live_rows_of_tile();  // one token: the tile's first slot
+    if (p.wait_first && !self_normed) kernels::CopyAwqXRowsAsync(live_rows, k, xs, [&](int r) { return slot_row(slot0 + r); });
     // The weights' loads (side-effect-free asm) could be scheduled above
     // these loads and copies; through this empty volatile asm their addresses come after.
     asm volatile("" : "+l"(packed) : : "memory");
@@ -86,7 +146,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   const __nv_bfloat16* x_row[kTiles] = {};
   auto stage_x = [&] {
     if constexpr (kStageX) {
-      if (p.wait_first) {
+      if (self_normed) {
+        StageNormedXRow<kScaleHalves>(p, k, xs, x_sums, red);
+      } else if (p.wait_first) {
         kernels::CpAsyncWait<0>();
         __syncthreads();
         kernels::SumAwqStagedXRows<kScaleHalves>(live_rows, k, xs, x_sums);

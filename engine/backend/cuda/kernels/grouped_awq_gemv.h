@@ -71,6 +71,24 @@ struct GroupedAwqGemvParams {
   // stored, so y needs only `rows` rows (a dense linear of m rows in tiles
   // of tile_rows). 0: every slot of the tiles.
   int32_t rows = 0;
+  // The GEMV with wait_first only: tiles [known_tile0, known_tile0 +
+  // known_tiles) hold experts known_expert0, known_expert0 + 1, ... whatever
+  // the routing chooses (one token: its distinct choices sorted, so the
+  // shared experts' tiles follow the top_k routed ones). Their CTAs ask the
+  // L2 for their weight slices before waiting for the routing, so those
+  // bytes stream in while it runs. 0 tiles: none known.
+  int32_t known_tile0 = 0;
+  int32_t known_tiles = 0;
+  int32_t known_expert0 = 0;
+  // With known tiles of a one-token step in tiles of 8 slots (x staged in
+  // shared memory): the float32 row whose RMSNorm (known_norm_weight,
+  // known_eps) is x's only row, as the routing normalises it. The known
+  // tiles' CTAs then stage it themselves and compute without waiting for
+  // the routing, which must have been launched with trigger_after_wait
+  // (moe_routing.h): known_x is complete when this kernel starts.
+  const float* known_x = nullptr;
+  const float* known_norm_weight = nullptr;
+  float known_eps = 1e-5f;
 };
 
 // Warps a CTA of the grouped GEMV (a multiple of k_slices, <= max_warps)

@@ -357,9 +357,13 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParam
   // projection at batch 1): the bias and router loads go out before the wait
   // for x (RouterLogitsOfCta), and the experts' gate/up launch, which waits
   // for all of this kernel before reading the tile table, may start now.
-  kernels::AllowDependentLaunch();
+  if (!route.trigger_after_wait) kernels::AllowDependentLaunch();
   StageBias(route, route_shared);
   RouterLogitsOfCta<kTokens, kTokens == 1 ? kSmallStepRegs : 2>(route, partial);
+  if (route.trigger_after_wait) {
+    kernels::WaitForPrerequisiteGrids();  // (returns at once: RouterLogitsOfCta waited)
+    kernels::AllowDependentLaunch();
+  }
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(align.arrivals, 1u) == gridDim.x * gridDim.y - 1;
@@ -435,6 +439,8 @@ __device__ __forceinline__ int32_t TopKOfOneToken(const MoeRouteParams& p, const
   for (int e = lane; e < p.experts; e += 32) {
     const float score = s.scores[e];
     int rank = 0;
+    // Unrolled: the shared loads go out together instead of one a compare.
+#pragma unroll 8
     for (int o = 0; o < p.experts; ++o) {
       const float other = s.scores[o];  // the same address across the warp: a broadcast
       rank += (other > score || (other == score && o < e)) ? 1 : 0;
@@ -480,7 +486,8 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRo
   // Distributed shared memory may be written once every CTA of the cluster
   // runs: this arrival is waited for only before the stores, by when all are in.
   kernels::ClusterArrive();
-  kernels::AllowDependentLaunch();  // the experts' gate/up launch waits for all of this kernel
+  // The experts' gate/up launch waits for all of this kernel (but see trigger_after_wait).
+  if (!route.trigger_after_wait) kernels::AllowDependentLaunch();
   const uint32_t rank = kernels::ClusterRank();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, split = warp % kSplits;
   float bias[2] = {0.0f, 0.0f};  // rank 0's warp 0 chooses: its lanes' experts' biases, requested now
@@ -524,6 +531,10 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRo
       dot1 += rb[j].x * v.x + rb[j].y * v.y + rb[j].z * v.z + rb[j].w * v.w;
       square += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
+  }
+  if (route.trigger_after_wait) {
+    kernels::WaitForPrerequisiteGrids();  // (at once where the loop waited)
+    kernels::AllowDependentLaunch();
   }
   dot0 = kernels::WarpSum(dot0);
   dot1 = kernels::WarpSum(dot1);

@@ -55,6 +55,11 @@ struct MoeRouteParams {
   int32_t top_k = 0;    // 1 .. experts; top_k + shared_experts <= kMoeMaxTopK
   int32_t shared_experts = 0;
   float norm_min = 1e-12f;
+  // LaunchMoeRouteAndAlign's small steps: let the kernel after start only
+  // once this one has waited for its own prerequisite (so x is complete when
+  // the next kernel starts), not at once. For a next kernel with CTAs that
+  // read x without waiting (GroupedAwqGemvParams::known_x).
+  bool trigger_after_wait = false;
 };
 cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream);
 

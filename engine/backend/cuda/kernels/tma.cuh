@@ -77,6 +77,13 @@ __device__ __forceinline__ void BulkCopyToCluster(uint32_t dst, const void* src,
       : "memory");
 }
 
+// Asks the L2 for `bytes` (a multiple of 16) of global memory from `p` (16-byte
+// aligned): one request the copy engine splits, no registers held, nothing
+// to wait for. Later loads of those lines hit the L2 or the fill in flight.
+__device__ __forceinline__ void PrefetchToL2(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
 // Closes this thread's bulk copies into a group and waits until they have
 // read their sources (the CTA may then exit or reuse them).
 __device__ __forceinline__ void BulkCopiesWaitRead() {
