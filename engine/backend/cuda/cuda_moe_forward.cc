@@ -79,7 +79,8 @@ bool CudaBackendImpl::ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows)
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles,
                                              int32_t tile_rows, int32_t expected_tiles,
                                              int32_t known_shared_tile0, const float* shared_x) {
-  const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
+  const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
+  const DeviceMoeWeights& w = lw.moe;
   cudaStream_t s = stream_.get();
   const auto hidden = static_cast<int32_t>(config_.hidden_size), width = static_cast<int32_t>(config_.moe.intermediate_size);
   const auto* act = reinterpret_cast<const __nv_bfloat16*>(ws_.moe_act.data());
@@ -112,8 +113,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .known_tiles = known_tiles,
                                                      .known_expert0 = static_cast<int32_t>(config_.moe.num_experts),
                                                      .known_x = known_tiles > 0 ? shared_x : nullptr,
-                                                     .known_norm_weight =
-                                                         weights_.layers[static_cast<size_t>(layer)].post_attn_norm.data(),
+                                                     .known_norm_weight = lw.post_attn_norm.data(),
                                                      .known_eps = config_.rms_norm_eps},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));

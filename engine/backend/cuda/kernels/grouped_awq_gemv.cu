@@ -137,7 +137,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   int live_rows = 0;
   if constexpr (kStageX) {
     live_rows = self_normed ? 1 : live_rows_of_tile();  // one token: the tile's first slot
-    if (p.wait_first && !self_normed) kernels::CopyAwqXRowsAsync(live_rows, k, xs, [&](int r) { return slot_row(slot0 + r); });
+    if (p.wait_first && !self_normed)
+      kernels::CopyAwqXRowsAsync(live_rows, k, xs, [&](int r) { return slot_row(slot0 + r); });
     // The weights' loads (side-effect-free asm) could be scheduled above
     // these loads and copies; through this empty volatile asm their addresses come after.
     asm volatile("" : "+l"(packed) : : "memory");
