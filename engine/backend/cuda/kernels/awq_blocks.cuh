@@ -365,7 +365,8 @@ __device__ __forceinline__ void AwqZeroColumnsWithoutX(const unsigned (&no_x)[kT
 //                 columns of acc are zeroed at the end (column j of an mma's
 //                 D depends on x row j alone, whatever the others hold)
 //   live_tiles:   tiles t >= live_tiles are skipped (the same for the warp)
-// Calls WaitForPrerequisiteGrids after the first weight loads, then
+// Calls WaitForPrerequisiteGrids after the first weight loads (unless
+// `wait` is false), then
 // after_wait() (every thread of the CTA: a kernel's prologue that writes x
 // may synchronise there, and may set x_row), then reads x_row and x. acc
 // must hold zeros on entry.
@@ -390,7 +391,7 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
                                                    const __nv_bfloat16* any_row, const float* x_sums, int live_tiles,
                                                    int k,
                                                    int group_shift, int slice, int k_slices, float (*acc)[4],
-                                                   const AfterWait& after_wait = {}) {
+                                                   const AfterWait& after_wait = {}, bool wait = true) {
   static_assert(!kXSums || kTiles == 1, "unit sums are staged for one tile of x rows");
   using Chunk = AwqChunk<kScaleHalves>;
   const int lane = threadIdx.x % 32, g = lane / 4;
@@ -418,7 +419,9 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
 #pragma unroll
   for (int d = 0; d < kBuffers; ++d)
     if (d < my_chunks) load(d, buf[d]);
-  WaitForPrerequisiteGrids();  // x may come from the kernel before
+  // x may come from the kernel before (wait false: the caller knows it is
+  // ready without: the grouped GEMV's tiles that stage their own x).
+  if (wait) WaitForPrerequisiteGrids();
   after_wait();
   // x_row is read only now: after_wait may set it (the grouped GEMV learns
   // which slots hold a row from the routing's table).
