@@ -140,9 +140,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (cta_warps < 0 || cta_warps > 8 || (cta_warps > 0 && k_slices > 0 && cta_warps % k_slices != 0))
     return absl::InvalidArgumentError(absl::StrCat(
         "moe_awq_gemv_cta_warps must be 0 - 8 and a multiple of moe_awq_gemv_k_slices, got ", cta_warps));
-  if (o.moe_early_shared_experts < 0 || o.moe_early_shared_experts > 2)
+  if (o.moe_early_shared_experts < 0 || o.moe_early_shared_experts > 3)
     return absl::InvalidArgumentError(
-        absl::StrCat("moe_early_shared_experts must be 0, 1 or 2, got ", o.moe_early_shared_experts));
+        absl::StrCat("moe_early_shared_experts must be 0 - 3, got ", o.moe_early_shared_experts));
   if (o.moe_shared_gemm_min_tokens < 1)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_shared_gemm_min_tokens must be positive, got ", o.moe_shared_gemm_min_tokens));
@@ -309,6 +309,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     ERNIE_ASSIGN_OR_RETURN(ws.moe_route_arrivals, Alloc<uint32_t>(1, "MoE routing arrivals"));
     ERNIE_RETURN_IF_ERROR(CudaStatus(cudaMemset(ws.moe_route_arrivals.data(), 0, sizeof(uint32_t)),
                                      "zeroing the MoE routing arrival count"));
+    ERNIE_ASSIGN_OR_RETURN(ws.moe_shared_ready, Alloc<uint32_t>(1, "MoE shared experts' ready count"));
+    ERNIE_RETURN_IF_ERROR(CudaStatus(cudaMemset(ws.moe_shared_ready.data(), 0, sizeof(uint32_t)),
+                                     "zeroing the MoE shared experts' ready count"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_act, Alloc<uint16_t>(slots * m.intermediate_size, "MoE expert activations"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_expert_out, Alloc<float>(slots * c.hidden_size, "MoE expert outputs"));
   }

@@ -200,7 +200,8 @@ struct CudaBackendOptions {
   // it like the others; 1: ask the L2 for their weights first; 2: normalise
   // the token's residual themselves and compute their tiles without waiting
   // (the routing then lets its dependents start only once its own input is
-  // ready).
+  // ready); 3: as 2, and the down launch's CTAs for them start once those
+  // gate/up CTAs have counted in, not after the whole gate/up launch.
   int moe_early_shared_experts = 0;
 };
 

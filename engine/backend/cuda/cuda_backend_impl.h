@@ -96,6 +96,10 @@ struct Workspace {
   DeviceBuffer<int32_t> moe_tile_expert;   // [S / 8]
   DeviceBuffer<int32_t> moe_num_tiles;     // [1]
   DeviceBuffer<uint32_t> moe_route_arrivals;  // [1] the fused routing kernel's CTA count (zeroed at start)
+  // [1] one-token steps with moe_early_shared_experts 3: the shared experts'
+  // gate/up row tiles done (GroupedAwqGemvParams::known_done; zeroed at start
+  // and by each MoE layer's combine).
+  DeviceBuffer<uint32_t> moe_shared_ready;
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
   // The persistent one-token decode kernel's (empty where it is not used).
@@ -110,7 +114,7 @@ struct Workspace {
                                 act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes() +
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
-                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
+                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_shared_ready.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
                                 persistent_layers.bytes() + persistent_partial.bytes() + persistent_barrier.bytes());
   }
 };
@@ -231,12 +235,15 @@ class CudaBackendImpl final : public CudaBackend {
   // one accumulating down GEMM per pseudo-expert.
   absl::Status SharedExpertsByGemm(int64_t layer, const __nv_bfloat16* h, int32_t tokens, float* out);
   // The same as the two grouped launches (bf16 or AWQ int4 experts), no host wait.
-  // known_shared_tile0 >= 0: a one-token chunk, whose shared experts' tiles
-  // start there (GroupedAwqGemvParams::known_tiles); -1: not known.
-  // shared_x: that token's float32 residual, when the shared experts' CTAs
-  // normalise it themselves (moe_early_shared_experts 2), else nullptr.
+  // What a one-token chunk's shared experts do while the routing runs
+  // (CudaBackendOptions::moe_early_shared_experts; GroupedAwqGemvParams::known_tiles).
+  struct EarlySharedExperts {
+    int32_t tile0 = -1;        // their first tile; -1: not known (not a one-token chunk)
+    const float* x = nullptr;  // the token's float32 residual, normalised by their gate/up CTAs (2, 3)
+    bool count_in = false;     // their down CTAs start once those have counted in (3)
+  };
   absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles, int32_t tile_rows,
-                              int32_t expected_tiles, int32_t known_shared_tile0, const float* shared_x);
+                              int32_t expected_tiles, const EarlySharedExperts& early);
   // Whether tiles of tile_rows slots go to the tiled expert GEMMs (else the grouped GEMVs).
   bool ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows) const;
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);

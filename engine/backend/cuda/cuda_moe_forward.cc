@@ -78,7 +78,7 @@ bool CudaBackendImpl::ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows)
 
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles,
                                              int32_t tile_rows, int32_t expected_tiles,
-                                             int32_t known_shared_tile0, const float* shared_x) {
+                                             const EarlySharedExperts& early) {
   const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
   const DeviceMoeWeights& w = lw.moe;
   cudaStream_t s = stream_.get();
@@ -94,11 +94,13 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
     const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split and CTA size only
     const int32_t cta_warps = tiled ? 0 : moe_awq_gemv_cta_warps_;
     // The shared experts' tiles (the pseudo-experts after the routed ones).
-    const int32_t known_tiles =
-        !tiled && moe_early_shared_experts_ > 0 && known_shared_tile0 >= 0 ? max_tiles - known_shared_tile0 : 0;
+    const int32_t known_tiles = !tiled && moe_early_shared_experts_ > 0 && early.tile0 >= 0 ? max_tiles - early.tile0 : 0;
+    const AwqExpertsView gate_up = w.awq.gate_up();
+    const auto gate_up_row_tiles = static_cast<uint32_t>((gate_up.n + 15) / 16);
+    const bool count_in = known_tiles > 0 && early.x != nullptr && early.count_in;
     ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
                                                      .x_row = ws_.moe_slot_token.data(),
-                                                     .w = w.awq.gate_up(),
+                                                     .w = gate_up,
                                                      .tile_expert = ws_.moe_tile_expert.data(),
                                                      .num_tiles = ws_.moe_num_tiles.data(),
                                                      .y = ws_.moe_act.data(),
@@ -109,12 +111,13 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .wait_first = !tiled,
                                                      .k_slices = k_slices,
                                                      .cta_warps = cta_warps,
-                                                     .known_tile0 = std::max(known_shared_tile0, 0),
+                                                     .known_tile0 = std::max(early.tile0, 0),
                                                      .known_tiles = known_tiles,
                                                      .known_expert0 = static_cast<int32_t>(config_.moe.num_experts),
-                                                     .known_x = known_tiles > 0 ? shared_x : nullptr,
+                                                     .known_x = known_tiles > 0 ? early.x : nullptr,
                                                      .known_norm_weight = lw.post_attn_norm.data(),
-                                                     .known_eps = config_.rms_norm_eps},
+                                                     .known_eps = config_.rms_norm_eps,
+                                                     .known_done = count_in ? ws_.moe_shared_ready.data() : nullptr},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,
@@ -129,7 +132,12 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .expected_tiles = expected_tiles,
                                             .dependent = true,
                                             .k_slices = k_slices,
-                                            .cta_warps = cta_warps},
+                                            .cta_warps = cta_warps,
+                                            .known_tile0 = std::max(early.tile0, 0),
+                                            .known_tiles = count_in ? known_tiles : 0,
+                                            .known_expert0 = static_cast<int32_t>(config_.moe.num_experts),
+                                            .known_ready = count_in ? ws_.moe_shared_ready.data() : nullptr,
+                                            .known_ready_target = static_cast<uint32_t>(known_tiles) * gate_up_row_tiles},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }
@@ -191,8 +199,10 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
     // int4 GEMV CTAs may compute during the routing (moe_early_shared_experts 2),
     // from the residual the routing reads, once the routing has it.
     const int32_t known_shared_tile0 = n == 1 && shared > 0 ? top_k : -1;
-    const bool shared_during_routing = known_shared_tile0 >= 0 && moe_early_shared_experts_ == 2 &&
-                                       !w.awq.empty() && tile_rows == 8 && !ExpertsTiled(w, tile_rows);
+    // (Only where the gate/up launch stages x: its other CTA shape waits all the same.)
+    const bool shared_during_routing =
+        known_shared_tile0 >= 0 && moe_early_shared_experts_ >= 2 && !w.awq.empty() && !ExpertsTiled(w, tile_rows) &&
+        GroupedAwqGemvStagesX(tile_rows, hidden, w.awq.group_size);
     ERNIE_CUDA_RETURN_IF_ERROR(
         LaunchMoeRouteAndAlign({.x = ws_.x.data() + int64_t{begin} * hidden,
                                 .norm_weight = lw.post_attn_norm.data(),
@@ -232,8 +242,11 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
     // Every expert chosen at least once is a tile; more when one has over tile_rows tokens.
     const int32_t expected_tiles =
         std::min(max_tiles, std::max(std::min(stacked, assignments), (assignments + tile_rows - 1) / tile_rows));
-    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles, known_shared_tile0,
-                                         shared_during_routing ? ws_.x.data() + int64_t{begin} * hidden : nullptr));
+    const EarlySharedExperts early = {
+        .tile0 = known_shared_tile0,
+        .x = shared_during_routing ? ws_.x.data() + int64_t{begin} * hidden : nullptr,
+        .count_in = shared_during_routing && moe_early_shared_experts_ == 3};
+    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles, early));
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),
                                                  .topk_weights = ws_.moe_topk_weights.data(),
@@ -241,7 +254,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                                  .accumulate = accumulate,
                                                  .tokens = n,
                                                  .hidden = hidden,
-                                                 .top_k = choices},
+                                                 .top_k = choices,
+                                                 .reset = early.count_in ? ws_.moe_shared_ready.data() : nullptr},
                                                 s),
                                absl::StrCat("MoE combine kernel, layer ", layer));
     if (shared_by_gemm) ERNIE_RETURN_IF_ERROR(SharedExpertsByGemm(layer, hc_bf16, n, oc));

@@ -256,7 +256,7 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 3}, "moe_awq_gemv_k_slices");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 2, .moe_awq_gemv_cta_warps = 3},
                 "moe_awq_gemv_cta_warps");
-  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_early_shared_experts = 3}, "moe_early_shared_experts");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_early_shared_experts = 4}, "moe_early_shared_experts");
   // 2^25 tokens a block x 4 KV heads x 16 dims: past the attention kernels' 32-bit in-block offsets.
   ExpectRefused(**m, {.block_size = int64_t{1} << 25, .num_blocks = 4}, "block_size x num_kv_heads x head_dim");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .fused_decode_max_rows = 9}, "fused_decode_max_rows");

@@ -412,8 +412,11 @@ TEST_F(CudaAwqMoeTest, TeacherForcedLogitsMatchTheCpuReferenceOnEveryExpertPath)
 // residual they normalise themselves (2, without waiting for the routing)
 // gives the logits of waiting to bf16 rounding (the same RMSNorm
 // expression, its sum of squares added in another order), decode step after
-// decode step on graphs, on both group sizes. A mode that read the routing's
-// outputs or an unwritten residual early would be far off.
+// decode step on graphs, on both group sizes; their down tiles started by
+// the gate/up CTAs' count (3) give mode 2's logits bit for bit (same
+// arithmetic, other synchronisation). A mode that read the routing's
+// outputs, an unwritten residual or unwritten gate/up rows early would be
+// far off; one whose count never came would fall back to waiting, slowly.
 TEST_F(CudaAwqMoeTest, SharedExpertsDuringTheRoutingChangeNoLogit) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   for (const char* name : {"awq64", "awq32"}) {
@@ -423,7 +426,7 @@ TEST_F(CudaAwqMoeTest, SharedExpertsDuringTheRoutingChangeNoLogit) {
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 7919 + 13) % 290);
     const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
     std::vector<std::vector<float>> logits;
-    for (const int mode : {0, 1, 2}) {
+    for (const int mode : {0, 1, 2, 3}) {
       auto gpu = CreateCudaBackend(**m, {.block_size = 16,
                                          .num_blocks = 16,
                                          .max_tokens_per_step = 128,
@@ -432,8 +435,10 @@ TEST_F(CudaAwqMoeTest, SharedExpertsDuringTheRoutingChangeNoLogit) {
       logits.push_back(TeacherForced(**gpu, tokens, 0, 1, table));
       ASSERT_EQ(logits.back().size(), logits[0].size());
     }
-    for (size_t i = 0; i < logits[0].size(); ++i)
+    for (size_t i = 0; i < logits[0].size(); ++i) {
       ASSERT_EQ(logits[1][i], logits[0][i]) << name << " mode 1, logit " << i;
+      ASSERT_EQ(logits[3][i], logits[2][i]) << name << " mode 3, logit " << i;
+    }
     const int64_t vocab = static_cast<int64_t>(logits[0].size() / tokens.size());
     double worst = 0.0;
     for (size_t t = 0; t < tokens.size(); ++t)

@@ -112,8 +112,9 @@ __device__ __forceinline__ void ZeroAwqUnitSums(int rows, int k, float* x_sums) 
 // row of zeros. All threads of the CTA take part (whole warps each pass, for
 // the sums' shuffles); the caller synchronises before reading xs.
 // kInPlace: the rows are in xs already (CopyAwqXRowsAsync); only the sums
-// are taken, row_of unused.
-template <int kScaleHalves, bool kInPlace = false, typename RowOf>
+// are taken, row_of unused. kBypassL1: the rows are read from the L2 (rows
+// another CTA of a running kernel wrote, this SM's L1 may hold older lines).
+template <int kScaleHalves, bool kInPlace = false, bool kBypassL1 = false, typename RowOf>
 __device__ __forceinline__ void StageAwqXRowsWithSums(int rows, int k, __nv_bfloat16* xs, float* x_sums,
                                                       const RowOf& row_of) {
   const int pieces = k / 8, stride = (k + kAwqStagedRowPad) / 8, total = rows * pieces;
@@ -133,7 +134,7 @@ __device__ __forceinline__ void StageAwqXRowsWithSums(int rows, int k, __nv_bflo
         v = dst[r * stride + c];
       } else {
         const __nv_bfloat16* src = row_of(r);
-        if (src != nullptr) v = reinterpret_cast<const uint4*>(src)[c];
+        if (src != nullptr) v = kBypassL1 ? __ldcg(reinterpret_cast<const uint4*>(src) + c) : reinterpret_cast<const uint4*>(src)[c];
         dst[r * stride + c] = v;
       }
     }

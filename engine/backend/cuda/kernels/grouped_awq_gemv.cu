@@ -68,6 +68,26 @@ __device__ __forceinline__ void StageNormedXRow(const GroupedAwqGemvParams& p, i
   kernels::SumAwqStagedXRows<kScaleHalves>(1, k, xs, x_sums);
 }
 
+// Until *known_ready reaches its target (GroupedAwqGemvParams): thread 0
+// polls with acquire loads, then the CTA's barrier passes what it saw on.
+// After ~1 ms without it (a launch that did not count in: a bug, not a
+// case) the CTA waits for the kernel before instead, so it is never wrong
+// and never hangs.
+__device__ __forceinline__ void WaitForKnownTiles(const GroupedAwqGemvParams& p) {
+  __shared__ int ready;
+  if (threadIdx.x == 0) {
+    uint32_t seen = 0;
+    for (int i = 0; i < 8192; ++i) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(p.known_ready) : "memory");
+      if (seen >= p.known_ready_target) break;
+      __nanosleep(128);
+    }
+    ready = seen >= p.known_ready_target;
+  }
+  __syncthreads();
+  if (!ready) kernels::WaitForPrerequisiteGrids();
+}
+
 // Two CTAs an SM for one tile of x at group >= 128 (at most 128 registers,
 // two chunks in flight): at m <= 8 the loads in flight, not the math, set the pace.
 // kStageX: the tile's 8 slot rows are copied to shared memory first
@@ -86,8 +106,11 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   // Known tiles (GroupedAwqGemvParams::known_tiles) need no tile table: with
   // known_x they need nothing of the routing's and do not wait for it.
   const int tile_index = blockIdx.y, known = tile_index - p.known_tile0;
-  const bool is_known = p.wait_first && known >= 0 && known < p.known_tiles;
+  const bool in_known = known >= 0 && known < p.known_tiles;
+  const bool is_known = p.wait_first && in_known;
   const bool self_normed = kStageX && is_known && p.known_x != nullptr;
+  // A down launch's known tiles: x when the gate/up's known CTAs have counted in.
+  const bool counted_in = kStageX && !p.wait_first && in_known && p.known_ready != nullptr;
   if (p.wait_first && !self_normed) {
     if (is_known && threadIdx.x == 0) PrefetchKnownExpertSlice(p, p.known_expert0 + known, k_slices, group_shift);
     kernels::WaitForPrerequisiteGrids();
@@ -153,6 +176,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
         kernels::CpAsyncWait<0>();
         __syncthreads();
         kernels::SumAwqStagedXRows<kScaleHalves>(live_rows, k, xs, x_sums);
+      } else if (counted_in) {
+        WaitForKnownTiles(p);
+        kernels::StageAwqXRowsWithSums<kScaleHalves, false, true>(live_rows, k, xs, x_sums,
+                                                                  [&](int r) { return slot_row(slot0 + r); });
       } else {
         kernels::StageAwqXRowsWithSums<kScaleHalves>(live_rows, k, xs, x_sums,
                                                      [&](int r) { return slot_row(slot0 + r); });
@@ -168,9 +195,18 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
                                                              records + row_tile * 8 * groups2 * 2, x_row,
                                                              kStageX ? xs : p.x, x_sums, kTiles, k,
-                                                    group_shift, slice, k_slices, acc, stage_x, !self_normed);
+                                                    group_shift, slice, k_slices, acc, stage_x,
+                                                    !self_normed && !counted_in);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
+  if (self_normed && p.known_done != nullptr) {
+    // Every thread's stores before the count (the down launch reads them once it is complete).
+    __threadfence();
+    __syncthreads();
+    const int64_t first = int64_t{blockIdx.x} * tiles_per_cta;
+    if (threadIdx.x == 0 && first < row_tiles)
+      atomicAdd(p.known_done, static_cast<uint32_t>(min(first + tiles_per_cta, row_tiles) - first));
+  }
 }
 
 template <int kTiles, int kScaleHalves, bool kStageX = false>
@@ -214,7 +250,7 @@ template <int kScaleHalves>
 cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   switch (p.tile_rows) {
     case 8:
-      if (kernels::AwqStagedXBytes(8, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
+      if (GroupedAwqGemvStagesX(8, p.w.k, p.w.group_size))
         return LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
       return LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
     case 16: return LaunchTiles<2, kScaleHalves>(p, group_shift, stream);
@@ -225,6 +261,11 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
 }
 
 }  // namespace
+
+bool GroupedAwqGemvStagesX(int32_t tile_rows, int32_t k, int32_t group_size) {
+  return tile_rows == 8 &&
+         kernels::AwqStagedXBytes(8, k, kernels::AwqScaleHalves(group_size)) <= kernels::kAwqMaxStagedXBytes;
+}
 
 int CheckedGroupShift(const AwqExpertsView& w) {
   if (w.packed == nullptr || w.records == nullptr || !kernels::Aligned16(w.packed) || !kernels::Aligned16(w.records))

@@ -89,7 +89,22 @@ struct GroupedAwqGemvParams {
   const float* known_x = nullptr;
   const float* known_norm_weight = nullptr;
   float known_eps = 1e-5f;
+  // The self-staging known tiles above: each CTA adds its row tiles here
+  // once its outputs are stored (a release), or nullptr.
+  uint32_t* known_done = nullptr;
+  // A down launch (not wait_first) after such a gate/up launch: its known
+  // tiles' CTAs read their x (the gate/up outputs of those tiles) once
+  // *known_ready reaches known_ready_target (the known tiles times the
+  // gate/up's 16-row tiles), not after the whole gate/up launch; they
+  // read it from the L2. Should the count not come, they wait for the
+  // launch before after a bounded spin. The counter is zeroed again by a
+  // later kernel (MoeCombineParams::reset) before the next gate/up adds.
+  const uint32_t* known_ready = nullptr;
+  uint32_t known_ready_target = 0;
 };
+// Whether the GEMV stages x in shared memory for tiles of tile_rows slots
+// at this k and group size (the template the known tiles' options need).
+bool GroupedAwqGemvStagesX(int32_t tile_rows, int32_t k, int32_t group_size);
 
 // Warps a CTA of the grouped GEMV (a multiple of k_slices, <= max_warps)
 // for `ctas_of(w)` CTAs of w warps, `resident_of(w)` of which the SMs hold

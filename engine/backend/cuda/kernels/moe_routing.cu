@@ -603,6 +603,7 @@ __global__ void __launch_bounds__(kCombineThreads) MoeCombineKernel(MoeCombinePa
   }
   __syncthreads();
   kernels::WaitForPrerequisiteGrids();
+  if (p.reset != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *p.reset = 0;
   const int q = blockIdx.y * kCombineThreads + threadIdx.x;
   if (4 * q >= p.hidden) return;
   float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);

@@ -110,6 +110,8 @@ struct MoeCombineParams {
   int32_t tokens = 0;
   int32_t hidden = 0;
   int32_t top_k = 0;
+  // Zeroed once the experts' launches are done (GroupedAwqGemvParams::known_ready's counter), or nullptr.
+  uint32_t* reset = nullptr;
 };
 cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream);
 
