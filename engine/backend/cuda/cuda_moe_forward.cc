@@ -94,9 +94,11 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
     const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split and CTA size only
     const int32_t cta_warps = tiled ? 0 : moe_awq_gemv_cta_warps_;
     // The shared experts' tiles (the pseudo-experts after the routed ones).
-    const int32_t known_tiles = !tiled && moe_early_shared_experts_ > 0 && early.tile0 >= 0 ? max_tiles - early.tile0 : 0;
+    const int32_t known_tiles =
+        !tiled && moe_early_shared_experts_ > 0 && early.tile0 >= 0 ? max_tiles - early.tile0 : 0;
     const AwqExpertsView gate_up = w.awq.gate_up();
-    const auto gate_up_row_tiles = static_cast<uint32_t>((gate_up.n + 15) / 16);
+    // What the down launch's known tiles wait for: every gate/up row tile of theirs.
+    const uint32_t ready_target = static_cast<uint32_t>(known_tiles) * static_cast<uint32_t>((gate_up.n + 15) / 16);
     const bool count_in = known_tiles > 0 && early.x != nullptr && early.count_in;
     ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
                                                      .x_row = ws_.moe_slot_token.data(),
@@ -137,7 +139,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .known_tiles = count_in ? known_tiles : 0,
                                             .known_expert0 = static_cast<int32_t>(config_.moe.num_experts),
                                             .known_ready = count_in ? ws_.moe_shared_ready.data() : nullptr,
-                                            .known_ready_target = static_cast<uint32_t>(known_tiles) * gate_up_row_tiles},
+                                            .known_ready_target = ready_target},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }
@@ -196,8 +198,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
     const int32_t tile_rows = TileRowsFor(assignments, stacked, moe_max_tile_rows_);
     // One token's choices are distinct, one tile each in expert order: the
     // shared experts (ids experts ..) take the tiles after its top_k. Their
-    // int4 GEMV CTAs may compute during the routing (moe_early_shared_experts 2),
-    // from the residual the routing reads, once the routing has it.
+    // int4 GEMV CTAs may compute during the routing (moe_early_shared_experts 2
+    // and 3), from the residual the routing reads, once the routing has it.
     const int32_t known_shared_tile0 = n == 1 && shared > 0 ? top_k : -1;
     // (Only where the gate/up launch stages x: its other CTA shape waits all the same.)
     const bool shared_during_routing =

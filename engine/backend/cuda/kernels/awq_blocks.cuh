@@ -134,7 +134,8 @@ __device__ __forceinline__ void StageAwqXRowsWithSums(int rows, int k, __nv_bflo
         v = dst[r * stride + c];
       } else {
         const __nv_bfloat16* src = row_of(r);
-        if (src != nullptr) v = kBypassL1 ? __ldcg(reinterpret_cast<const uint4*>(src) + c) : reinterpret_cast<const uint4*>(src)[c];
+        const auto* row = reinterpret_cast<const uint4*>(src);
+        if (src != nullptr) v = kBypassL1 ? __ldcg(row + c) : row[c];
         dst[r * stride + c] = v;
       }
     }
