@@ -54,6 +54,9 @@ absl::StatusOr<Value> GetAttribute(const Value& object, std::string_view name);
 absl::StatusOr<Value> GetItem(const Value& object, const Value& key);
 // object[start:stop:step] for lists, tuples and strings (None bounds allowed).
 absl::StatusOr<Value> SliceValue(const Value& object, const Value& start, const Value& stop, const Value& step);
+// a op b for Jinja2's binary arithmetic (+ - * / // % **) with Python's
+// semantics; 64-bit integer overflow is an error, never a wrapped value.
+absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b);
 // len(value) as Python computes it.
 absl::StatusOr<int64_t> PythonLength(const Value& value);
 

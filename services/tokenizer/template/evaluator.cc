@@ -45,6 +45,8 @@ absl::StatusOr<int64_t> IntegerPower(int64_t base, int64_t exponent) {
   return result;
 }
 
+}  // namespace
+
 absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
@@ -147,6 +149,8 @@ absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Va
   }
   return unsupported();
 }
+
+namespace {
 
 absl::StatusOr<bool> Contains(const Value& container, const Value& item) {
   if (container.is_string()) {

@@ -341,15 +341,11 @@ absl::StatusOr<Value> Sum(const Value& operand, const CallArgs& args) {
     if (a.Get(0) != nullptr) {
       ERNIE_ASSIGN_OR_RETURN(term, GetDottedAttribute(item, a.Get(0)->ToPrintString()));
     }
-    if (!term.is_number() || !total.is_number()) return FilterError("sum", "items must be numbers");
-    if (term.is_float() || total.is_float()) {
-      total = Value::Float(total.as_float() + term.as_float());
-    } else {
-      int64_t sum = 0;
-      if (__builtin_add_overflow(total.as_int(), term.as_int(), &sum))
-        return FilterError("sum", "integer overflow: chat template integers are 64-bit");
-      total = Value::Int(sum);
-    }
+    // Python's sum adds with `+` (lists concatenate) but refuses strings.
+    if (term.is_string() || total.is_string()) return FilterError("sum", "can't sum strings, use join");
+    absl::StatusOr<Value> next = Arithmetic("+", total, term);
+    if (!next.ok()) return FilterError("sum", std::string(next.status().message()));
+    total = *std::move(next);
   }
   return total;
 }

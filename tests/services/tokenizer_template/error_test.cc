@@ -111,8 +111,13 @@ TEST(ChatTemplateErrorTest, RuntimeErrorsCarryPositionAndMessage) {
   EXPECT_EQ(RenderError("{{ 4294967296 * 4294967296 }}", empty),
             "chat template error at line 1, column 15: integer overflow in '*': chat template integers are 64-bit");
   EXPECT_EQ(RenderError("{{ [9223372036854775807, 1] | sum }}", empty),
-            "chat template error at line 1, column 31: filter 'sum': integer overflow: chat template integers are "
-            "64-bit");
+            "chat template error at line 1, column 31: filter 'sum': integer overflow in '+': chat template integers "
+            "are 64-bit");
+  EXPECT_EQ(RenderError("{{ ['a', 'b'] | sum }}", empty),
+            "chat template error at line 1, column 17: filter 'sum': can't sum strings, use join");
+  EXPECT_EQ(RenderError("{{ [1, none] | sum }}", empty),
+            "chat template error at line 1, column 16: filter 'sum': unsupported operand type(s) for +: 'int' and "
+            "'NoneType'");
   EXPECT_EQ(RenderError("{{ 'ab' * 10 ** 12 }}", empty),
             "chat template error at line 1, column 9: '*' would repeat 2 elements 1000000000000 times; at most "
             "67108864 elements in all");
