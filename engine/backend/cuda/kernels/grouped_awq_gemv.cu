@@ -95,7 +95,11 @@ __device__ __forceinline__ void WaitForKnownTiles(const GroupedAwqGemvParams& p)
 // tiles when they fit.
 // A CTA has blockDim.x / 32 <= kLinearWarps warps (the launcher sizes it so
 // that a small step's CTAs spread evenly over the SMs: PickGroupedCtaWarps).
-template <int kTiles, int kScaleHalves, bool kStageX>
+// kKnownTiles: the launch has known tiles (GroupedAwqGemvParams::known_tiles);
+// without it that code is compiled out, so the launches that have none run
+// the kernel as it was before it (NOTES.md v34: the runtime checks alone
+// cost ~26 us a 21B-A3B step at batch 1).
+template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices, int group_shift) {
   // wait_first: the tile table is the kernel before's (the routing). A down
@@ -106,7 +110,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   // Known tiles (GroupedAwqGemvParams::known_tiles) need no tile table: with
   // known_x they need nothing of the routing's and do not wait for it.
   const int tile_index = blockIdx.y, known = tile_index - p.known_tile0;
-  const bool in_known = known >= 0 && known < p.known_tiles;
+  const bool in_known = kKnownTiles && known >= 0 && known < p.known_tiles;
   const bool is_known = p.wait_first && in_known;
   const bool self_normed = kStageX && is_known && p.known_x != nullptr;
   // A down launch's known tiles: x when the gate/up's known CTAs have counted in.
@@ -209,9 +213,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   }
 }
 
-template <int kTiles, int kScaleHalves, bool kStageX = false>
+template <int kTiles, int kScaleHalves, bool kStageX = false, bool kKnownTiles = false>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  constexpr auto kKernel = GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX>;
+  constexpr auto kKernel = GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles>;
   cudaError_t error = cudaSuccess;
   // (Occupancy as without staging: at most 44 KB of x and 4 KB of sums fit two CTAs an SM.)
   const int64_t resident = kernels::ResidentCtas<kKernel>(&error);
@@ -250,9 +254,13 @@ template <int kScaleHalves>
 cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   switch (p.tile_rows) {
     case 8:
-      if (GroupedAwqGemvStagesX(8, p.w.k, p.w.group_size))
-        return LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
-      return LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
+      // Known tiles come with one-token steps only, whose tiles are of 8 slots.
+      if (GroupedAwqGemvStagesX(8, p.w.k, p.w.group_size)) {
+        return p.known_tiles > 0 ? LaunchTiles<1, kScaleHalves, true, true>(p, group_shift, stream)
+                                 : LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
+      }
+      return p.known_tiles > 0 ? LaunchTiles<1, kScaleHalves, false, true>(p, group_shift, stream)
+                               : LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
     case 16: return LaunchTiles<2, kScaleHalves>(p, group_shift, stream);
     case 32: return LaunchTiles<4, kScaleHalves>(p, group_shift, stream);
     case 64: return LaunchTiles<8, kScaleHalves>(p, group_shift, stream);

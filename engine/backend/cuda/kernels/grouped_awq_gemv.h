@@ -76,7 +76,9 @@ struct GroupedAwqGemvParams {
   // the routing chooses (one token: its distinct choices sorted, so the
   // shared experts' tiles follow the top_k routed ones). Their CTAs ask the
   // L2 for their weight slices before waiting for the routing, so those
-  // bytes stream in while it runs. 0 tiles: none known.
+  // bytes stream in while it runs. 0 tiles: none known. Only launches in
+  // tiles of 8 slots (those of one-token steps) take them; others run as
+  // though none were known.
   int32_t known_tile0 = 0;
   int32_t known_tiles = 0;
   int32_t known_expert0 = 0;

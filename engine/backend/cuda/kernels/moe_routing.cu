@@ -439,8 +439,6 @@ __device__ __forceinline__ int32_t TopKOfOneToken(const MoeRouteParams& p, const
   for (int e = lane; e < p.experts; e += 32) {
     const float score = s.scores[e];
     int rank = 0;
-    // Unrolled: the shared loads go out together instead of one a compare.
-#pragma unroll 8
     for (int o = 0; o < p.experts; ++o) {
       const float other = s.scores[o];  // the same address across the warp: a broadcast
       rank += (other > score || (other == score && o < e)) ? 1 : 0;
