@@ -97,8 +97,8 @@ __device__ __forceinline__ void WaitForKnownTiles(const GroupedAwqGemvParams& p)
 // that a small step's CTAs spread evenly over the SMs: PickGroupedCtaWarps).
 // kKnownTiles: the launch has known tiles (GroupedAwqGemvParams::known_tiles);
 // without it that code is compiled out, so the launches that have none run
-// the kernel as it was before it (NOTES.md v34: the runtime checks alone
-// cost ~26 us a 21B-A3B step at batch 1).
+// the kernel as it was before it (NOTES.md v34: with the checks in every
+// launch, the 21B-A3B batch-1 step at mode 0 was ~25 us slower).
 template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices, int group_shift) {
