@@ -50,6 +50,14 @@ struct CudaBackendOptions {
   // choice. 0: split by the item count alone (the before).
   int64_t unsplit_attention_max_context = 256;
   int unsplit_attention_min_pairs = 8;
+  // Decode steps of at most wide_decode_attention_max_pairs (item, KV head)
+  // pairs whose longest context is at most 256 keys
+  // (kWideDecodeAttentionKeys) run attention unsplit on the wide decode
+  // kernel (kernels/mma_attention.h: one CTA of 16 warps a pair holds the
+  // whole context at once; no split CTAs, no merge kernel), and so do the
+  // short-context steps above when they have that few pairs. The step's
+  // graph key carries the choice. 0: off (the before).
+  int wide_decode_attention_max_pairs = 0;
   // Attention on the tensor cores (kernels/mma_attention.h) for head dims
   // 16, 32, 64 and 128; false, or another head dim: the CUDA-core kernel
   // (kernels/paged_attention.h).
@@ -203,8 +211,10 @@ struct CudaBackendOptions {
   // ready); 3: as 2, and the down launch's CTAs for them start once those
   // gate/up CTAs have counted in, not after the whole gate/up launch.
   // 2 measured fastest on an H100 (NOTES.md v34: 21B-A3B AWQ batch 1
-  // 1.838 / 1.817 / 1.797 / 1.799 ms at 0 / 1 / 2 / 3).
-  int moe_early_shared_experts = 2;
+  // 1.838 / 1.817 / 1.797 / 1.799 ms at 0 / 1 / 2 / 3) but slower on the
+  // H200 the issues' targets are set on (v35: means of three rounds 1.652 /
+  // 1.689 / 1.691 ms at 0 / 2 / 3): 0.
+  int moe_early_shared_experts = 0;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.
