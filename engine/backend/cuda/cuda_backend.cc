@@ -119,6 +119,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsplit_attention_max_context must not be negative and unsplit_attention_min_pairs must be positive, got ",
         o.unsplit_attention_max_context, " and ", o.unsplit_attention_min_pairs));
+  if (o.wide_decode_attention_max_pairs < 0)
+    return absl::InvalidArgumentError(absl::StrCat("wide_decode_attention_max_pairs must not be negative, got ",
+                                                   o.wide_decode_attention_max_pairs));
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
@@ -200,6 +203,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->max_attention_splits_ = options.max_attention_splits;
   b->unsplit_attention_max_context_ = options.unsplit_attention_max_context;
   b->unsplit_attention_min_pairs_ = options.unsplit_attention_min_pairs;
+  b->wide_decode_attention_max_pairs_ = options.wide_decode_attention_max_pairs;
   b->decode_swap_ab_ = options.decode_attention_swap_ab;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;

@@ -209,6 +209,14 @@ class CudaBackendImpl final : public CudaBackend {
   // items, by that count alone (a captured graph fits every context); 1 is
   // no split. The graph warm-up asks it for steps not yet uploaded.
   int32_t SplitsByItemCount(int32_t num_items) const;
+  // Whether a step of `num_items` items (`single_token`: one token each, a
+  // decode step) takes the wide decode attention kernel when its contexts
+  // are short (CudaBackendOptions::wide_decode_attention_max_pairs).
+  bool WideDecodeAttention(bool single_token, int32_t num_items) const;
+  // The longest context (keys) at which such a step runs attention unsplit
+  // (the graph key's short-context bit): the unsplit rule's where the item
+  // count would split, the wide kernel's; 0 where neither applies.
+  int64_t ShortAttentionContext(bool single_token, int32_t num_items) const;
   // Query rows of one attention work item: the size of the kernel in use.
   int32_t AttentionRowsPerItem() const { return mma_attention_ ? kMmaAttentionRows : kAttentionRowsPerCta; }
   absl::Status MlpBlock(int64_t layer, int32_t tokens);
@@ -278,6 +286,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t max_attention_splits_ = 1;  // CudaBackendOptions::max_attention_splits
   int64_t unsplit_attention_max_context_ = 0;  // CudaBackendOptions::unsplit_attention_max_context
   int32_t unsplit_attention_min_pairs_ = 1;    // CudaBackendOptions::unsplit_attention_min_pairs
+  int64_t wide_decode_attention_max_pairs_ = 0;  // CudaBackendOptions::wide_decode_attention_max_pairs
   bool step_unsplit_attention_ = false;        // this step's contexts are all that short (RunStep)
   bool norm_epilogue_shapes_ = false;  // CudaBackendOptions::small_batch_norm_epilogues, and the model allows it
   bool mma_attention_ = false;         // tensor-core attention: the option, and the head dim allows it

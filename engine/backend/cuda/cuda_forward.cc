@@ -58,6 +58,20 @@ int32_t CudaBackendImpl::SplitsByItemCount(int32_t num_items) const {
                   PagedAttentionSplits(num_items, static_cast<int32_t>(config_.num_kv_heads), num_sms_));
 }
 
+bool CudaBackendImpl::WideDecodeAttention(bool single_token, int32_t num_items) const {
+  return single_token && int64_t{num_items} * config_.num_kv_heads <= wide_decode_attention_max_pairs_;
+}
+
+int64_t CudaBackendImpl::ShortAttentionContext(bool single_token, int32_t num_items) const {
+  int64_t context = 0;
+  // Only where the item count would split: a larger step runs unsplit anyway, and a set bit there
+  // would capture a second, identical graph of its shape.
+  if (SplitsByItemCount(num_items) > 1 && int64_t{num_items} * config_.num_kv_heads >= unsplit_attention_min_pairs_)
+    context = unsplit_attention_max_context_;
+  if (WideDecodeAttention(single_token, num_items)) context = std::max<int64_t>(context, kWideDecodeAttentionKeys);
+  return context;
+}
+
 absl::Status CudaBackendImpl::Attention(int64_t layer) {
   const ModelConfig& c = config_;
   cudaStream_t s = stream_.get();
@@ -65,6 +79,8 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
   // A function of the item count and the graph key's short-context bit, so
   // a captured graph fits every context its key admits.
   const int32_t splits = step_unsplit_attention_ ? 1 : SplitsByItemCount(inputs_.num_items());
+  const bool single_token = inputs_.num_single_token_items() == inputs_.num_items();
+  const bool wide = step_unsplit_attention_ && WideDecodeAttention(single_token, inputs_.num_items());
   const PagedAttentionParams attention{.q = ws_.qkv.data(),
                                        .q_row_stride = qkv_width,
                                        .cache = LayerCache(layer),
@@ -80,7 +96,8 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
                                        .num_splits = splits,
                                        .partial_out = ws_.attn_partial_out.data(),
                                        .partial_ml = ws_.attn_partial_ml.data(),
-                                       .decode_swap_ab = decode_swap_ab_};
+                                       .decode_swap_ab = decode_swap_ab_,
+                                       .wide_decode = wide};
   // Items of one token each (a decode step: the graph key's items == tokens)
   // take the tensor-core kernel's key-split shape; decodes beside prefill
   // chunks the mixed kernel.
@@ -298,11 +315,8 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   };
   int32_t max_position = 0;
   for (const int32_t position : batch.positions) max_position = std::max(max_position, position);
-  // Only where the item count would split: a larger step runs unsplit anyway, and a set bit there
-  // would capture a second, identical graph of its shape.
-  step_unsplit_attention_ = int64_t{max_position} + 1 <= unsplit_attention_max_context_ &&
-                            int64_t{inputs_.num_items()} * config_.num_kv_heads >= unsplit_attention_min_pairs_ &&
-                            SplitsByItemCount(inputs_.num_items()) > 1;
+  step_unsplit_attention_ = int64_t{max_position} + 1 <= ShortAttentionContext(tokens == inputs_.num_items(),
+                                                                                  inputs_.num_items());
   if (TakesPersistentDecode(tokens, rows, max_position)) {  // (rows <= 1, so one lm_head pass)
     // One launch, graphed or not: the graph saves only its launch.
     ++persistent_steps_;

@@ -57,12 +57,12 @@ absl::StatusOr<int32_t> CudaBackendImpl::WarmUp(int32_t max_sequences) {
   const int32_t before = graphs_.size();
   for (int32_t batch = 1; batch <= max_batch; ++batch) {
     // The contexts whose steps take different graphs (graph_cache.h's key):
-    // position 0; where the batch's attention splits (a decode step's items:
-    // one a sequence), one past the short contexts that run unsplit; and for
+    // position 0; where the batch's short contexts run attention unsplit
+    // (a decode step's items: one a sequence), one past them; and for
     // batch 1 with the persistent kernel, one past its context limit.
     std::vector<int64_t> positions = {0};
-    if (unsplit_attention_max_context_ > 0 && SplitsByItemCount(batch) > 1)
-      positions.push_back(unsplit_attention_max_context_);
+    if (const int64_t short_context = ShortAttentionContext(/*single_token=*/true, batch); short_context > 0)
+      positions.push_back(short_context);
     if (batch == 1 && persistent_decode_max_context_ > 0) positions.push_back(persistent_decode_max_context_);
     for (const int64_t position : positions) {
       const int64_t blocks_per_sequence = position / block + 1;

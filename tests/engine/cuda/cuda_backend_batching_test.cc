@@ -169,7 +169,8 @@ TEST_F(CudaBatchingTest, WarmUpCapturesDecodeGraphsThatLaterStepsReplay) {
 // chunks of 1 (decodes: 2 attention items' worth of heads, so 32 splits, most
 // of them empty while the context is short) and of 3 (multi-token items).
 // A third backend runs contexts up to 64 keys unsplit and longer ones split,
-// so one sequence crosses from one graph key to the other.
+// so one sequence crosses from one graph key to the other; a fourth runs
+// its decodes (contexts up to 150 keys) on the wide decode attention kernel.
 TEST_F(CudaBatchingTest, SplitKvAttentionMatchesUnsplitAndTheCpu) {
   auto u = CreateCudaBackend(*model_, {.block_size = 4,
                                        .num_blocks = 64,
@@ -186,12 +187,20 @@ TEST_F(CudaBatchingTest, SplitKvAttentionMatchesUnsplitAndTheCpu) {
                                               .unsplit_attention_min_pairs = 1,
                                               .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});
   ASSERT_TRUE(crossing.ok()) << crossing.status();
+  auto wide = CreateCudaBackend(*model_, {.block_size = 4,
+                                          .num_blocks = 64,
+                                          .max_tokens_per_step = 96,
+                                          .max_logit_rows = 5,
+                                          .wide_decode_attention_max_pairs = 64,
+                                          .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});
+  ASSERT_TRUE(wide.ok()) << wide.status();
   const auto prompt = Prompt(150, 4);
   const auto table = ConsecutiveBlocks(150, 4, 3);
   for (int32_t chunk : {1, 3}) {
     const auto split = TeacherForced(*gpu_, prompt, 0, chunk, table);
     const auto unsplit = TeacherForced(**u, prompt, 0, chunk, table);
     const auto crossed = TeacherForced(**crossing, prompt, 0, chunk, table);
+    const auto widened = TeacherForced(**wide, prompt, 0, chunk, table);
     const auto ref = TeacherForced(*cpu_, prompt, 0, chunk, table);
     for (size_t t = 0; t < prompt.size(); ++t) {
       const size_t at = t * static_cast<size_t>(vocab_);
@@ -199,6 +208,8 @@ TEST_F(CudaBatchingTest, SplitKvAttentionMatchesUnsplitAndTheCpu) {
       EXPECT_LE(RelativeL2(split.data() + at, unsplit.data() + at, vocab_), 2e-3) << "chunk " << chunk << " position " << t;
       EXPECT_LE(RelativeL2(crossed.data() + at, unsplit.data() + at, vocab_), 2e-3)
           << "chunk " << chunk << " position " << t << " (unsplit up to 64 keys)";
+      EXPECT_LE(RelativeL2(widened.data() + at, unsplit.data() + at, vocab_), 2e-3)
+          << "chunk " << chunk << " position " << t << " (wide decode attention)";
       EXPECT_LE(RelativeL2(split.data() + at, ref.data() + at, vocab_), kBound) << "chunk " << chunk << " position " << t;
     }
   }
@@ -245,6 +256,8 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
                 "unsplit_attention_max_context");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .unsplit_attention_min_pairs = 0},
                 "unsplit_attention_min_pairs");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .wide_decode_attention_max_pairs = -1},
+                "wide_decode_attention_max_pairs");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .small_batch_gemm_max_rows = 257},
                 "small_batch_gemm_max_rows");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .awq_tiled_gemm_max_rows = 4097}, "awq_tiled_gemm_max_rows");

@@ -17,7 +17,7 @@
 //                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
 //                    [--awq-small-batch-gemm-max-rows -1] [--awq-small-batch-gemm-min-rows 16]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
-//                    [--unsplit-attention-max-context 256]
+//                    [--unsplit-attention-max-context 256] [--wide-decode-attention-max-pairs 0]
 //
 // --mixed-steps D:P times serving-shaped steps: D decode rows beside P whole
 // prompts of --prompt-len tokens (eager, as the worker runs a step of ~2,048
@@ -46,7 +46,10 @@
 // --small-batch-gemm-max-rows 0 cuBLAS for every unfused bf16 linear (the
 // before of the small-batch GEMM); --unsplit-attention-max-context 0
 // splits attention by the item count however short the contexts (the before
-// of unsplit short-context steps); --awq-tiled-gemm-max-rows N puts an AWQ
+// of unsplit short-context steps); --wide-decode-attention-max-pairs N puts
+// decode steps of at most N (sequence, KV head) pairs and contexts of at most
+// 256 keys on the wide decode attention kernel, unsplit (0: off, the before);
+// --awq-tiled-gemm-max-rows N puts an AWQ
 // model's steps of 17 - N tokens on the tiled int4 GEMM in slot tiles of
 // --awq-tiled-gemm-tile-rows (0, the default: dequantise + cuBLAS);
 // --awq-small-batch-gemm-max-rows N puts an AWQ model's steps of
@@ -118,6 +121,7 @@ struct Args {
   int max_attention_splits = ernie::CudaBackendOptions{}.max_attention_splits;  // 1: split-KV off (the before)
   // 0: split-KV by the item count alone, however short the contexts (the before)
   int64_t unsplit_attention_max_context = ernie::CudaBackendOptions{}.unsplit_attention_max_context;
+  int wide_decode_attention_max_pairs = ernie::CudaBackendOptions{}.wide_decode_attention_max_pairs;
   // -1: the model's default; 0 (--fused-decode 0): cuBLAS for decode steps too (the before)
   int fused_decode_max_rows = ernie::CudaBackendOptions{}.fused_decode_max_rows;
   int decode_attention_swap_ab = 1;  // 0: the general kernel's decode shape (the before)
@@ -239,6 +243,9 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->cluster_decode_max_rows) || a->cluster_decode_max_rows < 0) return false;
     } else if (f == "--unsplit-attention-max-context") {
       if (!absl::SimpleAtoi(v, &a->unsplit_attention_max_context) || a->unsplit_attention_max_context < 0) return false;
+    } else if (f == "--wide-decode-attention-max-pairs") {
+      if (!absl::SimpleAtoi(v, &a->wide_decode_attention_max_pairs) || a->wide_decode_attention_max_pairs < 0)
+        return false;
     } else if (f == "--small-batch-gemm-max-rows") {
       if (!absl::SimpleAtoi(v, &a->small_batch_gemm_max_rows) || a->small_batch_gemm_max_rows < 0) return false;
     } else if (f == "--awq-tiled-gemm-max-rows") {
@@ -609,7 +616,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
                  "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--awq-tiled-gemm-max-rows N] [--awq-tiled-gemm-tile-rows 16|32|64] [--awq-small-batch-gemm-max-rows N] [--awq-small-batch-gemm-min-rows N] [--small-batch-lm-head 0|1] [--unsplit-attention-max-context N] "
-                 "[--tensor-core-attention 0|1] [--log FILE] "
+                 "[--wide-decode-attention-max-pairs N] [--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
                  "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--moe-route-cluster 0|1] [--moe-early-shared 0-3] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16] [--engine-streams 1,64] [--engine-rounds 2]\n";
@@ -662,6 +669,7 @@ int main(int argc, char** argv) {
                 .max_logit_rows = std::max<int64_t>({max_batch, args.check_tokens, 1}),
                 .max_attention_splits = args.max_attention_splits,
                 .unsplit_attention_max_context = args.unsplit_attention_max_context,
+                .wide_decode_attention_max_pairs = args.wide_decode_attention_max_pairs,
                 .tensor_core_attention = args.tensor_core_attention == 1,
                 .decode_attention_swap_ab = args.decode_attention_swap_ab == 1,
                 .fused_decode_max_rows = args.fused_decode_max_rows,
@@ -711,6 +719,7 @@ int main(int argc, char** argv) {
                         {"active_weight_bytes", 2 * (*model)->config.ActiveParameterCount()},
                         {"max_attention_splits", args.max_attention_splits},
                         {"unsplit_attention_max_context", args.unsplit_attention_max_context},
+                        {"wide_decode_attention_max_pairs", args.wide_decode_attention_max_pairs},
                         {"fused_decode", args.fused_decode_max_rows != 0},
                         {"fused_decode_max_rows", args.fused_decode_max_rows},
                         {"cluster_decode_max_rows", args.cluster_decode_max_rows},

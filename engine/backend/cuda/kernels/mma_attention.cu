@@ -92,6 +92,7 @@ struct KeySpan {
 // Every thread calls it. An empty span (a split past a short context: the
 // merge skips it) returns at once, before any barrier, and the CTA returns;
 // otherwise the table is staged and the CTA synchronised.
+template <int kThreads = kWarps * 32>
 __device__ __forceinline__ KeySpan StageKeySpan(const PagedAttentionParams& p, const AttentionWorkItem& item,
                                                 int context, int32_t* staged) {
   KeySpan k;
@@ -108,7 +109,7 @@ __device__ __forceinline__ KeySpan StageKeySpan(const PagedAttentionParams& p, c
   const int table_entries = (k.end - 1) / p.cache.block_size - k.first_block + 1;
   k.table_staged = table_entries <= kStagedTableEntries;
   if (k.table_staged)
-    for (int i = threadIdx.x; i < table_entries; i += kWarps * 32) staged[i] = k.table[k.first_block + i];
+    for (int i = threadIdx.x; i < table_entries; i += kThreads) staged[i] = k.table[k.first_block + i];
   __syncthreads();
   return k;
 }
@@ -118,7 +119,9 @@ __device__ __forceinline__ KeySpan StageKeySpan(const PagedAttentionParams& p, c
 // those at positions in [from, to), without committing the copies
 // (LoadKvTile does). Without kRange the code is the whole tile's alone (the
 // mixed kernel, at its register bound, spilled with the range's compares).
-template <int D, int kStages, bool kRange = false>
+// kThreads: the threads that share the tile's copies, threadIdx.x modulo it
+// (the wide decode kernel's groups of four warps each copy their own tile).
+template <int D, int kStages, bool kRange = false, int kThreads = kWarps * 32>
 __device__ __forceinline__ void LoadKvTileKeys(const PagedAttentionParams& p, const KeySpan& k, const int32_t* staged,
                                                int kv_head, __nv_bfloat16* tiles, int tile, int from = 0,
                                                int to = 0) {
@@ -126,14 +129,16 @@ __device__ __forceinline__ void LoadKvTileKeys(const PagedAttentionParams& p, co
   __nv_bfloat16* k_s = tiles + (tile % kStages) * 2 * kTileKeys * kRow;
   __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
   const int start = k.begin + tile * kTileKeys;
-  // A thread copies the same 16-byte piece of every (kWarps * 32 / kPieces)-th
+  // A thread copies the same 16-byte piece of every (kThreads / kPieces)-th
   // key. The key's block and row come from a shift where the block size is a
   // power of two (a uniform branch): an integer division, emulated in ~20
   // instructions, was a third of this loop's (ncu SASS, v19).
   constexpr int kPieces = D / 8;  // 16-byte pieces of a row
-  constexpr int kKeysAPass = kWarps * 32 / kPieces;
-  static_assert(kWarps * 32 % kPieces == 0, "every pass covers whole keys");
-  const int piece = threadIdx.x % kPieces * 8;
+  constexpr int kKeysAPass = kThreads / kPieces;
+  static_assert(kThreads % kPieces == 0, "every pass covers whole keys");
+  // (The one-group kernels' blocks are kThreads wide: no modulo in their code.)
+  const int thread = static_cast<int>(kThreads == kWarps * 32 ? threadIdx.x : threadIdx.x % kThreads);
+  const int piece = thread % kPieces * 8;
   const int block_size = p.cache.block_size;
   const bool power_of_two = (block_size & (block_size - 1)) == 0;
   const int shift = __ffs(block_size) - 1;
@@ -145,7 +150,7 @@ __device__ __forceinline__ void LoadKvTileKeys(const PagedAttentionParams& p, co
   const uint32_t block_stride = static_cast<uint32_t>(p.cache.num_kv_heads) * block_size * head_dim;
   const uint32_t head_piece = static_cast<uint32_t>(kv_head) * block_size * head_dim + piece;
   const int last = k.end - 1;
-  for (int j = threadIdx.x / kPieces; j < kTileKeys; j += kKeysAPass) {
+  for (int j = thread / kPieces; j < kTileKeys; j += kKeysAPass) {
     const int pos = start + j;
     if (kRange && (pos < from || pos >= to)) continue;
     const bool valid = pos < k.end;
@@ -241,7 +246,7 @@ __device__ __forceinline__ void LoadFirstKvTilesAroundWait(const PagedAttentionP
 // query rows (warp w's at red_o[w][r][D], red_ml[w][r][max, sum], kRowsPerWarp
 // rows a warp) merged per (row, dim), then stored as the split's partials or
 // as the bf16 output. The caller synchronised after staging them.
-template <int D, int kRowsPerWarp>
+template <int D, int kRowsPerWarp, int kCtaWarps = kWarps>
 __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p, const AttentionWorkItem& item,
                                                    int kv_head, int group, int rows, const float* red_o,
                                                    const float* red_ml) {
@@ -249,7 +254,7 @@ __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p
   // split's partials) and where its output goes, once a row: computed per
   // (row, dim) element with a division, they were a fifth of a decode CTA's
   // instructions (ncu SASS, v19).
-  __shared__ float weight[kRowsPerWarp][kWarps];
+  __shared__ float weight[kRowsPerWarp][kCtaWarps];
   __shared__ int64_t out_at[kRowsPerWarp];  // the row's first element in partial_out or out
   const int64_t cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits + blockIdx.z;
   const bool partial = p.num_splits > 1;
@@ -257,17 +262,17 @@ __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p
     const int r = threadIdx.x;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, red_ml[(w * kRowsPerWarp + r) * 2]);
+    for (int w = 0; w < kCtaWarps; ++w) m = fmaxf(m, red_ml[(w * kRowsPerWarp + r) * 2]);
     const float base = m == -INFINITY ? 0.0f : m;
-    float l = 0.0f, wr[kWarps];
+    float l = 0.0f, wr[kCtaWarps];
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kCtaWarps; ++w) {
       wr[w] = exp2f(red_ml[(w * kRowsPerWarp + r) * 2] - base);
       l += wr[w] * red_ml[(w * kRowsPerWarp + r) * 2 + 1];
     }
     const float scale = partial ? 1.0f : 1.0f / l;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) weight[r][w] = wr[w] * scale;
+    for (int w = 0; w < kCtaWarps; ++w) weight[r][w] = wr[w] * scale;
     if (partial) {
       out_at[r] = (cta * kMmaAttentionRows + r) * D;
       p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = m;
@@ -279,11 +284,11 @@ __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p
   }
   __syncthreads();
   constexpr int kQuads = D / 4;
-  for (int idx = threadIdx.x; idx < rows * kQuads; idx += kWarps * 32) {
+  for (int idx = threadIdx.x; idx < rows * kQuads; idx += kCtaWarps * 32) {
     const int r = idx / kQuads, d = 4 * (idx % kQuads);
     float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kCtaWarps; ++w) {
       const float4 o = *reinterpret_cast<const float4*>(red_o + (w * kRowsPerWarp + r) * D + d);
       const float wt = weight[r][w];
       value.x += wt * o.x, value.y += wt * o.y, value.z += wt * o.z, value.w += wt * o.w;
@@ -524,14 +529,169 @@ __device__ __forceinline__ uint32_t MovMatrixTrans(uint32_t x) {
 // K's A fragments come from shared memory by ldmatrix, V^T's by
 // ldmatrix.trans (V is stored [key][dim]). Same split, partial and output
 // layout as MmaAttentionKernel, so the merge kernel serves both.
-template <int D, int kStages, EarlyKeys kEarly>
-__device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParams& p) {
-  static_assert(kStages >= 2 && kStages <= 4, "CpAsyncWait below takes up to 3 later tiles");
+// Q^T of a decode item's group as the swap-AB kernels' B fragments (bf16),
+// straight from the float32 q; queries past the group are zeros (their
+// scores are finite, their outputs never stored).
+template <int D>
+__device__ __forceinline__ void LoadSwapAbQueries(const PagedAttentionParams& p, const AttentionWorkItem& item,
+                                                  int kv_head, int group, uint32_t (&qb)[D / 16][2]) {
+  const int g = threadIdx.x % 32 / 4, c = threadIdx.x % 4;
+  const float* q = g < group ? p.q + item.token_begin * p.q_row_stride + int64_t{kv_head * group + g} * D : nullptr;
+  auto pair = [&](int d) {
+    if (q == nullptr) return 0u;
+    const float2 v = *reinterpret_cast<const float2*>(q + d);
+    return PackBf16x2(v.x, v.y);
+  };
+#pragma unroll
+  for (int s = 0; s < D / 16; ++s) {
+    qb[s][0] = pair(16 * s + 2 * c);
+    qb[s][1] = pair(16 * s + 2 * c + 8);
+  }
+}
+
+// A swap-AB warp's running state: O^T (D fragments, one per 16 dims: dims g
+// and g + 8, queries 2c, 2c+1) and the running softmax of queries 2c and
+// 2c + 1 (log2 units): m is the warp's (every lane of a column agrees), l
+// this lane's two keys' share.
+template <int D>
+struct SwapAbState {
+  float o[D / 16][4];
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  __device__ SwapAbState() {
+#pragma unroll
+    for (int t = 0; t < D / 16; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+  }
+};
+
+// One warp's 16 keys of one staged 64-key tile (k_s: its K rows, the V rows
+// after them; warp_key0: the warp's first key row in the tile, key0 its
+// position) into st: S^T = K Q^T, the causal mask, the online softmax and
+// O^T += V^T P^T. `scale` is in log2 units.
+template <int D>
+__device__ __forceinline__ void SwapAbDecodeTile(const __nv_bfloat16* k_s, int warp_key0, int key0, int end, int pos_q,
+                                                 float scale, const uint32_t (&qb)[D / 16][2], SwapAbState<D>& st) {
   constexpr int kRow = kRowElems<D>;
   constexpr int kKSteps = D / 16;    // mma k-steps of the scores, over head_dim
   constexpr int kDimTiles = D / 16;  // 16-dim tiles of the output
-  constexpr int kWarpKeys = kTileKeys / kWarps;
-  static_assert(kWarpKeys == 16, "a warp's keys are one 16-wide side of the mma");
+  const int lane = threadIdx.x % 32, g = lane / 4;
+  // ldmatrix: lane l gives row l % 8 of matrix l / 8.
+  const int matrix = lane / 8, matrix_row = lane % 8;
+  const __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
+  // S^T = K Q^T: K's A fragments by ldmatrix, matrix i = keys +8 (i % 2), dims +8 (i / 2).
+  // Even and odd k-steps into two sums: two chains of dependent mmas half
+  // as long (the CTA's four warps are one a scheduler, so the chain's
+  // latency is the tile's).
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const __nv_bfloat16* k_row = k_s + (warp_key0 + matrix_row + 8 * (matrix % 2)) * kRow + 8 * (matrix / 2);
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    uint32_t a[4];
+    kernels::LdMatrixX4(a, k_row + 16 * ks);
+    kernels::MmaBf16(ks % 2 == 0 ? s : s_odd, a, qb[ks][0], qb[ks][1]);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s[i] += s_odd[i];
+  // Causal mask (every query of a decode item is at pos_q), scale, online softmax.
+  const int pos_lo = key0 + g, pos_hi = key0 + g + 8;
+  const bool see_lo = pos_lo < end && pos_lo <= pos_q, see_hi = pos_hi < end && pos_hi <= pos_q;
+  s[0] = see_lo ? s[0] * scale : -INFINITY;
+  s[1] = see_lo ? s[1] * scale : -INFINITY;
+  s[2] = see_hi ? s[2] * scale : -INFINITY;
+  s[3] = see_hi ? s[3] * scale : -INFINITY;
+  float max0 = fmaxf(s[0], s[2]), max1 = fmaxf(s[1], s[3]);
+#pragma unroll
+  for (int offset = 4; offset < 32; offset <<= 1) {  // over the 8 lanes of a column (g)
+    max0 = fmaxf(max0, __shfl_xor_sync(kernels::kFullMask, max0, offset));
+    max1 = fmaxf(max1, __shfl_xor_sync(kernels::kFullMask, max1, offset));
+  }
+  const float m0 = fmaxf(st.m[0], max0), m1 = fmaxf(st.m[1], max1);
+  // A column that has seen no key yet keeps m = -inf; 0 as the base keeps
+  // every exponent below a NaN (2^-inf = 0).
+  const float base0 = m0 == -INFINITY ? 0.0f : m0, base1 = m1 == -INFINITY ? 0.0f : m1;
+  const float corr0 = exp2f(st.m[0] - base0), corr1 = exp2f(st.m[1] - base1);
+  const float p0 = exp2f(s[0] - base0), p1 = exp2f(s[1] - base1);
+  const float p2 = exp2f(s[2] - base0), p3 = exp2f(s[3] - base1);
+  st.l[0] = st.l[0] * corr0 + p0 + p2;
+  st.l[1] = st.l[1] * corr1 + p1 + p3;
+  st.m[0] = m0;
+  st.m[1] = m1;
+#pragma unroll
+  for (int t = 0; t < kDimTiles; ++t) {
+    st.o[t][0] *= corr0;
+    st.o[t][1] *= corr1;
+    st.o[t][2] *= corr0;
+    st.o[t][3] *= corr1;
+  }
+  // P^T's B fragments: (key g: queries 2c, 2c+1) transposed to (query g: keys 2c, 2c+1).
+  const uint32_t pb0 = MovMatrixTrans(PackBf16x2(p0, p1));  // keys 0 - 7 of the warp's 16
+  const uint32_t pb1 = MovMatrixTrans(PackBf16x2(p2, p3));  // keys 8 - 15
+  // O^T += V^T P^T: V^T's A fragments by ldmatrix.trans, matrix i = keys +8 (i / 2), dims +8 (i % 2).
+  const __nv_bfloat16* v_row = v_s + (warp_key0 + matrix_row + 8 * (matrix / 2)) * kRow + 8 * (matrix % 2);
+#pragma unroll
+  for (int t = 0; t < kDimTiles; ++t) {
+    uint32_t a[4];
+    kernels::LdMatrixX4Trans(a, v_row + 16 * t);
+    kernels::MmaBf16(st.o[t], a, pb0, pb1);
+  }
+}
+
+// The swap-AB kernels' end: each warp's sums over its keys, its partial
+// softmax staged in shared memory (over the tiles: the caller synchronised
+// after reading them), and kCtaWarps partials merged and stored
+// (MergeWarpsAndStore).
+template <int D, int kCtaWarps>
+__device__ __forceinline__ void MergeSwapAbWarpsAndStore(const PagedAttentionParams& p, const AttentionWorkItem& item,
+                                                         int kv_head, int group, SwapAbState<D>& st,
+                                                         unsigned char* shared_raw) {
+  constexpr int kDimTiles = D / 16;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int offset = 4; offset < 32; offset <<= 1) {  // the warp's sums over its 16 keys a tile
+    st.l[0] += __shfl_xor_sync(kernels::kFullMask, st.l[0], offset);
+    st.l[1] += __shfl_xor_sync(kernels::kFullMask, st.l[1], offset);
+  }
+  float* red_o = reinterpret_cast<float*>(shared_raw);  // [kCtaWarps][8][D]
+  float* red_ml = red_o + kCtaWarps * 8 * D;            // [kCtaWarps][8][2]
+#pragma unroll
+  for (int t = 0; t < kDimTiles; ++t) {
+    red_o[(warp * 8 + 2 * c) * D + 16 * t + g] = st.o[t][0];
+    red_o[(warp * 8 + 2 * c + 1) * D + 16 * t + g] = st.o[t][1];
+    red_o[(warp * 8 + 2 * c) * D + 16 * t + g + 8] = st.o[t][2];
+    red_o[(warp * 8 + 2 * c + 1) * D + 16 * t + g + 8] = st.o[t][3];
+  }
+  if (g == 0) {
+    red_ml[(warp * 8 + 2 * c) * 2] = st.m[0];
+    red_ml[(warp * 8 + 2 * c) * 2 + 1] = st.l[0];
+    red_ml[(warp * 8 + 2 * c + 1) * 2] = st.m[1];
+    red_ml[(warp * 8 + 2 * c + 1) * 2 + 1] = st.l[1];
+  }
+  __syncthreads();
+  MergeWarpsAndStore<D, 8, kCtaWarps>(p, item, kv_head, group, group, red_o, red_ml);
+}
+
+// Decode steps (single-token items) of at most 8 query heads a KV head, with
+// the queries as the mma's 8-wide side ("swap AB"): S^T = K Q^T and
+// O^T = V^T P^T. The general kernel puts 16 query rows on the 16-wide side,
+// where a decode item has only its group's 8 (0.3b) or 5 (21B-A3B), so half
+// its mma work and its output accumulators were padding; here a warp's 16
+// keys of a tile are the 16-wide side of the scores and its 16-dim slices
+// of head_dim that of the output. Grid (num_items, num_kv_heads,
+// num_splits), kWarps warps; warp w takes keys 16w .. 16w + 15 of each
+// 64-key tile, as the general kernel's decode shape does, and the four
+// partial softmaxes are merged at the end. For lane 4g + c:
+//   Q^T (B fragments, from float32 q): query g, dims 2c, 2c+1 (+8);
+//   S^T (D fragment): keys g and g + 8, queries 2c and 2c + 1;
+//   P^T (B fragment): query g, keys 2c, 2c+1 (+8), moved there from S^T's
+//     layout by movmatrix;
+//   O^T (D fragments, one per 16 dims): dims g and g + 8, queries 2c, 2c+1.
+// K's A fragments come from shared memory by ldmatrix, V^T's by
+// ldmatrix.trans (V is stored [key][dim]). Same split, partial and output
+// layout as MmaAttentionKernel, so the merge kernel serves both.
+template <int D, int kStages, EarlyKeys kEarly>
+__device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParams& p) {
+  static_assert(kStages >= 2 && kStages <= 4, "CpAsyncWait below takes up to 3 later tiles");
+  static_assert(kTileKeys / kWarps == 16, "a warp's keys are one 16-wide side of the mma");
   extern __shared__ __align__(16) unsigned char shared_raw[];
   auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // [stage][K, V][kTileKeys][kRow]
   __shared__ int32_t staged_table[kStagedTableEntries];        // blocks first_block ..
@@ -540,7 +700,7 @@ __device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParam
   const AttentionWorkItem item = p.items[blockIdx.x];  // one token (the launcher checks)
   const int kv_head = blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;  // <= 8 (the launcher checks)
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int warp = threadIdx.x / 32;
 
   const int pos_q = p.positions[item.token_begin];
   const KeySpan span = StageKeySpan(p, item, pos_q + 1, staged_table);
@@ -548,123 +708,89 @@ __device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParam
   const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
   LoadFirstKvTilesAroundWait<D, kStages, kEarly>(p, span, staged_table, kv_head, tiles, item.first_new_position);
 
-  // Q^T as B fragments (bf16), straight from the float32 q; queries past the
-  // group are zeros (their scores are finite, their outputs never stored).
-  uint32_t qb[kKSteps][2];
-  {
-    const float* q = g < group ? p.q + item.token_begin * p.q_row_stride + int64_t{kv_head * group + g} * D : nullptr;
-    auto pair = [&](int d) {
-      if (q == nullptr) return 0u;
-      const float2 v = *reinterpret_cast<const float2*>(q + d);
-      return PackBf16x2(v.x, v.y);
-    };
-#pragma unroll
-    for (int s = 0; s < kKSteps; ++s) {
-      qb[s][0] = pair(16 * s + 2 * c);
-      qb[s][1] = pair(16 * s + 2 * c + 8);
-    }
-  }
-
-  float o[kDimTiles][4];
-#pragma unroll
-  for (int t = 0; t < kDimTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
-  // The running softmax of queries 2c and 2c + 1 (log2 units): m is the
-  // warp's (every lane of a column agrees), l this lane's two keys' share.
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  uint32_t qb[D / 16][2];
+  LoadSwapAbQueries<D>(p, item, kv_head, group, qb);
+  SwapAbState<D> st;
   const float scale = p.scale * kLog2e;
-  const int warp_key0 = warp * kWarpKeys;
-  // ldmatrix: lane l gives row l % 8 of matrix l / 8.
-  const int matrix = lane / 8, matrix_row = lane % 8;
-
+  const int warp_key0 = warp * 16;
   for (int tile = 0; tile < num_tiles; ++tile) {
     const __nv_bfloat16* k_s = NextKvTile<D, kStages>(p, span, staged_table, kv_head, tiles, tile);
-    const __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
-    const int key0 = begin + tile * kTileKeys + warp_key0;  // position of the warp's first key
-
-    // S^T = K Q^T: K's A fragments by ldmatrix, matrix i = keys +8 (i % 2), dims +8 (i / 2).
-    // Even and odd k-steps into two sums: two chains of dependent mmas half
-    // as long (the CTA's four warps are one a scheduler, so the chain's
-    // latency is the tile's).
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const __nv_bfloat16* k_row = k_s + (warp_key0 + matrix_row + 8 * (matrix % 2)) * kRow + 8 * (matrix / 2);
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      uint32_t a[4];
-      kernels::LdMatrixX4(a, k_row + 16 * ks);
-      kernels::MmaBf16(ks % 2 == 0 ? s : s_odd, a, qb[ks][0], qb[ks][1]);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[i] += s_odd[i];
-    // Causal mask (every query of a decode item is at pos_q), scale, online softmax.
-    const int pos_lo = key0 + g, pos_hi = key0 + g + 8;
-    const bool see_lo = pos_lo < end && pos_lo <= pos_q, see_hi = pos_hi < end && pos_hi <= pos_q;
-    s[0] = see_lo ? s[0] * scale : -INFINITY;
-    s[1] = see_lo ? s[1] * scale : -INFINITY;
-    s[2] = see_hi ? s[2] * scale : -INFINITY;
-    s[3] = see_hi ? s[3] * scale : -INFINITY;
-    float max0 = fmaxf(s[0], s[2]), max1 = fmaxf(s[1], s[3]);
-#pragma unroll
-    for (int offset = 4; offset < 32; offset <<= 1) {  // over the 8 lanes of a column (g)
-      max0 = fmaxf(max0, __shfl_xor_sync(kernels::kFullMask, max0, offset));
-      max1 = fmaxf(max1, __shfl_xor_sync(kernels::kFullMask, max1, offset));
-    }
-    const float m0 = fmaxf(m[0], max0), m1 = fmaxf(m[1], max1);
-    // A column that has seen no key yet keeps m = -inf; 0 as the base keeps
-    // every exponent below a NaN (2^-inf = 0).
-    const float base0 = m0 == -INFINITY ? 0.0f : m0, base1 = m1 == -INFINITY ? 0.0f : m1;
-    const float corr0 = exp2f(m[0] - base0), corr1 = exp2f(m[1] - base1);
-    const float p0 = exp2f(s[0] - base0), p1 = exp2f(s[1] - base1);
-    const float p2 = exp2f(s[2] - base0), p3 = exp2f(s[3] - base1);
-    l[0] = l[0] * corr0 + p0 + p2;
-    l[1] = l[1] * corr1 + p1 + p3;
-    m[0] = m0;
-    m[1] = m1;
-#pragma unroll
-    for (int t = 0; t < kDimTiles; ++t) {
-      o[t][0] *= corr0;
-      o[t][1] *= corr1;
-      o[t][2] *= corr0;
-      o[t][3] *= corr1;
-    }
-    // P^T's B fragments: (key g: queries 2c, 2c+1) transposed to (query g: keys 2c, 2c+1).
-    const uint32_t pb0 = MovMatrixTrans(PackBf16x2(p0, p1));  // keys 0 - 7 of the warp's 16
-    const uint32_t pb1 = MovMatrixTrans(PackBf16x2(p2, p3));  // keys 8 - 15
-    // O^T += V^T P^T: V^T's A fragments by ldmatrix.trans, matrix i = keys +8 (i / 2), dims +8 (i % 2).
-    const __nv_bfloat16* v_row = v_s + (warp_key0 + matrix_row + 8 * (matrix / 2)) * kRow + 8 * (matrix % 2);
-#pragma unroll
-    for (int t = 0; t < kDimTiles; ++t) {
-      uint32_t a[4];
-      kernels::LdMatrixX4Trans(a, v_row + 16 * t);
-      kernels::MmaBf16(o[t], a, pb0, pb1);
-    }
+    SwapAbDecodeTile<D>(k_s, warp_key0, begin + tile * kTileKeys + warp_key0, end, pos_q, scale, qb, st);
     __syncthreads();  // the next iteration's copy overwrites this stage
   }
-#pragma unroll
-  for (int offset = 4; offset < 32; offset <<= 1) {  // the warp's sums over its 16 keys a tile
-    l[0] += __shfl_xor_sync(kernels::kFullMask, l[0], offset);
-    l[1] += __shfl_xor_sync(kernels::kFullMask, l[1], offset);
-  }
+  // The four warps' partial softmaxes of the same queries, merged per
+  // (query, dim) as MmaAttentionKernel's decode shape does.
+  MergeSwapAbWarpsAndStore<D, kWarps>(p, item, kv_head, group, st, shared_raw);
+}
 
-  // The four warps' partial softmaxes of the same queries: staged, then
-  // merged per (query, dim) as MmaAttentionKernel's decode shape does.
-  const int rows = group;
-  float* red_o = reinterpret_cast<float*>(shared_raw);  // [kWarps][8][D]
-  float* red_ml = red_o + kWarps * 8 * D;               // [kWarps][8][2]
-#pragma unroll
-  for (int t = 0; t < kDimTiles; ++t) {
-    red_o[(warp * 8 + 2 * c) * D + 16 * t + g] = o[t][0];
-    red_o[(warp * 8 + 2 * c + 1) * D + 16 * t + g] = o[t][1];
-    red_o[(warp * 8 + 2 * c) * D + 16 * t + g + 8] = o[t][2];
-    red_o[(warp * 8 + 2 * c + 1) * D + 16 * t + g + 8] = o[t][3];
+// The swap-AB decode body for short contexts without split-KV
+// (PagedAttentionParams::wide_decode): kWideTiles groups of four warps, each
+// group copying and reading its own 64-key tile, so a CTA holds 256 keys at
+// once and its 16 warps' partial softmaxes are merged in shared memory at
+// the end: no split CTAs and no merge kernel (at batch 1 a dependent step
+// of ~2 us a layer, v31). Longer contexts take rounds of kWideTiles tiles
+// (correct at any length; the launcher's callers keep it to short ones).
+// The first round requests the keys of earlier steps before the
+// programmatic wait, as LoadFirstKvTilesAroundWait does.
+constexpr int kWideTiles = 4;
+constexpr int kWideWarps = kWarps * kWideTiles;
+static_assert(kWideTiles * kTileKeys == kWideDecodeAttentionKeys, "mma_attention.h's promise");
+
+template <int D>
+constexpr size_t WideSharedBytes() {
+  const size_t tiles = size_t{kWideTiles} * 2 * kTileKeys * kRowElems<D> * 2;
+  const size_t merge = size_t{kWideWarps} * 8 * (D + 2) * 4;  // each warp's o, m and l (MergeSwapAbWarpsAndStore)
+  return std::max(tiles, merge);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kWideWarps * 32, 1) MmaWideDecodeAttentionKernel(PagedAttentionParams p) {
+  constexpr int kGroupThreads = kWarps * 32;  // the threads that copy one tile
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // [tile of the round][K, V][kTileKeys][kRow]
+  __shared__ int32_t staged_table[kStagedTableEntries];        // blocks first_block ..
+
+  kernels::AllowDependentLaunch();
+  const AttentionWorkItem item = p.items[blockIdx.x];  // one token (the launcher checks)
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;  // <= 8 (the launcher checks)
+  const int warp = threadIdx.x / 32;
+  const int my_tile = warp / kWarps;        // the tile of each round this warp's group copies and reads
+  const int warp_key0 = warp % kWarps * 16;  // the warp's keys of it
+
+  const int pos_q = p.positions[item.token_begin];
+  const KeySpan span = StageKeySpan<kWideWarps * 32>(p, item, pos_q + 1, staged_table);
+  if (span.begin >= span.end) return;  // (one split holds every key: not taken)
+  const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
+  const int first_new = item.first_new_position;
+
+  SwapAbState<D> st;
+  uint32_t qb[D / 16][2];
+  const float scale = p.scale * kLog2e;
+  for (int round = 0; round < num_tiles; round += kWideTiles) {
+    const int tile = round + my_tile;
+    const bool holds = tile < num_tiles;
+    if (round == 0) {
+      // Keys of earlier steps before the wait, this step's after it; one commit group.
+      if (holds) LoadKvTileKeys<D, kWideTiles, true, kGroupThreads>(p, span, staged_table, kv_head, tiles, tile,
+                                                                     INT_MIN, first_new);
+      kernels::WaitForPrerequisiteGrids();  // q and this step's keys come from the kernel before
+      if (holds) LoadKvTileKeys<D, kWideTiles, true, kGroupThreads>(p, span, staged_table, kv_head, tiles, tile,
+                                                                     first_new, INT_MAX);
+    } else if (holds) {
+      LoadKvTileKeys<D, kWideTiles, false, kGroupThreads>(p, span, staged_table, kv_head, tiles, tile);
+    }
+    kernels::CpAsyncCommit();
+    if (round == 0) LoadSwapAbQueries<D>(p, item, kv_head, group, qb);
+    kernels::CpAsyncWait<0>();
+    __syncthreads();  // every group's copies landed
+    if (holds) {
+      const __nv_bfloat16* k_s = tiles + my_tile * 2 * kTileKeys * kRowElems<D>;
+      SwapAbDecodeTile<D>(k_s, warp_key0, begin + tile * kTileKeys + warp_key0, end, pos_q, scale, qb, st);
+    }
+    __syncthreads();  // the next round's copies, or the merge's staging, overwrite the tiles
   }
-  if (g == 0) {
-    red_ml[(warp * 8 + 2 * c) * 2] = m[0];
-    red_ml[(warp * 8 + 2 * c) * 2 + 1] = l[0];
-    red_ml[(warp * 8 + 2 * c + 1) * 2] = m[1];
-    red_ml[(warp * 8 + 2 * c + 1) * 2 + 1] = l[1];
-  }
-  __syncthreads();
-  MergeWarpsAndStore<D, 8>(p, item, kv_head, group, rows, red_o, red_ml);
+  MergeSwapAbWarpsAndStore<D, kWideWarps>(p, item, kv_head, group, st, shared_raw);
 }
 
 // Grid (num_items, num_kv_heads): out = sum_z 2^(m_z - M) o_z / sum_z 2^(m_z - M) l_z
@@ -828,9 +954,22 @@ cudaError_t LaunchDecode(const PagedAttentionParams& p, cudaStream_t stream) {
 }
 
 template <int D>
+cudaError_t LaunchWideDecode(const PagedAttentionParams& p, cudaStream_t stream) {
+  constexpr size_t kShared = WideSharedBytes<D>();
+  if (kShared > 48 * 1024) {
+    const cudaError_t set =
+        cudaFuncSetAttribute(MmaWideDecodeAttentionKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+    if (set != cudaSuccess) return set;
+  }
+  const dim3 grid(static_cast<unsigned>(p.num_items), static_cast<unsigned>(p.num_kv_heads));
+  return kernels::LaunchDependent(MmaWideDecodeAttentionKernel<D>, grid, dim3(kWideWarps * 32), kShared, stream, p);
+}
+
+template <int D>
 cudaError_t LaunchShape(const PagedAttentionParams& p, AttentionItems items, cudaStream_t stream) {
   const bool swap_ab = p.decode_swap_ab && p.num_heads / p.num_kv_heads <= kSwapAbMaxGroup;
   if (items != AttentionItems::kSingleToken) return Launch<D, 2>(KernelOf<D, 2>(items, swap_ab), p, stream);
+  if (swap_ab && p.wide_decode && p.num_splits == 1) return LaunchWideDecode<D>(p, stream);
   if (swap_ab) return LaunchDecode<D, true>(p, stream);
   return LaunchDecode<D, false>(p, stream);
 }

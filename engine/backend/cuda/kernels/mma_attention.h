@@ -20,6 +20,9 @@
 //     of longer items take the general row shape, except that with swap-AB
 //     on, each one-token item among them (a decode beside prefill chunks)
 //     takes the swap-AB body within the same launch.
+//   - Unsplit decode steps of short contexts may take a wide swap-AB kernel
+//     (PagedAttentionParams::wide_decode): 16 warps, four tiles copied at
+//     once, one CTA per (item, KV head) and no merge kernel.
 //   - Split-KV as paged_attention.h, but a split holds a multiple of 64 keys,
 //     so a short context runs in a few full CTAs (the rest return at once)
 //     and the merge reads only the splits that hold keys.
@@ -41,6 +44,12 @@ namespace ernie::cuda {
 
 // Query rows of one work item (and rows of one CTA's partial output).
 inline constexpr int32_t kMmaAttentionRows = 64;
+
+// Keys the wide decode kernel (PagedAttentionParams::wide_decode) holds at
+// once: one round of its four 64-key tiles. Longer contexts take several
+// rounds, each a memory round trip, so callers keep it to contexts of at
+// most this many keys.
+inline constexpr int32_t kWideDecodeAttentionKeys = 256;
 
 bool MmaAttentionSupportsHeadDim(int32_t head_dim);
 

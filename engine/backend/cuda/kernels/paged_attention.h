@@ -48,6 +48,11 @@ struct PagedAttentionParams {
   // queries as the mma's 8-wide side (mma_attention.h); false: the general
   // kernel's decode shape (the before of a same-run comparison).
   bool decode_swap_ab = true;
+  // Tensor-core kernel, swap-AB decode steps with num_splits 1: the wide
+  // kernel (mma_attention.h: 16 warps, 256 keys a round, no merge) instead
+  // of the four-warp one. Faster only at short contexts
+  // (kWideDecodeAttentionKeys); correct at any.
+  bool wide_decode = false;
 };
 
 // Splits per (item, KV head) for a step of `num_items` items on a device of
