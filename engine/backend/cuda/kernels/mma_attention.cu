@@ -2,6 +2,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
@@ -120,8 +121,9 @@ __device__ __forceinline__ KeySpan StageKeySpan(const PagedAttentionParams& p, c
 // (LoadKvTile does). Without kRange the code is the whole tile's alone (the
 // mixed kernel, at its register bound, spilled with the range's compares).
 // kThreads: the threads that share the tile's copies, threadIdx.x modulo it
-// (the wide decode kernel's groups of four warps each copy their own tile).
-template <int D, int kStages, bool kRange = false, int kThreads = kWarps * 32>
+// where the block has more (kBlockThreads: the wide decode kernel's groups of
+// four warps each copy their own tile).
+template <int D, int kStages, bool kRange = false, int kThreads = kWarps * 32, int kBlockThreads = kThreads>
 __device__ __forceinline__ void LoadKvTileKeys(const PagedAttentionParams& p, const KeySpan& k, const int32_t* staged,
                                                int kv_head, __nv_bfloat16* tiles, int tile, int from = 0,
                                                int to = 0) {
@@ -137,7 +139,7 @@ __device__ __forceinline__ void LoadKvTileKeys(const PagedAttentionParams& p, co
   constexpr int kKeysAPass = kThreads / kPieces;
   static_assert(kThreads % kPieces == 0, "every pass covers whole keys");
   // (The one-group kernels' blocks are kThreads wide: no modulo in their code.)
-  const int thread = static_cast<int>(kThreads == kWarps * 32 ? threadIdx.x : threadIdx.x % kThreads);
+  const int thread = static_cast<int>(kThreads == kBlockThreads ? threadIdx.x : threadIdx.x % kThreads);
   const int piece = thread % kPieces * 8;
   const int block_size = p.cache.block_size;
   const bool power_of_two = (block_size & (block_size - 1)) == 0;
@@ -770,15 +772,18 @@ __global__ void __launch_bounds__(kWideWarps * 32, 1) MmaWideDecodeAttentionKern
   for (int round = 0; round < num_tiles; round += kWideTiles) {
     const int tile = round + my_tile;
     const bool holds = tile < num_tiles;
+    // This group's tile, the keys at positions [from, to) of it (all: kRange false).
+    auto copy = [&](auto range, int from, int to) {
+      LoadKvTileKeys<D, kWideTiles, decltype(range)::value, kGroupThreads, kWideWarps * 32>(
+          p, span, staged_table, kv_head, tiles, tile, from, to);
+    };
     if (round == 0) {
       // Keys of earlier steps before the wait, this step's after it; one commit group.
-      if (holds) LoadKvTileKeys<D, kWideTiles, true, kGroupThreads>(p, span, staged_table, kv_head, tiles, tile,
-                                                                     INT_MIN, first_new);
+      if (holds) copy(std::true_type{}, INT_MIN, first_new);
       kernels::WaitForPrerequisiteGrids();  // q and this step's keys come from the kernel before
-      if (holds) LoadKvTileKeys<D, kWideTiles, true, kGroupThreads>(p, span, staged_table, kv_head, tiles, tile,
-                                                                     first_new, INT_MAX);
+      if (holds) copy(std::true_type{}, first_new, INT_MAX);
     } else if (holds) {
-      LoadKvTileKeys<D, kWideTiles, false, kGroupThreads>(p, span, staged_table, kv_head, tiles, tile);
+      copy(std::false_type{}, 0, 0);
     }
     kernels::CpAsyncCommit();
     if (round == 0) LoadSwapAbQueries<D>(p, item, kv_head, group, qb);
