@@ -46,17 +46,23 @@ struct CudaBackendOptions {
   // split's merge kernel, a dependent step of ~2 us inside the graph, costs
   // more than the parallelism gains. Measured on the 0.3b (NOTES.md v20):
   // contexts of 128 - 256 keys 4 - 6% faster at 4 - 16 sequences, 2% slower
-  // at 1; 384 - 512 keys slower at 1 - 8. The step's graph key carries the
+  // at 1 then; 384 - 512 keys slower at 1 - 8. Since the early keys (v32)
+  // 1 - 2 sequences gain too (v35: 0.3b batch 1 0.453 -> 0.437 ms on an
+  // H200, 0.499 -> 0.482 on an H100; 21B-A3B AWQ 1.748 -> 1.737 on an
+  // H100), so every pair count qualifies. The step's graph key carries the
   // choice. 0: split by the item count alone (the before).
   int64_t unsplit_attention_max_context = 256;
-  int unsplit_attention_min_pairs = 8;
+  int unsplit_attention_min_pairs = 1;
   // Decode steps of at most wide_decode_attention_max_pairs (item, KV head)
   // pairs whose longest context is at most 256 keys
   // (kWideDecodeAttentionKeys) run attention unsplit on the wide decode
   // kernel (kernels/mma_attention.h: one CTA of 16 warps a pair holds the
   // whole context at once; no split CTAs, no merge kernel), and so do the
   // short-context steps above when they have that few pairs. The step's
-  // graph key carries the choice. 0: off (the before).
+  // graph key carries the choice. 0: off. On an H100 (NOTES.md v35) the
+  // 21B-A3B AWQ batch-1 step took 1.724 ms with it at 8, 1.737 unsplit on
+  // the four-warp kernel, 1.748 split; the 0.3b was slower with it (0.502
+  // against 0.482 at batch 1): off until the H200 says.
   int wide_decode_attention_max_pairs = 0;
   // Attention on the tensor cores (kernels/mma_attention.h) for head dims
   // 16, 32, 64 and 128; false, or another head dim: the CUDA-core kernel
