@@ -49,6 +49,19 @@ namespace {
 // every model now fuses single-token steps only.
 int32_t FusedDecodeMaxRows(int asked) { return asked >= 0 ? asked : 1; }
 
+// CudaBackendOptions::wide_decode_attention_max_pairs: `asked`, or by
+// model. Greedy step ms on two H100s (NOTES.md v35 run4 - run5), the wide
+// kernel against unsplit four-warp CTAs and against split: 21B-A3B AWQ at
+// batch 1 1.722 - 1.738 / 1.736 - 1.770 / 1.747 - 1.754 (5 rounds), at 2
+// 2.296 / 2.304 / 2.308; 0.3b bf16 at 1 0.502 - 0.505 / 0.480 - 0.482 /
+// 0.498 - 0.507, at 2 0.546 - 0.549 / 0.529 - 0.531 / 0.547 - 0.553. So
+// mixture-of-experts models (4 KV heads; 8 pairs: batches 1 - 2) take it
+// and dense ones do not.
+int64_t WideDecodeAttentionMaxPairs(int asked, const ModelConfig& c) {
+  if (asked >= 0) return asked;
+  return c.architecture == Architecture::kErnie45Moe ? 8 : 0;
+}
+
 absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (c.architecture == Architecture::kErnie45Moe) {
     const MoeConfig& m = c.moe;
@@ -119,9 +132,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsplit_attention_max_context must not be negative and unsplit_attention_min_pairs must be positive, got ",
         o.unsplit_attention_max_context, " and ", o.unsplit_attention_min_pairs));
-  if (o.wide_decode_attention_max_pairs < 0)
-    return absl::InvalidArgumentError(absl::StrCat("wide_decode_attention_max_pairs must not be negative, got ",
-                                                   o.wide_decode_attention_max_pairs));
+  if (o.wide_decode_attention_max_pairs < -1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "wide_decode_attention_max_pairs must be -1 (by model) or at least 0, got ", o.wide_decode_attention_max_pairs));
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
@@ -203,7 +216,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->max_attention_splits_ = options.max_attention_splits;
   b->unsplit_attention_max_context_ = options.unsplit_attention_max_context;
   b->unsplit_attention_min_pairs_ = options.unsplit_attention_min_pairs;
-  b->wide_decode_attention_max_pairs_ = options.wide_decode_attention_max_pairs;
+  b->wide_decode_attention_max_pairs_ = WideDecodeAttentionMaxPairs(options.wide_decode_attention_max_pairs, c);
   b->decode_swap_ab_ = options.decode_attention_swap_ab;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;

@@ -59,11 +59,12 @@ struct CudaBackendOptions {
   // kernel (kernels/mma_attention.h: one CTA of 16 warps a pair holds the
   // whole context at once; no split CTAs, no merge kernel), and so do the
   // short-context steps above when they have that few pairs. The step's
-  // graph key carries the choice. 0: off. On an H100 (NOTES.md v35) the
-  // 21B-A3B AWQ batch-1 step took 1.724 ms with it at 8, 1.737 unsplit on
-  // the four-warp kernel, 1.748 split; the 0.3b was slower with it (0.502
-  // against 0.482 at batch 1): off until the H200 says.
-  int wide_decode_attention_max_pairs = 0;
+  // graph key carries the choice. 0: off; -1: by model, as measured on
+  // H100s (NOTES.md v35: the 21B-A3B AWQ batch-1 step 1.722 - 1.738 ms
+  // with it, 1.736 - 1.770 unsplit on four-warp CTAs, 1.747 - 1.754 split;
+  // the 0.3b slower with it, 0.502 against 0.482 at batch 1): 8 for
+  // mixture-of-experts models, 0 for dense ones. Not yet measured on an H200.
+  int wide_decode_attention_max_pairs = -1;
   // Attention on the tensor cores (kernels/mma_attention.h) for head dims
   // 16, 32, 64 and 128; false, or another head dim: the CUDA-core kernel
   // (kernels/paged_attention.h).

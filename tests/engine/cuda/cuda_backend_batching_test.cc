@@ -256,7 +256,7 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
                 "unsplit_attention_max_context");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .unsplit_attention_min_pairs = 0},
                 "unsplit_attention_min_pairs");
-  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .wide_decode_attention_max_pairs = -1},
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .wide_decode_attention_max_pairs = -2},
                 "wide_decode_attention_max_pairs");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .small_batch_gemm_max_rows = 257},
                 "small_batch_gemm_max_rows");

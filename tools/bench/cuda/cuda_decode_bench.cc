@@ -17,7 +17,7 @@
 //                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
 //                    [--awq-small-batch-gemm-max-rows -1] [--awq-small-batch-gemm-min-rows 16]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
-//                    [--unsplit-attention-max-context 256] [--wide-decode-attention-max-pairs 0]
+//                    [--unsplit-attention-max-context 256] [--wide-decode-attention-max-pairs -1]
 //
 // --mixed-steps D:P times serving-shaped steps: D decode rows beside P whole
 // prompts of --prompt-len tokens (eager, as the worker runs a step of ~2,048
@@ -48,7 +48,8 @@
 // splits attention by the item count however short the contexts (the before
 // of unsplit short-context steps); --wide-decode-attention-max-pairs N puts
 // decode steps of at most N (sequence, KV head) pairs and contexts of at most
-// 256 keys on the wide decode attention kernel, unsplit (0: off, the before);
+// 256 keys on the wide decode attention kernel, unsplit (0: off, the before;
+// -1, the default: by model);
 // --awq-tiled-gemm-max-rows N puts an AWQ
 // model's steps of 17 - N tokens on the tiled int4 GEMM in slot tiles of
 // --awq-tiled-gemm-tile-rows (0, the default: dequantise + cuBLAS);
@@ -244,7 +245,7 @@ bool Parse(int argc, char** argv, Args* a) {
     } else if (f == "--unsplit-attention-max-context") {
       if (!absl::SimpleAtoi(v, &a->unsplit_attention_max_context) || a->unsplit_attention_max_context < 0) return false;
     } else if (f == "--wide-decode-attention-max-pairs") {
-      if (!absl::SimpleAtoi(v, &a->wide_decode_attention_max_pairs) || a->wide_decode_attention_max_pairs < 0)
+      if (!absl::SimpleAtoi(v, &a->wide_decode_attention_max_pairs) || a->wide_decode_attention_max_pairs < -1)
         return false;
     } else if (f == "--small-batch-gemm-max-rows") {
       if (!absl::SimpleAtoi(v, &a->small_batch_gemm_max_rows) || a->small_batch_gemm_max_rows < 0) return false;
