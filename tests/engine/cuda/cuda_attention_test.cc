@@ -5,7 +5,7 @@
 // kernel's key-split shape), prefill chunks over cached prefixes and mixed
 // steps (its row shape; with swap-AB on, one-token items of such steps take
 // the swap-AB body in the same launch), each without and with split-KV, for every head dim
-// the tensor-core kernel takes and GQA groups of 1, 3 and 8. Contexts cross
+// the tensor-core kernel takes and GQA groups of 1, 3, 5 and 8. Contexts cross
 // tile (64), block and split boundaries; block tables are scattered.
 //
 // Bounds, per query row, relative L2 against float64:
@@ -279,7 +279,8 @@ TEST_P(AttentionKernelTest, ManyDecodesBesideAPrompt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,
-                         ::testing::Values(Shape{128, 16, 2},  // the 0.3b and 21B-A3B shape: groups of 8
+                         ::testing::Values(Shape{128, 16, 2},  // the 0.3b shape: groups of 8
+                                           Shape{128, 20, 4},  // the 21B-A3B shape: groups of 5
                                            Shape{64, 6, 2},    // groups of 3
                                            Shape{32, 4, 4},    // no grouping
                                            Shape{16, 8, 1}),   // one KV head for 8 query heads
