@@ -46,7 +46,8 @@
 // --small-batch-gemm-max-rows 0 cuBLAS for every unfused bf16 linear (the
 // before of the small-batch GEMM); --unsplit-attention-max-context 0
 // splits attention by the item count however short the contexts (the before
-// of unsplit short-context steps); --wide-decode-attention-max-pairs N puts
+// of unsplit short-context steps; on MoE models with
+// --wide-decode-attention-max-pairs 0 too); --wide-decode-attention-max-pairs N puts
 // decode steps of at most N (sequence, KV head) pairs and contexts of at most
 // 256 keys on the wide decode attention kernel, unsplit (0: off, the before;
 // -1, the default: by model);

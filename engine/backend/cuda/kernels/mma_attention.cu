@@ -582,7 +582,7 @@ __device__ __forceinline__ void SwapAbDecodeTile(const __nv_bfloat16* k_s, int w
   const __nv_bfloat16* v_s = k_s + kTileKeys * kRow;
   // S^T = K Q^T: K's A fragments by ldmatrix, matrix i = keys +8 (i % 2), dims +8 (i / 2).
   // Even and odd k-steps into two sums: two chains of dependent mmas half
-  // as long (the CTA's four warps are one a scheduler, so the chain's
+  // as long (a four-warp CTA's warps are one a scheduler, so the chain's
   // latency is the tile's).
   float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   const __nv_bfloat16* k_row = k_s + (warp_key0 + matrix_row + 8 * (matrix % 2)) * kRow + 8 * (matrix / 2);
