@@ -9,6 +9,9 @@
 // lm_head_0.3b --ms 16,32,64` for whether lm_head should take it too),
 // gemv_bf16 and awq_gemv (m <= 32),
 // awq_gemv_bulk (m <= 8: the int4 GEMV's bulk-copy loop, AwqGemvLoop),
+// awq_small_batch_gemm (the small-batch GEMM on the int4 weights,
+// SmallBatchGemmParams::awq: the backend's kernel for AWQ steps of 16 - 64
+// rows; k <= 4,096, so not 8192 x 8192),
 // awq_dequant_cublas (the prefill path: dequantise into the workspace, then
 // cuBLAS; every m) and awq_dequant alone (m = 0). Shapes are k x n (in x out):
 // the ERNIE-0.3B linears, its lm_head, 8192 x 8192 and 4096 x 14336 (AWQ
@@ -73,7 +76,7 @@ constexpr Shape kShapes[] = {
     {"down_0.3b", 3072, 1024, true, true},   {"lm_head_0.3b", 1024, 103424, true, false},
     {"square_8192", 8192, 8192, true, true}, {"wide_4096x14336", 4096, 14336, false, true},
 };
-constexpr int kMs[] = {1, 2, 4, 8, 16, 32, 128};
+constexpr int kMs[] = {1, 2, 4, 8, 16, 32, 64, 128};
 
 int CopiesFor(int64_t bytes) { return static_cast<int>(std::clamp<int64_t>(kFlushBytes / bytes + 1, 2, kMaxCopies)); }
 
@@ -166,9 +169,9 @@ void PrintSummary(const std::vector<Result>& results) {
       if (r.kernel == kernel && r.shape == shape && r.m == m) return &r;
     return nullptr;
   };
-  std::cerr << absl::StrFormat("%-16s %4s | %-14s | %-20s | %-20s | %-20s | %-20s | %-16s\n", "shape", "m",
-                               "cublas_bf16 us", "small_batch us (hbm)", "gemv_bf16 us (hbm)", "awq_gemv us (hbm)",
-                               "awq_gemv_bulk (hbm)", "awq_dq+cublas us");
+  std::cerr << absl::StrFormat("%-16s %4s | %-14s | %-20s | %-20s | %-20s | %-20s | %-20s | %-16s\n", "shape",
+                               "m", "cublas_bf16 us", "small_batch us (hbm)", "gemv_bf16 us (hbm)",
+                               "awq_gemv us (hbm)", "awq_gemv_bulk (hbm)", "awq_small_batch (hbm)", "awq_dq+cublas us");
   for (const Result& c : results) {
     if (c.kernel != "cublas_bf16") continue;
     auto cell = [&](const char* kernel) {
@@ -176,9 +179,9 @@ void PrintSummary(const std::vector<Result>& results) {
       return r == nullptr ? std::string("-") : absl::StrFormat("%8.2f (%.2f)", r->us, r->hbm_fraction);
     };
     const Result* dq = find("awq_dequant_cublas", c.shape, c.m);
-    std::cerr << absl::StrFormat("%-16s %4d | %8.2f (%.2f) | %-20s | %-20s | %-20s | %-20s | %s\n", c.shape, c.m,
-                                 c.us, c.hbm_fraction, cell("small_batch_gemm"), cell("gemv_bf16"), cell("awq_gemv"),
-                                 cell("awq_gemv_bulk"),
+    std::cerr << absl::StrFormat("%-16s %4d | %8.2f (%.2f) | %-20s | %-20s | %-20s | %-20s | %-20s | %s\n", c.shape,
+                                 c.m, c.us, c.hbm_fraction, cell("small_batch_gemm"), cell("gemv_bf16"),
+                                 cell("awq_gemv"), cell("awq_gemv_bulk"), cell("awq_small_batch_gemm"),
                                  dq == nullptr ? std::string("-") : absl::StrFormat("%8.2f", dq->us));
   }
 }
@@ -295,6 +298,20 @@ absl::Status Run(const Args& args, std::ostream* log) {
           Check(cudaMemcpyAsync(y_ref.data(), y.data(), out_count * 4, cudaMemcpyDeviceToDevice, stream), "copy"));
       ERNIE_ASSIGN_OR_RETURN(double dq_us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, dequant_cublas));
       emit("awq_dequant_cublas", m, dq_us, awq_weight_bytes, cublas_us, -1);
+      if (m <= ernie::cuda::kSmallBatchGemmMaxRows && ernie::cuda::SmallBatchGemmSupports(s.n, s.k)) {
+        // Checked against dequantise + cuBLAS (y_ref above): the same bf16 weights.
+        auto awq_small_batch = [&](int i) {
+          return Check(
+              ernie::cuda::LaunchSmallBatchGemm({.x = xb, .awq = w.Awq(i, s), .y = y.data(), .m = m, .n = s.n, .k = s.k},
+                                                stream),
+              "awq_small_batch_gemm");
+        };
+        ERNIE_RETURN_IF_ERROR(awq_small_batch(0));  // also the first launch of its row bucket, outside the graph
+        ERNIE_RETURN_IF_ERROR(Check(cudaStreamSynchronize(stream), "awq_small_batch_gemm check"));
+        ERNIE_ASSIGN_OR_RETURN(double err, RelErr(y.data(), y_ref.data(), out_count));
+        ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, awq_small_batch));
+        emit("awq_small_batch_gemm", m, us, awq_weight_bytes, cublas_us, err);
+      }
       if (m > ernie::cuda::kGemvMaxRows) continue;
       // The int4 GEMV with each k loop (the bulk-copy one for m <= 8: AwqGemvLoop).
       for (const auto loop : {ernie::cuda::AwqGemvLoop::kAuto, ernie::cuda::AwqGemvLoop::kBulkCopy}) {
