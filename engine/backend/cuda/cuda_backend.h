@@ -48,9 +48,11 @@ struct CudaBackendOptions {
   // contexts of 128 - 256 keys 4 - 6% faster at 4 - 16 sequences, 2% slower
   // at 1 then; 384 - 512 keys slower at 1 - 8. Since the early keys (v32)
   // 1 - 2 sequences gain too (v35: 0.3b batch 1 0.453 -> 0.437 ms on an
-  // H200, 0.499 -> 0.482 on an H100; 21B-A3B AWQ 1.748 -> 1.737 on an
-  // H100), so every pair count qualifies. The step's graph key carries the
-  // choice. 0: split by the item count alone (the before).
+  // H200, 0.498 - 0.507 -> 0.480 - 0.482 on two H100s; the 21B-A3B, whose
+  // short decode steps take the wide kernel below, 1.748 -> 1.737 on one
+  // H100 and no gain on the other), so every pair count qualifies. The
+  // step's graph key carries the choice. 0: split by the item count alone
+  // (the before).
   int64_t unsplit_attention_max_context = 256;
   int unsplit_attention_min_pairs = 1;
   // Decode steps of at most wide_decode_attention_max_pairs (item, KV head)

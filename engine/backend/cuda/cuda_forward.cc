@@ -79,8 +79,6 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
   // A function of the item count and the graph key's short-context bit, so
   // a captured graph fits every context its key admits.
   const int32_t splits = step_unsplit_attention_ ? 1 : SplitsByItemCount(inputs_.num_items());
-  const bool single_token = inputs_.num_single_token_items() == inputs_.num_items();
-  const bool wide = step_unsplit_attention_ && WideDecodeAttention(single_token, inputs_.num_items());
   const PagedAttentionParams attention{.q = ws_.qkv.data(),
                                        .q_row_stride = qkv_width,
                                        .cache = LayerCache(layer),
@@ -97,7 +95,7 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
                                        .partial_out = ws_.attn_partial_out.data(),
                                        .partial_ml = ws_.attn_partial_ml.data(),
                                        .decode_swap_ab = decode_swap_ab_,
-                                       .wide_decode = wide};
+                                       .wide_decode = step_wide_attention_};
   // Items of one token each (a decode step: the graph key's items == tokens)
   // take the tensor-core kernel's key-split shape; decodes beside prefill
   // chunks the mixed kernel.
@@ -315,8 +313,10 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   };
   int32_t max_position = 0;
   for (const int32_t position : batch.positions) max_position = std::max(max_position, position);
-  step_unsplit_attention_ = int64_t{max_position} + 1 <= ShortAttentionContext(tokens == inputs_.num_items(),
-                                                                                  inputs_.num_items());
+  // Both are functions of the graph key (tokens, items and the short-context bit), once a step.
+  const bool single_token = tokens == inputs_.num_items();
+  step_unsplit_attention_ = int64_t{max_position} + 1 <= ShortAttentionContext(single_token, inputs_.num_items());
+  step_wide_attention_ = step_unsplit_attention_ && WideDecodeAttention(single_token, inputs_.num_items());
   if (TakesPersistentDecode(tokens, rows, max_position)) {  // (rows <= 1, so one lm_head pass)
     // One launch, graphed or not: the graph saves only its launch.
     ++persistent_steps_;
