@@ -330,7 +330,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     if (b->moe_route_in_o_proj_) {
       // The o_proj that routes a lone token: at most one CTA a 16-row tile of its n = hidden rows.
       ERNIE_ASSIGN_OR_RETURN(ws.moe_route_partials,
-                             Alloc<float>((c.hidden_size + 15) / 16 * (m.num_experts + 1), "MoE o_proj routing sums"));
+                             Alloc<float>((c.hidden_size + 15) / 16 *
+                                              DecodeMoeRoutePartialStride(static_cast<int32_t>(m.num_experts)),
+                                          "MoE o_proj routing sums"));
       ERNIE_ASSIGN_OR_RETURN(ws.moe_o_proj_arrivals, Alloc<uint32_t>(1, "MoE o_proj routing arrivals"));
       ERNIE_RETURN_IF_ERROR(CudaStatus(cudaMemset(ws.moe_o_proj_arrivals.data(), 0, sizeof(uint32_t)),
                                        "zeroing the MoE o_proj routing arrival count"));

@@ -242,7 +242,8 @@ DecodeMoeRoute CudaBackendImpl::OProjRoute(int64_t layer, int32_t tokens) {
   return {.route = routing.route,
           .align = routing.align,
           .partials = ws_.moe_route_partials.data(),
-          .partial_ctas = static_cast<int32_t>(ws_.moe_route_partials.size() / (config_.moe.num_experts + 1)),
+          .partial_ctas = static_cast<int32_t>(ws_.moe_route_partials.size() /
+                                               DecodeMoeRoutePartialStride(static_cast<int32_t>(config_.moe.num_experts))),
           .arrivals = ws_.moe_o_proj_arrivals.data()};
 }
 

@@ -58,7 +58,7 @@ struct Routed {
     tile_expert = Zeros<int32_t>(static_cast<size_t>(slots / tile_rows + 1));
     num_tiles = Zeros<int32_t>(1);
     arrivals = Zeros<uint32_t>(1);
-    partials = Zeros<float>(static_cast<size_t>((c.n + 15) / 16 * (c.experts + 1)));
+    partials = Zeros<float>(static_cast<size_t>((c.n + 15) / 16 * cuda::DecodeMoeRoutePartialStride(c.experts)));
   }
   cuda::DeviceBuffer<float> y, logits, weights, partials;
   cuda::DeviceBuffer<uint16_t> normed;
@@ -197,7 +197,7 @@ TEST(DecodeMoeRouteTest, BadParametersLaunchNothing) {
   bad.moe_route.route.x = out.logits.data();  // routing another row than the one written
   EXPECT_EQ(cuda::LaunchAwqDecodeLinear(bad, w.view, nullptr), cudaErrorInvalidValue);
   bad = ok;
-  bad.moe_route.partial_ctas = 1;  // fewer partial rows than CTAs
+  bad.moe_route.partial_ctas = 0;  // fewer partial rows than CTAs (this shape's launch is one CTA)
   EXPECT_EQ(cuda::LaunchAwqDecodeLinear(bad, w.view, nullptr), cudaErrorInvalidValue);
   bad = ok;
   bad.moe_route.arrivals = nullptr;

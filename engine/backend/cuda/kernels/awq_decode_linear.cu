@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
     AwqDecodeLinearKernel(DecodeLinearParams p, AwqWeightsView w, int k_slices, int group_shift) {
   kernels::AllowDependentLaunch();   // launched as a dependent: see LaunchDependent
   extern __shared__ uint4 xs_raw[];  // [m, k] bf16 input rows
-  __shared__ float red[kLinearWarps * 16 * 8];
+  __shared__ __align__(16) float red[kLinearWarps * 16 * 8];  // (16: kRoute reads it as float4s)
   __shared__ float routed_rows[kRoute ? 16 * kLinearWarps : 1];  // kRoute: this CTA's rows of the new residual
   auto* xs = reinterpret_cast<__nv_bfloat16*>(xs_raw);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
@@ -142,8 +142,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
         for (int r = threadIdx.x; r < rows_of_cta; r += blockDim.x)
           if (int64_t{blockIdx.x} * rows_of_cta + r >= p.n) routed_rows[r] = 0.0f;
         __syncthreads();
+        // red's cross-warp sums were all read above the barrier: its 4 KB are the routing's scratch.
+        static_assert(sizeof(red) >= kernels::kRouteScratchFloat4s * sizeof(float4), "the routing's scratch");
         kernels::RouteOneTokenFromResidual<32 * kLinearWarps>(p.moe_route, p.y, p.n, int64_t{blockIdx.x} * rows_of_cta,
-                                                              rows_of_cta, routed_rows);
+                                                              rows_of_cta, routed_rows, reinterpret_cast<float4*>(red));
       }
       break;
     case DecodeEpilogue::kSiluMul: {
@@ -197,7 +199,7 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
 bool DecodeMoeRouteValid(const DecodeLinearParams& p) {
   const DecodeMoeRoute& q = p.moe_route;
   return p.m == 1 && p.epilogue == DecodeEpilogue::kAddResidual && p.row_index == nullptr && q.route.x == p.y &&
-         q.route.hidden == p.n && q.partials != nullptr && q.arrivals != nullptr && q.partial_ctas > 0 &&
+         q.route.hidden == p.n && kernels::Aligned16(q.partials) && q.arrivals != nullptr && q.partial_ctas > 0 &&
          MoeOneTokenRouteValid(q.route, q.align);
 }
 

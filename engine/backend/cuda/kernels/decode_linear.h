@@ -59,10 +59,13 @@ struct DecodeRotaryKv {
 // writes the normalised row for the experts. `route` and `align` are what
 // LaunchMoeRouteAndAlign takes for that token (route.x is y, the residual;
 // route.tokens 1). awq_decode_linear.h's kernel only, for now.
+// A CTA's row of DecodeMoeRoute::partials: the experts' dots, the sum of
+// squares, padding to whole float4s.
+__host__ __device__ constexpr int32_t DecodeMoeRoutePartialStride(int32_t experts) { return (experts + 4) / 4 * 4; }
 struct DecodeMoeRoute {
   MoeRouteParams route;
   MoeAlignParams align;
-  float* partials = nullptr;     // [partial_ctas, route.experts + 1] scratch
+  float* partials = nullptr;     // [partial_ctas, DecodeMoeRoutePartialStride(experts)] scratch, 16-byte aligned
   int32_t partial_ctas = 0;      // the launch's CTAs must not be more
   uint32_t* arrivals = nullptr;  // [1] zero before the launch; each launch leaves it zero
   bool on() const { return route.router != nullptr; }

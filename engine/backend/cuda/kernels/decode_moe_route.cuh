@@ -35,15 +35,18 @@ __device__ __forceinline__ void PrefetchRouterColumns(const DecodeMoeRoute& q, i
 // Called by every thread of every CTA of the launch once its rows of the
 // residual are final: `x_rows` (shared memory) holds rows row0 .. row0 + rows
 // - 1 of it (zeros past n; rows a multiple of 16), `y` the whole residual
-// [n] (the other CTAs' rows are read back by the last CTA only).
+// [n] (the other CTAs' rows are read back by the last CTA only), `scratch`
+// kRouteScratchFloat4s float4s of shared memory free by now.
 // Deterministic: every sum runs in a fixed order whichever CTA is last.
+constexpr int kRouteScratchFloat4s = 256;
 template <int kThreads>
 __device__ void RouteOneTokenFromResidual(const DecodeMoeRoute& q, const float* y, int n, int64_t row0, int rows,
-                                          const float* x_rows) {
+                                          const float* x_rows, float4* scratch) {
   static_assert(kThreads % 32 == 0 && kThreads >= 64, "whole warps, one to choose and others to normalise");
   const MoeRouteParams& route = q.route;
-  const int experts = route.experts, stride = experts + 1, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __shared__ float sums[kMoeOneTokenMaxExperts + 1];  // the last CTA's: each expert's dot, then the squares
+  const int experts = route.experts, stride = DecodeMoeRoutePartialStride(experts);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __shared__ float sums[kMoeOneTokenMaxExperts + 4];  // the last CTA's: each expert's dot, then the squares
   __shared__ float logits[kMoeOneTokenMaxExperts];
   __shared__ OneTokenTopKShared top;
   __shared__ int last;
@@ -92,18 +95,32 @@ __device__ void RouteOneTokenFromResidual(const DecodeMoeRoute& q, const float* 
     for (int b = 0; b < 2; ++b)
       if (lane + 32 * b < experts) bias[b] = route.correction_bias[lane + 32 * b];
   }
-  // 3. The sums over CTAs: four lanes a column (expert dots, then the
-  // squares), CTAs part, part + 4, ... each, in order, then by shuffles.
-  // L2 loads: the other CTAs' stores.
-  const int ctas = static_cast<int>(gridDim.x);
-  for (int base = 0; base < 4 * stride; base += kThreads) {
-    const int i = base + static_cast<int>(threadIdx.x), column = i / 4, part = i % 4;
+  // 3. The sums over CTAs, every load in flight at once: each partial row is
+  // `groups` float4s; thread (r, g) of `strands` x groups adds column group
+  // g of CTAs r, r + strands, ... in order (L2 loads: the other CTAs'
+  // stores), then each column adds its strands in order.
+  const int ctas = static_cast<int>(gridDim.x), groups = stride / 4;
+  const int strands = min(kRouteScratchFloat4s, kThreads) / groups;
+  const auto* rows4 = reinterpret_cast<const float4*>(q.partials);
+  if (threadIdx.x < strands * groups) {
+    const int g = threadIdx.x % groups, r = threadIdx.x / groups;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 12
+    for (int c = r; c < ctas; c += strands) {
+      const float4 v = __ldcg(rows4 + int64_t{c} * groups + g);
+      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
+    scratch[r * groups + g] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x <= experts) {
+    const int g = threadIdx.x / 4, component = threadIdx.x % 4;
     float sum = 0.0f;
-    if (i < 4 * stride)
-      for (int c = part; c < ctas; c += 4) sum += __ldcg(q.partials + int64_t{c} * stride + column);
-    sum += __shfl_xor_sync(kFullMask, sum, 1);
-    sum += __shfl_xor_sync(kFullMask, sum, 2);
-    if (i < 4 * stride && part == 0) sums[column] = sum;
+    for (int r = 0; r < strands; ++r) {
+      const float4 v = scratch[r * groups + g];
+      sum += component == 0 ? v.x : component == 1 ? v.y : component == 2 ? v.z : v.w;
+    }
+    sums[threadIdx.x] = sum;
   }
   __syncthreads();
   if (threadIdx.x == 0) inv_rms = rsqrtf(sums[experts] / static_cast<float>(n) + route.eps);
