@@ -314,7 +314,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_awq_gemv_k_slices_ = options.moe_awq_gemv_k_slices;
     b->moe_awq_gemv_cta_warps_ = options.moe_awq_gemv_cta_warps;
     b->moe_route_cluster_ = options.moe_route_cluster;
-    b->moe_route_in_o_proj_ = options.moe_route_in_o_proj;
     b->moe_early_shared_experts_ = options.moe_early_shared_experts;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
@@ -327,16 +326,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     ERNIE_ASSIGN_OR_RETURN(ws.moe_route_arrivals, Alloc<uint32_t>(1, "MoE routing arrivals"));
     ERNIE_RETURN_IF_ERROR(CudaStatus(cudaMemset(ws.moe_route_arrivals.data(), 0, sizeof(uint32_t)),
                                      "zeroing the MoE routing arrival count"));
-    if (b->moe_route_in_o_proj_) {
-      // The o_proj that routes a lone token: at most one CTA a 16-row tile of its n = hidden rows.
-      ERNIE_ASSIGN_OR_RETURN(ws.moe_route_partials,
-                             Alloc<float>((c.hidden_size + 15) / 16 *
-                                              DecodeMoeRoutePartialStride(static_cast<int32_t>(m.num_experts)),
-                                          "MoE o_proj routing sums"));
-      ERNIE_ASSIGN_OR_RETURN(ws.moe_o_proj_arrivals, Alloc<uint32_t>(1, "MoE o_proj routing arrivals"));
-      ERNIE_RETURN_IF_ERROR(CudaStatus(cudaMemset(ws.moe_o_proj_arrivals.data(), 0, sizeof(uint32_t)),
-                                       "zeroing the MoE o_proj routing arrival count"));
-    }
     ERNIE_ASSIGN_OR_RETURN(ws.moe_shared_ready, Alloc<uint32_t>(1, "MoE shared experts' ready count"));
     ERNIE_RETURN_IF_ERROR(CudaStatus(cudaMemset(ws.moe_shared_ready.data(), 0, sizeof(uint32_t)),
                                      "zeroing the MoE shared experts' ready count"));

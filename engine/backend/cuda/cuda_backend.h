@@ -211,14 +211,6 @@ struct CudaBackendOptions {
   // meet in one CTA's shared memory (kernels/moe_routing.h), instead of the
   // last-CTA handoff through L2; off: the handoff (the before of NOTES.md v31).
   bool moe_route_cluster = true;
-  // MoE steps of one token whose o_proj is AWQ int4, with at most 64 routed
-  // experts: the o_proj launch routes the token itself (its CTAs add their
-  // router dots as they complete the residual, the last one chooses;
-  // kernels/decode_linear.h DecodeMoeRoute), so no routing launch runs
-  // between o_proj and the experts. Not with moe_early_shared_experts 2 - 3
-  // (those need the routing launch). Off: the routing launch (the before of
-  // NOTES.md v36).
-  bool moe_route_in_o_proj = true;
   // MoE steps of one token with AWQ experts: what the grouped gate/up GEMV's
   // CTAs for the shared experts (whose tiles are known before the routing
   // ends: kernels/grouped_awq_gemv.h) do while the routing runs. 0: wait for

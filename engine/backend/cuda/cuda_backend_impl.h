@@ -96,11 +96,6 @@ struct Workspace {
   DeviceBuffer<int32_t> moe_tile_expert;   // [S / 8]
   DeviceBuffer<int32_t> moe_num_tiles;     // [1]
   DeviceBuffer<uint32_t> moe_route_arrivals;  // [1] the fused routing kernel's CTA count (zeroed at start)
-  // A one-token o_proj that routes its token (DecodeMoeRoute): each CTA's
-  // router dots and sum of squares, [ceil(H / 16), E + 1], and its CTA count
-  // ([1], zeroed at start, left zero by each launch). Empty unless the option is on.
-  DeviceBuffer<float> moe_route_partials;
-  DeviceBuffer<uint32_t> moe_o_proj_arrivals;
   // [1] one-token steps with moe_early_shared_experts 3: the shared experts'
   // gate/up row tiles done (GroupedAwqGemvParams::known_done; zeroed at start
   // and by each MoE layer's combine).
@@ -119,7 +114,7 @@ struct Workspace {
                                 act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes() +
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
-                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_route_partials.bytes() + moe_o_proj_arrivals.bytes() + moe_shared_ready.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
+                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_shared_ready.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
                                 persistent_layers.bytes() + persistent_partial.bytes() + persistent_barrier.bytes());
   }
 };
@@ -239,32 +234,8 @@ class CudaBackendImpl final : public CudaBackend {
   // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc). With
   // `normalize_into_h`, h is written first, RMSNorm(ws_.x) by the router
   // kernel, instead of read as the caller's.
-  // `routed`: the layer's o_proj has routed the step's one token already
-  // (OProjRoute), so no routing launch.
   absl::Status MoeBlock(int64_t layer, int32_t tokens, uint16_t* h, bool normalize_into_h, float* out,
-                        bool accumulate, bool routed = false);
-  // How one MoE chunk of n tokens is routed and tiled (MoeBlock; OProjRoute).
-  struct MoeChunkShape {
-    bool shared_by_gemm = false;  // large bf16 chunks: the shared experts as one dense MLP
-    int32_t shared = 0;           // shared experts riding as pseudo-experts
-    int32_t choices = 0;          // top_k + shared a token
-    int32_t stacked = 0;          // routed + shared experts
-    int32_t assignments = 0;      // n x choices
-    int32_t tile_rows = 8;
-    int32_t known_shared_tile0 = -1;     // one token: the shared experts' first tile
-    bool shared_during_routing = false;  // moe_early_shared_experts 2 - 3 apply
-  };
-  MoeChunkShape MoeShapeOf(const DeviceMoeWeights& w, int32_t n) const;
-  struct MoeRouting {
-    MoeRouteParams route;
-    MoeAlignParams align;
-  };
-  // The routing launch's parameters for tokens begin .. begin + n - 1;
-  // `normed` (or nullptr) receives RMSNorm(x) in bf16.
-  MoeRouting MoeRoutingOf(int64_t layer, int32_t begin, int32_t n, uint16_t* normed, const MoeChunkShape& shape);
-  // What layer's o_proj needs to route a one-token step's token itself
-  // (DecodeMoeRoute; CudaBackendOptions::moe_route_in_o_proj), or off.
-  DecodeMoeRoute OProjRoute(int64_t layer, int32_t tokens);
+                        bool accumulate);
   // The experts of one routed chunk (tiles of 8 slots) as one cuBLAS GEMM per
   // expert; waits for the routing (large, ungraphed steps only).
   // out += the shared experts (bf16) of `tokens` rows of h as one dense MLP
@@ -340,7 +311,6 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t moe_awq_gemv_k_slices_ = 0;      // CudaBackendOptions::moe_awq_gemv_k_slices
   int32_t moe_awq_gemv_cta_warps_ = 0;     // CudaBackendOptions::moe_awq_gemv_cta_warps
   bool moe_route_cluster_ = true;          // CudaBackendOptions::moe_route_cluster
-  bool moe_route_in_o_proj_ = true;        // CudaBackendOptions::moe_route_in_o_proj
   int moe_early_shared_experts_ = 0;       // CudaBackendOptions::moe_early_shared_experts
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   CudaMemoryBreakdown memory_;

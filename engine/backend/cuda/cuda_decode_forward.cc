@@ -65,8 +65,6 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                        .num_heads = static_cast<int32_t>(c.num_heads)}},
                            w.qkv_awq, "decode qkv + rotary kernel", layer));
     ERNIE_RETURN_IF_ERROR(Attention(layer));
-    // A MoE layer's one-token o_proj may route its token too (OProjRoute).
-    const DecodeMoeRoute route = OProjRoute(layer, tokens);
     ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_bf16 = Bf16(ws_.attn),
                                                    .w = Bf16(w.o_proj),
                                                    .bias = OrNull(w.o_bias),
@@ -74,14 +72,13 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                                    .m = tokens,
                                                    .n = hidden,
                                                    .k = static_cast<int32_t>(c.q_size()),
-                                                   .epilogue = DecodeEpilogue::kAddResidual,
-                                                   .moe_route = route},
+                                                   .epilogue = DecodeEpilogue::kAddResidual},
                                                   w.o_awq, "decode o_proj kernel", layer));
     if (w.is_moe) {
-      // The router (or the o_proj that routed) writes h = RMSNorm(x) for the
-      // experts as it normalises x itself; the combine adds the MoE output to x.
+      // The router writes h = RMSNorm(x) for the experts as it normalises x
+      // itself; the combine adds the MoE output to x.
       ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, ws_.h.data(), /*normalize_into_h=*/true, ws_.x.data(),
-                                     /*accumulate=*/true, /*routed=*/route.on()));
+                                     /*accumulate=*/true));
       continue;
     }
     ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_f32 = ws_.x.data(),

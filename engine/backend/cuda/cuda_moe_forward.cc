@@ -174,114 +174,81 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                     absl::StrCat("MoE experts' down kernel, layer ", layer));
 }
 
-CudaBackendImpl::MoeChunkShape CudaBackendImpl::MoeShapeOf(const DeviceMoeWeights& w, int32_t n) const {
-  const MoeConfig& m = config_.moe;
-  MoeChunkShape shape;
-  // Shared experts ride in the routed launches as pseudo-experts, except in
-  // large chunks with bf16 weights, where a dense MLP reads them once.
-  shape.shared_by_gemm = m.num_shared_experts > 0 && w.experts_gate_up.size() > 0 && n >= moe_shared_gemm_min_tokens_;
-  shape.shared = static_cast<int32_t>(shape.shared_by_gemm ? 0 : m.num_shared_experts);
-  shape.choices = static_cast<int32_t>(m.top_k) + shape.shared;
-  shape.stacked = static_cast<int32_t>(m.num_experts) + shape.shared;
-  shape.assignments = n * shape.choices;
-  shape.tile_rows = TileRowsFor(shape.assignments, shape.stacked, moe_max_tile_rows_);
-  // One token's choices are distinct, one tile each in expert order: the
-  // shared experts (ids experts ..) take the tiles after its top_k. Their
-  // int4 GEMV CTAs may compute during the routing (moe_early_shared_experts 2
-  // and 3), from the residual the routing reads, once the routing has it.
-  shape.known_shared_tile0 = n == 1 && shape.shared > 0 ? static_cast<int32_t>(m.top_k) : -1;
-  // (Only where the gate/up launch stages x: its other CTA shape waits all the same.)
-  shape.shared_during_routing = shape.known_shared_tile0 >= 0 && moe_early_shared_experts_ >= 2 && !w.awq.empty() &&
-                                !ExpertsTiled(w, shape.tile_rows) &&
-                                GroupedAwqGemvStagesX(shape.tile_rows, static_cast<int32_t>(config_.hidden_size),
-                                                      w.awq.group_size);
-  return shape;
-}
-
-CudaBackendImpl::MoeRouting CudaBackendImpl::MoeRoutingOf(int64_t layer, int32_t begin, int32_t n, uint16_t* normed,
-                                                          const MoeChunkShape& shape) {
-  const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
-  const ModelConfig& c = config_;
-  const auto hidden = static_cast<int32_t>(c.hidden_size);
-  return {.route = {.x = ws_.x.data() + int64_t{begin} * hidden,
-                    .norm_weight = lw.post_attn_norm.data(),
-                    .eps = c.rms_norm_eps,
-                    .router = lw.moe.router.data(),
-                    .correction_bias = lw.moe.correction_bias.data(),
-                    .logits = ws_.moe_logits.data(),
-                    .normed = reinterpret_cast<__nv_bfloat16*>(normed),
-                    .topk_ids = ws_.moe_topk_ids.data(),
-                    .topk_weights = ws_.moe_topk_weights.data(),
-                    .tokens = n,
-                    .hidden = hidden,
-                    .experts = static_cast<int32_t>(c.moe.num_experts),
-                    .top_k = static_cast<int32_t>(c.moe.top_k),
-                    .shared_experts = shape.shared,
-                    .norm_min = c.moe.norm_min,
-                    .trigger_after_wait = shape.shared_during_routing},
-          .align = {.topk_ids = ws_.moe_topk_ids.data(),
-                    .assignments = shape.assignments,
-                    .top_k = shape.choices,
-                    .experts = shape.stacked,
-                    .tile_rows = shape.tile_rows,
-                    .slot_token = ws_.moe_slot_token.data(),
-                    .slot_of = ws_.moe_slot_of.data(),
-                    .tile_expert = ws_.moe_tile_expert.data(),
-                    .num_tiles = ws_.moe_num_tiles.data(),
-                    .arrivals = ws_.moe_route_arrivals.data()}};
-}
-
-DecodeMoeRoute CudaBackendImpl::OProjRoute(int64_t layer, int32_t tokens) {
-  const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
-  if (!moe_route_in_o_proj_ || !lw.is_moe || tokens != 1 || lw.o_awq.empty() ||
-      config_.moe.num_experts > kMoeOneTokenMaxExperts)
-    return {};
-  const MoeChunkShape shape = MoeShapeOf(lw.moe, 1);
-  if (shape.shared_during_routing) return {};  // those need the routing kernel's early trigger
-  const MoeRouting routing = MoeRoutingOf(layer, 0, 1, ws_.h.data(), shape);
-  return {.route = routing.route,
-          .align = routing.align,
-          .partials = ws_.moe_route_partials.data(),
-          .partial_ctas = static_cast<int32_t>(ws_.moe_route_partials.size() /
-                                               DecodeMoeRoutePartialStride(static_cast<int32_t>(config_.moe.num_experts))),
-          .arrivals = ws_.moe_o_proj_arrivals.data()};
-}
-
 absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* h, bool normalize_into_h, float* out,
-                                       bool accumulate, bool routed) {
+                                       bool accumulate) {
+  const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
-  const DeviceMoeWeights& w = weights_.layers[static_cast<size_t>(layer)].moe;
+  const MoeConfig& m = c.moe;
+  const DeviceMoeWeights& w = lw.moe;
   cudaStream_t s = stream_.get();
   const auto hidden = static_cast<int32_t>(c.hidden_size);
-  if (routed && tokens != 1) return absl::InternalError("MoE block: only a one-token step is routed by its o_proj");
+  const auto experts = static_cast<int32_t>(m.num_experts), top_k = static_cast<int32_t>(m.top_k);
   for (int32_t begin = 0; begin < tokens; begin += moe_chunk_tokens_) {
     const int32_t n = std::min(moe_chunk_tokens_, tokens - begin);
-    const MoeChunkShape shape = MoeShapeOf(w, n);
+    // Shared experts ride in the routed launches as pseudo-experts, except in
+    // large chunks with bf16 weights, where a dense MLP reads them once.
+    const bool shared_by_gemm =
+        m.num_shared_experts > 0 && w.experts_gate_up.size() > 0 && n >= moe_shared_gemm_min_tokens_;
+    const auto shared = static_cast<int32_t>(shared_by_gemm ? 0 : m.num_shared_experts);
+    const int32_t choices = top_k + shared, stacked = experts + shared;
     uint16_t* hc = h + int64_t{begin} * hidden;
     const auto* hc_bf16 = reinterpret_cast<const __nv_bfloat16*>(hc);
     float* oc = out + int64_t{begin} * hidden;
-    if (!routed) {
-      const MoeRouting routing = MoeRoutingOf(layer, begin, n, normalize_into_h ? hc : nullptr, shape);
-      ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeRouteAndAlign(routing.route, routing.align, s, moe_route_cluster_),
-                                 absl::StrCat("MoE routing kernels, layer ", layer));
-    }
+    const int32_t assignments = n * choices;
+    const int32_t tile_rows = TileRowsFor(assignments, stacked, moe_max_tile_rows_);
+    // One token's choices are distinct, one tile each in expert order: the
+    // shared experts (ids experts ..) take the tiles after its top_k. Their
+    // int4 GEMV CTAs may compute during the routing (moe_early_shared_experts 2
+    // and 3), from the residual the routing reads, once the routing has it.
+    const int32_t known_shared_tile0 = n == 1 && shared > 0 ? top_k : -1;
+    // (Only where the gate/up launch stages x: its other CTA shape waits all the same.)
+    const bool shared_during_routing =
+        known_shared_tile0 >= 0 && moe_early_shared_experts_ >= 2 && !w.awq.empty() && !ExpertsTiled(w, tile_rows) &&
+        GroupedAwqGemvStagesX(tile_rows, hidden, w.awq.group_size);
+    ERNIE_CUDA_RETURN_IF_ERROR(
+        LaunchMoeRouteAndAlign({.x = ws_.x.data() + int64_t{begin} * hidden,
+                                .norm_weight = lw.post_attn_norm.data(),
+                                .eps = c.rms_norm_eps,
+                                .router = w.router.data(),
+                                .correction_bias = w.correction_bias.data(),
+                                .logits = ws_.moe_logits.data(),
+                                .normed = normalize_into_h ? reinterpret_cast<__nv_bfloat16*>(hc) : nullptr,
+                                .topk_ids = ws_.moe_topk_ids.data(),
+                                .topk_weights = ws_.moe_topk_weights.data(),
+                                .tokens = n,
+                                .hidden = hidden,
+                                .experts = experts,
+                                .top_k = top_k,
+                                .shared_experts = shared,
+                                .norm_min = m.norm_min,
+                                .trigger_after_wait = shared_during_routing},
+                               {.topk_ids = ws_.moe_topk_ids.data(),
+                                .assignments = assignments,
+                                .top_k = choices,
+                                .experts = stacked,
+                                .tile_rows = tile_rows,
+                                .slot_token = ws_.moe_slot_token.data(),
+                                .slot_of = ws_.moe_slot_of.data(),
+                                .tile_expert = ws_.moe_tile_expert.data(),
+                                .num_tiles = ws_.moe_num_tiles.data(),
+                                .arrivals = ws_.moe_route_arrivals.data()},
+                               s, moe_route_cluster_),
+        absl::StrCat("MoE routing kernels, layer ", layer));
     // Tiles the alignment can fill: each used expert's ceil(count / tile_rows), at most
     // (assignments + used (tile_rows - 1)) / tile_rows with used <= min(experts, assignments).
     // The grouped kernels' grids span it (CTAs past the device's count exit at once): bounded by
     // every stacked expert instead, batch 1's 8 tiles had 58 rows of CTAs (ncu, v15: 1,392 CTAs
     // for 192 working ones).
     const auto max_tiles = static_cast<int32_t>(
-        MoeSlotCapacity(shape.assignments, std::min(shape.stacked, shape.assignments), shape.tile_rows) /
-        shape.tile_rows);
+        MoeSlotCapacity(assignments, std::min<int64_t>(stacked, assignments), tile_rows) / tile_rows);
     // Every expert chosen at least once is a tile; more when one has over tile_rows tokens.
     const int32_t expected_tiles =
-        std::min(max_tiles, std::max(std::min(shape.stacked, shape.assignments),
-                                     (shape.assignments + shape.tile_rows - 1) / shape.tile_rows));
+        std::min(max_tiles, std::max(std::min(stacked, assignments), (assignments + tile_rows - 1) / tile_rows));
     const EarlySharedExperts early = {
-        .tile0 = shape.known_shared_tile0,
-        .x = shape.shared_during_routing ? ws_.x.data() + int64_t{begin} * hidden : nullptr,
-        .count_in = shape.shared_during_routing && moe_early_shared_experts_ == 3};
-    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, shape.tile_rows, expected_tiles, early));
+        .tile0 = known_shared_tile0,
+        .x = shared_during_routing ? ws_.x.data() + int64_t{begin} * hidden : nullptr,
+        .count_in = shared_during_routing && moe_early_shared_experts_ == 3};
+    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles, early));
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),
                                                  .topk_weights = ws_.moe_topk_weights.data(),
@@ -289,11 +256,11 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                                  .accumulate = accumulate,
                                                  .tokens = n,
                                                  .hidden = hidden,
-                                                 .top_k = shape.choices,
+                                                 .top_k = choices,
                                                  .reset = early.count_in ? ws_.moe_shared_ready.data() : nullptr},
                                                 s),
                                absl::StrCat("MoE combine kernel, layer ", layer));
-    if (shape.shared_by_gemm) ERNIE_RETURN_IF_ERROR(SharedExpertsByGemm(layer, hc_bf16, n, oc));
+    if (shared_by_gemm) ERNIE_RETURN_IF_ERROR(SharedExpertsByGemm(layer, hc_bf16, n, oc));
   }
   return absl::OkStatus();
 }

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/backend/cuda/kernels/awq_repack.h"
 #include "engine/util/half.h"
 #include "tests/engine/cuda/awq_test_case.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/decode_linear_inputs.h"
-#include "tests/engine/cuda/device_awq_case.h"
 #include "tests/engine/cuda/device_copies.h"
 #include "tests/engine/cuda/rotary_epilogue_check.h"
 
@@ -31,6 +31,19 @@ namespace {
 
 using cuda::DecodeEpilogue;
 using cuda::DecodeLinearParams;
+
+// A repacked AWQ linear on the device.
+struct DeviceAwqLinear {
+  explicit DeviceAwqLinear(const AwqCase& c) {
+    auto repacked = cuda::RepackAwqLinear(c.Raw());
+    EXPECT_TRUE(repacked.ok()) << repacked.status();
+    packed = Upload(repacked->packed);
+    records = Upload(repacked->records);
+    view = {.packed = packed.data(), .records = records.data(), .n = c.n, .k = c.k, .group_size = c.group};
+  }
+  cuda::DeviceBuffer<uint32_t> packed, records;
+  cuda::AwqWeightsView view;
+};
 
 struct Case {
   int32_t m, n, k, group;
@@ -76,7 +89,7 @@ void RunCase(const Case& c) {
     ExpectEpilogue(c.epilogue, r, dot, inputs, expect);
   }
 
-  const DeviceAwqCase w(awq);
+  const DeviceAwqLinear w(awq);
   DeviceDecodeLinearInputs device(inputs);
   const DecodeLinearParams p = device.Params(c);  // the int4 weights go beside it
   ASSERT_EQ(cuda::LaunchAwqDecodeLinear(p, w.view, nullptr), cudaSuccess);
@@ -112,7 +125,7 @@ TEST(AwqDecodeLinearTest, RotaryKvEpilogueEqualsTheRotaryKernel) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 rng(99);
   const AwqCase awq = MakeAwqCase(kRotaryCheckN, kRotaryCheckK, 64, rng);
-  const DeviceAwqCase w(awq);
+  const DeviceAwqLinear w(awq);
   ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
       [&](const DecodeLinearParams& p) { return cuda::LaunchAwqDecodeLinear(p, w.view, nullptr); });
 }
@@ -121,7 +134,7 @@ TEST(AwqDecodeLinearTest, BadParametersLaunchNothing) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::mt19937 rng(5);
   const AwqCase awq = MakeAwqCase(64, 128, 64, rng);
-  const DeviceAwqCase w(awq);
+  const DeviceAwqLinear w(awq);
   auto buffer = Zeros<float>(1024);
   float* y = buffer.data();
   const DecodeLinearParams ok{.x_f32 = y, .y = y + 512, .m = 1, .n = 64, .k = 128};

@@ -448,40 +448,6 @@ TEST_F(CudaAwqMoeTest, SharedExpertsDuringTheRoutingChangeNoLogit) {
   }
 }
 
-// A one-token step's o_proj that routes its token itself
-// (CudaBackendOptions::moe_route_in_o_proj, kernels/decode_linear.h
-// DecodeMoeRoute) against the routing launch after it: the same choices,
-// so the logits agree to rounding (the router's dots and the norm's sum of
-// squares added in another order), decode step after decode step on
-// graphs, on both group sizes. A wrong choice or a stale normalised row
-// would be far off (decode_moe_route_test.cc checks each output).
-TEST_F(CudaAwqMoeTest, TheOProjRoutesALoneTokenAsTheRoutingLaunchDoes) {
-  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  for (const char* name : {"awq64", "awq32"}) {
-    auto m = LoadModel(Dir(name));
-    ASSERT_TRUE(m.ok()) << m.status();
-    std::vector<int32_t> tokens(24);
-    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 7919 + 13) % 290);
-    const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
-    std::vector<std::vector<float>> logits;
-    for (const bool in_o_proj : {false, true}) {
-      auto gpu = CreateCudaBackend(**m, {.block_size = 16,
-                                         .num_blocks = 16,
-                                         .max_tokens_per_step = 128,
-                                         .moe_route_in_o_proj = in_o_proj});
-      ASSERT_TRUE(gpu.ok()) << gpu.status();
-      logits.push_back(TeacherForced(**gpu, tokens, 0, 1, table));
-    }
-    ASSERT_EQ(logits[1].size(), logits[0].size());
-    const int64_t vocab = static_cast<int64_t>(logits[0].size() / tokens.size());
-    double worst = 0.0;
-    for (size_t t = 0; t < tokens.size(); ++t)
-      worst = std::max(worst, RelativeL2(logits[1].data() + t * vocab, logits[0].data() + t * vocab, vocab));
-    EXPECT_LE(worst, 0.01) << name;
-    std::cout << "[ yardstick ] " << name << " routed by o_proj: max relative L2 " << worst << "\n";
-  }
-}
-
 TEST_F(CudaAwqMoeTest, DummyWeightsHaveTheCheckpointsShapesAndAreDeterministic) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   const auto backends =

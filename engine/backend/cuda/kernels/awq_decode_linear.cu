@@ -7,7 +7,6 @@
 #include "engine/backend/cuda/kernels/awq_decode_linear.h"
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/decode_epilogue.cuh"
-#include "engine/backend/cuda/kernels/decode_moe_route.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
 
 namespace ernie::cuda {
@@ -96,22 +95,16 @@ __device__ __forceinline__ int64_t TileOf(const DecodeLinearParams& p, int l, in
   return feature_tile + (l >= half ? width_tiles : 0);
 }
 
-// kRoute: a one-token o_proj that routes its token (p.moe_route,
-// decode_moe_route.cuh); a template parameter so the other launches compile
-// without it.
-template <int kScaleHalves, bool kRoute>
+template <int kScaleHalves>
 __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
     AwqDecodeLinearKernel(DecodeLinearParams p, AwqWeightsView w, int k_slices, int group_shift) {
   kernels::AllowDependentLaunch();   // launched as a dependent: see LaunchDependent
   extern __shared__ uint4 xs_raw[];  // [m, k] bf16 input rows
-  __shared__ __align__(16) float red[kLinearWarps * 16 * 8];  // (16: kRoute reads it as float4s)
-  __shared__ float routed_rows[kRoute ? 16 * kLinearWarps : 1];  // kRoute: this CTA's rows of the new residual
+  __shared__ float red[kLinearWarps * 16 * 8];
   auto* xs = reinterpret_cast<__nv_bfloat16*>(xs_raw);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
   const int tiles_per_cta = kernels::DivBySlices(kLinearWarps, k_slices), slice = warp & (k_slices - 1);
   const int64_t tile = TileOf(p, kernels::DivBySlices(warp, k_slices), tiles_per_cta);
-  if constexpr (kRoute) kernels::PrefetchRouterColumns(p.moe_route, int64_t{blockIdx.x} * 16 * tiles_per_cta,
-                                                       16 * tiles_per_cta, p.n);
   const int k = p.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   float* x_sums = reinterpret_cast<float*>(xs + int64_t{p.m} * k);  // 16-byte aligned: k % 64 == 0
   const __nv_bfloat16* x_row[1] = {g < p.m ? xs + int64_t{g} * k : nullptr};
@@ -136,16 +129,6 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
         const float v = kernels::StagedRowSum<1>(red, k_slices, r, m) + bias(row);
         float& out = p.y[int64_t{m} * p.n + row];
         out = p.epilogue == DecodeEpilogue::kStore ? v : out + v;
-        if constexpr (kRoute) routed_rows[r] = out;  // m == 1 (checked at launch)
-      }
-      if constexpr (kRoute) {
-        for (int r = threadIdx.x; r < rows_of_cta; r += blockDim.x)
-          if (int64_t{blockIdx.x} * rows_of_cta + r >= p.n) routed_rows[r] = 0.0f;
-        __syncthreads();
-        // red's cross-warp sums were all read above the barrier: its 4 KB are the routing's scratch.
-        static_assert(sizeof(red) >= kernels::kRouteScratchFloat4s * sizeof(float4), "the routing's scratch");
-        kernels::RouteOneTokenFromResidual<32 * kLinearWarps>(p.moe_route, p.y, p.n, int64_t{blockIdx.x} * rows_of_cta,
-                                                              rows_of_cta, routed_rows, reinterpret_cast<float4*>(red));
       }
       break;
     case DecodeEpilogue::kSiluMul: {
@@ -173,12 +156,12 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   }
 }
 
-template <int kScaleHalves, bool kRoute>
+template <int kScaleHalves>
 cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int group_shift, cudaStream_t stream) {
-  auto* kernel = AwqDecodeLinearKernel<kScaleHalves, kRoute>;
+  auto* kernel = AwqDecodeLinearKernel<kScaleHalves>;
   const auto shared = static_cast<size_t>(StagedBytes(p.m, p.k, kScaleHalves));
   cudaError_t error = cudaSuccess;
-  const int64_t resident = kernels::ResidentCtas<AwqDecodeLinearKernel<kScaleHalves, kRoute>>(&error);
+  const int64_t resident = kernels::ResidentCtas<AwqDecodeLinearKernel<kScaleHalves>>(&error);
   if (error != cudaSuccess) return error;
   const bool silu = p.epilogue == DecodeEpilogue::kSiluMul;
   const int64_t row_tiles = (int64_t{p.n} + 15) / 16;
@@ -188,31 +171,19 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const int64_t ctas = silu ? (row_tiles / 2 + tiles_per_cta / 2 - 1) / (tiles_per_cta / 2)
                             : (row_tiles + tiles_per_cta - 1) / tiles_per_cta;
-  if (kRoute && ctas > p.moe_route.partial_ctas) return cudaErrorInvalidValue;  // the partials' rows
   return kernels::LaunchDependent(kernel, dim3(static_cast<unsigned>(ctas)), dim3(32 * kLinearWarps), shared, stream, p,
                                   w, k_slices, group_shift);
 }
 
-
-// What DecodeMoeRoute needs of the launch: one row, completed in place
-// (kAddResidual into y, which the routing reads as its x).
-bool DecodeMoeRouteValid(const DecodeLinearParams& p) {
-  const DecodeMoeRoute& q = p.moe_route;
-  return p.m == 1 && p.epilogue == DecodeEpilogue::kAddResidual && p.row_index == nullptr && q.route.x == p.y &&
-         q.route.hidden == p.n && kernels::Aligned16(q.partials) && q.arrivals != nullptr && q.partial_ctas > 0 &&
-         MoeOneTokenRouteValid(q.route, q.align);
-}
 
 }  // namespace
 
 cudaError_t PrepareAwqDecodeLinear(int32_t max_k, int32_t max_rows) {
   if (max_k <= 0 || max_rows < 0 || max_rows > kDecodeLinearMaxRows) return cudaErrorInvalidValue;
   const auto bytes = static_cast<int>(StagedBytes(max_rows, max_k, 1));  // group < 128: the most unit sums
-  const auto attribute = cudaFuncAttributeMaxDynamicSharedMemorySize;
-  cudaError_t e = cudaFuncSetAttribute(AwqDecodeLinearKernel<1, false>, attribute, bytes);
-  if (e == cudaSuccess) e = cudaFuncSetAttribute(AwqDecodeLinearKernel<4, false>, attribute, bytes);
-  if (e == cudaSuccess) e = cudaFuncSetAttribute(AwqDecodeLinearKernel<1, true>, attribute, bytes);
-  if (e == cudaSuccess) e = cudaFuncSetAttribute(AwqDecodeLinearKernel<4, true>, attribute, bytes);
+  cudaError_t e = cudaFuncSetAttribute(AwqDecodeLinearKernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(AwqDecodeLinearKernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   return e;
 }
 
@@ -226,13 +197,8 @@ cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsV
     return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 32 != 0) return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kRotaryKv && !RotaryKvParamsValid(p)) return cudaErrorInvalidValue;
-  if (p.moe_route.on()) {
-    if (!DecodeMoeRouteValid(p)) return cudaErrorInvalidValue;
-    if (kernels::AwqScaleHalves(w.group_size) == 4) return Launch<4, true>(p, w, group_shift, stream);
-    return Launch<1, true>(p, w, group_shift, stream);
-  }
-  if (kernels::AwqScaleHalves(w.group_size) == 4) return Launch<4, false>(p, w, group_shift, stream);
-  return Launch<1, false>(p, w, group_shift, stream);
+  if (kernels::AwqScaleHalves(w.group_size) == 4) return Launch<4>(p, w, group_shift, stream);
+  return Launch<1>(p, w, group_shift, stream);
 }
 
 }  // namespace ernie::cuda

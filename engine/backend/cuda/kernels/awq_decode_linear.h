@@ -14,9 +14,6 @@
 //                         half the matching up tiles), so width % 16 == 0
 //   kRotaryKv             row pairs (2j, 2j + 1) sit in one tile
 // p.w (the bf16 weights) is not read; `w` is the repacked linear, n x k.
-// With p.moe_route on (one row, kAddResidual: a one-token o_proj of a
-// mixture-of-experts layer), the launch also routes that token
-// (decode_linear.h DecodeMoeRoute; the other decode linears refuse it).
 #pragma once
 
 #include <cuda_runtime_api.h>

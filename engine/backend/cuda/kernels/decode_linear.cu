@@ -384,8 +384,7 @@ cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream)
   const bool one_input = (p.x_f32 != nullptr) != (p.x_bf16 != nullptr);
   if (!one_input || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kDecodeLinearMaxRows || p.n <= 0 ||
       p.k <= 0 || p.k % 8 != 0 || (p.norm_weight != nullptr && p.x_f32 == nullptr) ||
-      (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 2 != 0) ||
-      p.moe_route.on())  // only the AWQ kernel routes (awq_decode_linear.h)
+      (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 2 != 0))
     return cudaErrorInvalidValue;
   // The input and the norm weight are read as float4s (bf16 input: 8 bytes at a time).
   if (reinterpret_cast<uintptr_t>(p.x_f32) % 16 != 0 || reinterpret_cast<uintptr_t>(p.x_bf16) % 8 != 0 ||

@@ -30,7 +30,6 @@
 
 #include <cstdint>
 
-#include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/paged_kv_view.h"
 
 namespace ernie::cuda {
@@ -46,29 +45,6 @@ struct DecodeRotaryKv {
   const float* inv_freq = nullptr;     // [head_dim / 2], as RotaryKvWriteParams
   PagedKvView cache;                   // this layer's keys and values
   int32_t num_heads = 0;               // n = (num_heads + 2 cache.num_kv_heads) * cache.head_dim
-};
-
-// kAddResidual on the one row of a one-token step of a mixture-of-experts
-// layer (its o_proj): the routing of that token from the residual the
-// launch completes, by the launch itself instead of a routing launch after
-// it. Each CTA adds its dots of the router (with the norm weight folded in)
-// and its sum of squares over its own rows to `partials`; the last CTA to
-// count itself in (`arrivals`) sums them in CTA order, takes the logits
-// (RMSNorm(x) . r = inv_rms(x) sum_i x_i g_i r_i, as the one-token routing
-// kernel does), chooses and aligns with moe_one_token.cuh's top-k, and
-// writes the normalised row for the experts. `route` and `align` are what
-// LaunchMoeRouteAndAlign takes for that token (route.x is y, the residual;
-// route.tokens 1). awq_decode_linear.h's kernel only, for now.
-// A CTA's row of DecodeMoeRoute::partials: the experts' dots, the sum of
-// squares, padding to whole float4s.
-__host__ __device__ constexpr int32_t DecodeMoeRoutePartialStride(int32_t experts) { return (experts + 4) / 4 * 4; }
-struct DecodeMoeRoute {
-  MoeRouteParams route;
-  MoeAlignParams align;
-  float* partials = nullptr;     // [partial_ctas, DecodeMoeRoutePartialStride(experts)] scratch, 16-byte aligned
-  int32_t partial_ctas = 0;      // the launch's CTAs must not be more
-  uint32_t* arrivals = nullptr;  // [1] zero before the launch; each launch leaves it zero
-  bool on() const { return route.router != nullptr; }
 };
 
 struct DecodeLinearParams {
@@ -98,8 +74,6 @@ struct DecodeLinearParams {
   // every weight is then requested before the kernel before completes.
   // False: one warp a pair (the before of that change).
   bool split_long_k = true;
-  // Off (route.router nullptr) unless a one-token o_proj routes its token.
-  DecodeMoeRoute moe_route;
 };
 
 // Shared memory the launches need beyond the default 48 KiB are allowed once

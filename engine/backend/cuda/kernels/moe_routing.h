@@ -26,9 +26,6 @@ namespace ernie::cuda {
 constexpr int32_t kMoeMaxExperts = 1024;
 constexpr int32_t kMoeMaxTopK = 32;
 constexpr int32_t kMoeMaxTileRows = 64;  // the largest tile of grouped_expert_gemv.h
-// The most routed experts a one-token routing in one warp takes (two a lane:
-// moe_one_token.cuh), as the one-token cluster and DecodeMoeRoute do.
-constexpr int32_t kMoeOneTokenMaxExperts = 64;
 
 // The router reads the MLP's input from the float32 residual stream and
 // normalises it itself (RMSNorm with norm_weight), in float32 as the CPU
@@ -103,11 +100,6 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
 // Whether this device runs the one-token cluster (else one_token_cluster
 // steps take the last-CTA launch).
 bool MoeOneTokenClusterRuns();
-// Whether route and align describe one token's routing that a single warp
-// chooses and aligns (moe_one_token.cuh: at most kMoeOneTokenMaxExperts
-// routed experts), as LaunchMoeRouteAndAlign would take them (host side;
-// DecodeMoeRoute's check).
-bool MoeOneTokenRouteValid(const MoeRouteParams& route, const MoeAlignParams& align);
 
 struct MoeCombineParams {
   const float* expert_out = nullptr;    // [slots, hidden] the experts' down projections
