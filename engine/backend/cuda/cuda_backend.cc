@@ -313,6 +313,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_grouped_gemm_min_rows_ = options.moe_grouped_gemm_min_rows;
     b->moe_awq_gemv_k_slices_ = options.moe_awq_gemv_k_slices;
     b->moe_awq_gemv_cta_warps_ = options.moe_awq_gemv_cta_warps;
+    b->moe_awq_gemv_lean_ = options.moe_awq_gemv_lean;
     b->moe_route_cluster_ = options.moe_route_cluster;
     b->moe_early_shared_experts_ = options.moe_early_shared_experts;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;

@@ -207,6 +207,14 @@ struct CudaBackendOptions {
   // sized so that a small step's CTAs spread evenly over the SMs
   // (kernels/grouped_awq_gemv.h). To measure it; the GEMM ignores it.
   int moe_awq_gemv_cta_warps = 0;
+  // The same GEMV's tiles of 8 slots (steps of up to ~50 tokens; x staged,
+  // groups >= 128) on the lean k loop: one chunk in flight a warp with three
+  // CTAs an SM instead of two chunks with two, so the k split doubles and
+  // each scheduler has twice the warps (kernels/awq_blocks.cuh
+  // kAwqLeanInFlight). 21B-A3B AWQ device-greedy step on an H100 (NOTES.md
+  // v36): 1.71 -> 1.67 ms at batch 1, 2.26 -> 2.08 at 2, 4.12 -> 3.94 at 8,
+  // 7.51 -> 7.12 at 32. Off: the two-chunk loop (the before).
+  bool moe_awq_gemv_lean = true;
   // MoE steps of one token route in one thread-block cluster whose logits
   // meet in one CTA's shared memory (kernels/moe_routing.h), instead of the
   // last-CTA handoff through L2; off: the handoff (the before of NOTES.md v31).

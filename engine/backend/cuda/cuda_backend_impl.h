@@ -310,6 +310,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t moe_grouped_gemm_min_rows_ = 0;  // CudaBackendOptions::moe_grouped_gemm_min_rows
   int32_t moe_awq_gemv_k_slices_ = 0;      // CudaBackendOptions::moe_awq_gemv_k_slices
   int32_t moe_awq_gemv_cta_warps_ = 0;     // CudaBackendOptions::moe_awq_gemv_cta_warps
+  bool moe_awq_gemv_lean_ = true;          // CudaBackendOptions::moe_awq_gemv_lean
   bool moe_route_cluster_ = true;          // CudaBackendOptions::moe_route_cluster
   int moe_early_shared_experts_ = 0;       // CudaBackendOptions::moe_early_shared_experts
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens

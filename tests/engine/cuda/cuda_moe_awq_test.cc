@@ -55,6 +55,7 @@ struct GroupedCase {
   bool wait_first = false;  // the same, waiting before the tile table (the GEMV's gate/up launch)
   int cta_warps = 0;        // the GEMV's warps a CTA (0: its own choice)
   bool skip_padding = false;  // row = slot, padding slots (slot_token -1) read as zero rows (the down launch)
+  bool lean = false;          // the GEMV's lean k loop (GroupedAwqGemvParams::lean)
 };
 
 void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
@@ -63,7 +64,8 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
                                     << ", k " << gc.k << ", group " << gc.group << (silu ? ", SiLU-mul" : ", float32")
                                     << (gc.by_x_row ? ", x_row" : "") << ", k slices " << gc.k_slices
                                     << (gc.dependent ? ", dependent" : "") << (gc.wait_first ? ", wait first" : "")
-                                    << ", CTA warps " << gc.cta_warps << (gc.skip_padding ? ", padding skipped" : ""));
+                                    << ", CTA warps " << gc.cta_warps << (gc.skip_padding ? ", padding skipped" : "")
+                                    << (gc.lean ? ", lean" : ""));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int tokens = 29, top_k = 2;
   std::vector<AwqCase> cases;
@@ -112,7 +114,8 @@ void RunGroupedCase(const GroupedCase& gc, std::mt19937& gen) {
       .dependent = gc.dependent,
       .wait_first = gc.wait_first,
       .k_slices = gc.k_slices,
-      .cta_warps = gc.cta_warps};
+      .cta_warps = gc.cta_warps,
+      .lean = gc.lean};
   ASSERT_EQ((gc.gemm ? cuda::LaunchGroupedAwqGemm : cuda::LaunchGroupedAwqGemv)(p, nullptr), cudaSuccess);
   const auto y32 = Download(d_y32);
   const auto y16 = Download(d_y16);
@@ -202,6 +205,20 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
   }
   RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 2, false, false, 6}, gen);
   RunGroupedCase({4, 64, 1536, 128, 32, cuda::GroupedEpilogue::kStoreF32, false, false, 2, false, false, 4}, gen);
+  // The lean k loop (GroupedAwqGemvParams::lean, the backend's default; tiles of 8 slots, x staged,
+  // groups of 128): the gate/up launch waiting for the table and the dependent down launch with padding
+  // skipped, at its own k split and at each forced one; groups of 64 ignore it. (The model tests'
+  // checkpoints have groups of 64 and 32, so only these cases reach the lean loop.)
+  for (const int k_slices : {0, 1, 2, 4}) {
+    RunGroupedCase({3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true, false, k_slices, false, true, 0,
+                    false, true},
+                   gen);
+    RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, k_slices, true, false, 0,
+                    true, true},
+                   gen);
+  }
+  RunGroupedCase({6, 40, 192, 64, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, false, false, 0, false, true},
+                 gen);
   // The down launch's padding slots read as zero rows (the alignment's slot_token), staged and not.
   RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, 0, true}, gen);
   RunGroupedCase({4, 64, 1536, 128, 16, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, 0, true}, gen);

@@ -11,7 +11,7 @@
 //                    [--decode-linear-single-wave 1]
 //                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
-//                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0] [--moe-route-cluster 1]
+//                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0] [--moe-awq-gemv-lean 0] [--moe-route-cluster 1]
 //                    [--moe-early-shared 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
 //                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
@@ -151,6 +151,7 @@ struct Args {
   int moe_awq_gemv_k_slices = ernie::CudaBackendOptions{}.moe_awq_gemv_k_slices;
   int moe_awq_gemv_cta_warps = ernie::CudaBackendOptions{}.moe_awq_gemv_cta_warps;
   int moe_route_cluster = ernie::CudaBackendOptions{}.moe_route_cluster ? 1 : 0;
+  int moe_awq_gemv_lean = ernie::CudaBackendOptions{}.moe_awq_gemv_lean ? 1 : 0;
   int moe_early_shared = ernie::CudaBackendOptions{}.moe_early_shared_experts;
   std::vector<int> timeline_batches;  // --timeline-batches: in-graph kernel timelines of these decode steps
   // --engine-streams: that many requests through EngineCore, one step at a
@@ -191,6 +192,9 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->moe_grouped_gemm_min_rows)) return false;
     } else if (f == "--moe-awq-gemv-k-slices") {
       if (!absl::SimpleAtoi(v, &a->moe_awq_gemv_k_slices)) return false;  // the backend says which values
+    } else if (f == "--moe-awq-gemv-lean") {
+      if (!absl::SimpleAtoi(v, &a->moe_awq_gemv_lean) || (a->moe_awq_gemv_lean != 0 && a->moe_awq_gemv_lean != 1))
+        return false;
     } else if (f == "--moe-route-cluster") {
       if (!absl::SimpleAtoi(v, &a->moe_route_cluster) || (a->moe_route_cluster != 0 && a->moe_route_cluster != 1))
         return false;
@@ -621,7 +625,7 @@ int main(int argc, char** argv) {
                  "[--wide-decode-attention-max-pairs N] [--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
-                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--moe-route-cluster 0|1] [--moe-early-shared 0-3] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16] [--engine-streams 1,64] [--engine-rounds 2]\n";
+                 "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--moe-awq-gemv-lean 0|1] [--moe-route-cluster 0|1] [--moe-early-shared 0-3] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16] [--engine-streams 1,64] [--engine-rounds 2]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -693,6 +697,7 @@ int main(int argc, char** argv) {
                 .moe_grouped_gemm_min_rows = args.moe_grouped_gemm_min_rows,
                 .moe_awq_gemv_k_slices = args.moe_awq_gemv_k_slices,
                 .moe_awq_gemv_cta_warps = args.moe_awq_gemv_cta_warps,
+                .moe_awq_gemv_lean = args.moe_awq_gemv_lean == 1,
                 .moe_route_cluster = args.moe_route_cluster == 1,
                 .moe_early_shared_experts = args.moe_early_shared});
   if (!backend.ok()) {
@@ -713,6 +718,7 @@ int main(int argc, char** argv) {
                         {"moe_grouped_gemm_min_rows", args.moe_grouped_gemm_min_rows},
                         {"moe_awq_gemv_k_slices", args.moe_awq_gemv_k_slices},
                         {"moe_awq_gemv_cta_warps", args.moe_awq_gemv_cta_warps},
+                        {"moe_awq_gemv_lean", args.moe_awq_gemv_lean},
                         {"moe_route_cluster", args.moe_route_cluster},
                         {"moe_early_shared", args.moe_early_shared},
                         {"architecture", (*model)->config.architecture_name},

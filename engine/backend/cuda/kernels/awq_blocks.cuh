@@ -40,6 +40,16 @@ constexpr int kAwqChunkK = kAwqBlockK * kAwqChunkBlocks;
 // cycles waiting on loads), one for more tiles (registers).
 template <int kTiles>
 constexpr int kAwqChunksInFlight = kTiles == 1 ? 2 : 1;
+// The lean one-tile loop (GroupedAwqGemvParams::lean): one chunk in
+// flight, so a thread needs at most 80 registers and three CTAs of 8 warps
+// share an SM where the two-chunk loop fits two: the launcher's k split
+// then doubles, and each scheduler has ~6 warps to pick from instead of ~3
+// (ncu, v15: 2.8 warps a scheduler, 0.58 eligible, a third of the stalls
+// waiting on shared-memory loads of x). The 21B-A3B AWQ step 2.5 - 8%
+// faster at batches 1 - 32 on an H100 (NOTES.md v36); the dense int4 GEMV
+// (8192^2, m = 1) was slower with it: its k split cannot grow.
+constexpr int kAwqLeanInFlight = 1;
+constexpr int kAwqLeanCtasPerSm = 3;
 
 // x rows staged in shared memory for the k loop (the int4 GEMVs, m <= 8):
 // read from global memory inside the loop, each x load was an L1 miss more
@@ -387,7 +397,8 @@ __device__ __forceinline__ void AwqZeroColumnsWithoutX(const unsigned (&no_x)[kT
 struct NothingAfterWait {
   __device__ void operator()() const {}
 };
-template <int kTiles, int kScaleHalves, bool kXSums, typename AfterWait = NothingAfterWait>
+template <int kTiles, int kScaleHalves, bool kXSums, int kInFlight = kAwqChunksInFlight<kTiles>,
+          typename AfterWait = NothingAfterWait>
 __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, const uint32_t* tile_records,
                                                    const __nv_bfloat16* const (&x_row)[kTiles],
                                                    const __nv_bfloat16* any_row, const float* x_sums, int live_tiles,
@@ -416,7 +427,7 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
       v.rec[j] = __ldg(records + (min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift));
   };
   // kInFlight chunks stay in flight while one is computed.
-  constexpr int kBuffers = kAwqChunksInFlight<kTiles> + 1;
+  constexpr int kBuffers = kInFlight + 1;
   Chunk buf[kBuffers];
 #pragma unroll
   for (int d = 0; d < kBuffers; ++d)

@@ -99,8 +99,11 @@ __device__ __forceinline__ void WaitForKnownTiles(const GroupedAwqGemvParams& p)
 // without it that code is compiled out, so the launches that have none run
 // the kernel as it was before it (NOTES.md v34: with the checks in every
 // launch, the 21B-A3B batch-1 step at mode 0 was ~25 us slower).
-template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles>
-__global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
+// kLean: one chunk in flight and three CTAs an SM (GroupedAwqGemvParams::lean).
+template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles, bool kLean = false>
+__global__ void __launch_bounds__(32 * kLinearWarps, kLean                                ? kernels::kAwqLeanCtasPerSm
+                                                     : kTiles == 1 && kScaleHalves == 4 ? 2
+                                                                                        : 1)
     GroupedAwqGemvKernel(GroupedAwqGemvParams p, int k_slices, int group_shift) {
   // wait_first: the tile table is the kernel before's (the routing). A down
   // launch may start (p.dependent) once every CTA here has begun, and has
@@ -196,7 +199,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
     }
   };
   float acc[kTiles][4] = {};
-  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
+  constexpr int kInFlight = kLean ? kernels::kAwqLeanInFlight : kernels::kAwqChunksInFlight<kTiles>;
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX, kInFlight>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
                                                              records + row_tile * 8 * groups2 * 2, x_row,
                                                              kStageX ? xs : p.x, x_sums, kTiles, k,
                                                     group_shift, slice, k_slices, acc, stage_x,
@@ -213,9 +217,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   }
 }
 
-template <int kTiles, int kScaleHalves, bool kStageX = false, bool kKnownTiles = false>
+template <int kTiles, int kScaleHalves, bool kStageX = false, bool kKnownTiles = false, bool kLean = false>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  constexpr auto kKernel = GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles>;
+  constexpr auto kKernel = GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles, kLean>;
   cudaError_t error = cudaSuccess;
   // (Occupancy as without staging: at most 44 KB of x and 4 KB of sums fit two CTAs an SM.)
   const int64_t resident = kernels::ResidentCtas<kKernel>(&error);
@@ -256,8 +260,11 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
     case 8:
       // Known tiles come with one-token steps only, whose tiles are of 8 slots.
       if (GroupedAwqGemvStagesX(8, p.w.k, p.w.group_size)) {
-        return p.known_tiles > 0 ? LaunchTiles<1, kScaleHalves, true, true>(p, group_shift, stream)
-                                 : LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
+        if (p.known_tiles > 0) return LaunchTiles<1, kScaleHalves, true, true>(p, group_shift, stream);
+        // (Groups >= 128 only: the shorter groups' loop spills at the lean register bound.)
+        if constexpr (kScaleHalves == 4)
+          if (p.lean) return LaunchTiles<1, kScaleHalves, true, false, true>(p, group_shift, stream);
+        return LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
       }
       return p.known_tiles > 0 ? LaunchTiles<1, kScaleHalves, false, true>(p, group_shift, stream)
                                : LaunchTiles<1, kScaleHalves>(p, group_shift, stream);

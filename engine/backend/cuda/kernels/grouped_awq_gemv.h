@@ -67,6 +67,12 @@ struct GroupedAwqGemvParams {
   // 8, fewer when a step's CTAs fit one wave and smaller ones spread more
   // evenly over the SMs (batch 1: 6 at gate/up, 5 at down on an H200).
   int32_t cta_warps = 0;
+  // The GEMV's tiles of 8 slots with x staged (steps of up to ~50 tokens)
+  // and groups >= 128: the lean k loop, one chunk in flight with three CTAs
+  // an SM (awq_blocks.cuh kAwqLeanInFlight), so the k split sized for the
+  // resident CTAs doubles. Ignored elsewhere (shorter groups' loop would
+  // spill at its register bound).
+  bool lean = false;
   // The tiled GEMM only: slots at or past `rows` are neither read nor
   // stored, so y needs only `rows` rows (a dense linear of m rows in tiles
   // of tile_rows). 0: every slot of the tiles.
