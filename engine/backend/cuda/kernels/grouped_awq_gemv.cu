@@ -200,11 +200,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   };
   float acc[kTiles][4] = {};
   constexpr int kInFlight = kLean ? kernels::kAwqLeanInFlight : kernels::kAwqChunksInFlight<kTiles>;
-  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX, kInFlight>(packed + row_tile * (k / kAwqBlockK) * 32 * 4,
-                                                             records + row_tile * 8 * groups2 * 2, x_row,
-                                                             kStageX ? xs : p.x, x_sums, kTiles, k,
-                                                    group_shift, slice, k_slices, acc, stage_x,
-                                                    !self_normed && !counted_in);
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX, kInFlight>(
+      packed + row_tile * (k / kAwqBlockK) * 32 * 4, records + row_tile * 8 * groups2 * 2, x_row, kStageX ? xs : p.x,
+      x_sums, kTiles, k, group_shift, slice, k_slices, acc, stage_x, !self_normed && !counted_in);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
   if (self_normed && p.known_done != nullptr) {

@@ -65,7 +65,8 @@ struct GroupedAwqGemvParams {
   int32_t k_slices = 0;
   // The GEMV only: warps a CTA (1 - 8, a multiple of the k slices), or 0:
   // 8, fewer when a step's CTAs fit one wave and smaller ones spread more
-  // evenly over the SMs (batch 1: 6 at gate/up, 5 at down on an H200).
+  // evenly over the SMs (batch 1 on the two-chunk loop: 6 at gate/up, 5 at
+  // down on an H200; on the lean loop 8 and 4, with two k slices).
   int32_t cta_warps = 0;
   // The GEMV's tiles of 8 slots with x staged (steps of up to ~50 tokens)
   // and groups >= 128: the lean k loop, one chunk in flight with three CTAs
