@@ -383,8 +383,8 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignKernel(MoeRouteParam
 // dependent rounds through L2 at the end of each MoE layer (the timeline
 // gives the routing 8.2 us of every 21B-A3B AWQ layer at batch 1, NOTES.md
 // v31). Here each CTA stores its logits into rank 0's shared memory and one
-// cluster barrier hands them over; rank 0's first warp then chooses and
-// aligns alone (TopKOfOneToken, AlignOneToken: no barrier of the CTA's). The
+// cluster barrier hands them over; rank 0 then chooses (its warps rank the
+// experts between two CTA barriers) and its first warp aligns. The
 // arithmetic is RouterLogitsOfCta's and TopKOfToken's (each dot and sum in
 // the same order), so the choices, weights and tiles are the same bit for
 // bit. CTA c's warp w takes quarter w % kSplits of the hidden dimension for
@@ -396,24 +396,28 @@ constexpr int kOneTokenCtas = 16;  // a non-portable cluster size (Hopper's larg
 constexpr int kOneTokenExpertsPerCta = 2 * kWarps / kSplits;
 constexpr int kOneTokenMaxExperts = kOneTokenCtas * kOneTokenExpertsPerCta;
 
-// The one-token kernel's top-k, in one warp, for at most 64 experts (two a
-// lane): the softmax as TopKOfToken computes it, then each lane ranks its
-// experts against every expert's biased score, rank r being how many come
-// before it in TopKOfToken's argmax order (a higher score, or an equal one
-// with a smaller id), so the expert of rank j is that loop's j-th choice.
-// The top_k rounds of warp argmax (each a shuffle reduction waiting on the
-// last) become one pass over shared memory. The weights are the same sums
-// in the same order, so the results are TopKOfToken's bit for bit. Lane j <
-// choices returns choice j's id (and writes it and its weight out); the
-// others return INT_MAX. `bias`: this lane's experts' correction biases
-// (lane, lane + 32), loaded early by the caller.
+// The one-token kernel's top-k, for at most 64 experts, by rank 0's whole
+// CTA in three steps between two barriers:
+//   OneTokenSoftmax (warp 0, two experts a lane): the softmax as TopKOfToken
+//     computes it, and each expert's biased score;
+//   OneTokenRanks (every thread, four to an expert): expert e's rank is how
+//     many experts come before it in TopKOfToken's argmax order (a higher
+//     score, or an equal one with a smaller id), each thread counting over a
+//     quarter of them, so the expert of rank j is that loop's j-th choice;
+//   OneTokenChoices (warp 0): the weights, the same sums in the same order.
+// So the results are TopKOfToken's bit for bit. The top_k rounds of warp
+// argmax (each a shuffle reduction waiting on the last) became one warp's
+// pass over every score for two experts a lane (v31); spread over the CTA,
+// each thread reads 16 scores instead of 128.
 struct OneTokenTopKShared {
   float probs[kOneTokenMaxExperts];
   float scores[kOneTokenMaxExperts];
   int32_t chosen[kMoeMaxTopK];
 };
-__device__ __forceinline__ int32_t TopKOfOneToken(const MoeRouteParams& p, const float* logits, const float (&bias)[2],
-                                                  OneTokenTopKShared& s) {
+// `bias`: this lane's experts' correction biases (lane, lane + 32), loaded
+// early by the caller.
+__device__ __forceinline__ void OneTokenSoftmax(const MoeRouteParams& p, const float* logits, const float (&bias)[2],
+                                                OneTokenTopKShared& s) {
   const int lane = threadIdx.x % 32;
   float max_logit = -FLT_MAX;
   for (int e = lane; e < p.experts; e += 32) {
@@ -435,17 +439,28 @@ __device__ __forceinline__ int32_t TopKOfOneToken(const MoeRouteParams& p, const
     s.probs[e] /= sum;
     s.scores[e] = s.probs[e] + bias[i];
   }
-  __syncwarp();
-  for (int e = lane; e < p.experts; e += 32) {
+}
+// Every thread of the CTA (4 x kMoeOneTokenMaxExperts of them), after a
+// barrier behind OneTokenSoftmax; a barrier follows before OneTokenChoices.
+__device__ __forceinline__ void OneTokenRanks(const MoeRouteParams& p, OneTokenTopKShared& s) {
+  const int e = threadIdx.x / 4, quarter = threadIdx.x % 4, span = (p.experts + 3) / 4;
+  const int first = quarter * span, last = min(p.experts, first + span);
+  int rank = 0;
+  if (e < p.experts) {
     const float score = s.scores[e];
-    int rank = 0;
-    for (int o = 0; o < p.experts; ++o) {
-      const float other = s.scores[o];  // the same address across the warp: a broadcast
+    for (int o = first; o < last; ++o) {
+      const float other = s.scores[o];  // the same address across each quarter's lanes: a broadcast
       rank += (other > score || (other == score && o < e)) ? 1 : 0;
     }
-    if (rank < p.top_k) s.chosen[rank] = e;
   }
-  __syncwarp();
+  rank += __shfl_xor_sync(kernels::kFullMask, rank, 1);
+  rank += __shfl_xor_sync(kernels::kFullMask, rank, 2);
+  if (e < p.experts && quarter == 0 && rank < p.top_k) s.chosen[rank] = e;
+}
+// Warp 0: lane j < choices returns choice j's id (and writes it and its
+// weight out); the others return INT_MAX.
+__device__ __forceinline__ int32_t OneTokenChoices(const MoeRouteParams& p, const OneTokenTopKShared& s) {
+  const int lane = threadIdx.x % 32;
   float chosen_sum = 0.0f;  // in choice order, as TopKOfToken adds them
   for (int j = 0; j < p.top_k; ++j) chosen_sum += s.probs[s.chosen[j]];
   const int choices = p.top_k + p.shared_experts;
@@ -456,6 +471,7 @@ __device__ __forceinline__ int32_t TopKOfOneToken(const MoeRouteParams& p, const
   p.topk_weights[lane] = routed ? s.probs[id] / fmaxf(chosen_sum, p.norm_min) : 1.0f;
   return id;
 }
+static_assert(4 * kOneTokenMaxExperts == 32 * kWarps, "OneTokenRanks: four threads an expert, every thread of a CTA");
 
 // AlignAssignments for one token, in one warp: its choices are distinct
 // experts, one assignment each, so expert e's tile is the number of chosen
@@ -576,10 +592,14 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRo
     }
     return;
   }
-  // Rank 0's first warp chooses and aligns; one warp needs no barrier of the CTA's.
-  if (warp != 0) return;
+  // Rank 0 chooses (its CTA ranks the experts, OneTokenRanks) and its first warp aligns.
   __shared__ OneTokenTopKShared top;
-  AlignOneToken(align, TopKOfOneToken(route, logits, bias, top));
+  if (warp == 0) OneTokenSoftmax(route, logits, bias, top);
+  __syncthreads();
+  OneTokenRanks(route, top);
+  __syncthreads();
+  if (warp != 0) return;
+  AlignOneToken(align, OneTokenChoices(route, top));
 }
 
 // Grid (tokens, hidden / (4 kCombineThreads)): one float4 of the output a
