@@ -440,7 +440,7 @@ __device__ __forceinline__ void OneTokenSoftmax(const MoeRouteParams& p, const f
     s.scores[e] = s.probs[e] + bias[i];
   }
 }
-// Every thread of the CTA (4 x kMoeOneTokenMaxExperts of them), after a
+// Every thread of the CTA (4 x kOneTokenMaxExperts of them), after a
 // barrier behind OneTokenSoftmax; a barrier follows before OneTokenChoices.
 __device__ __forceinline__ void OneTokenRanks(const MoeRouteParams& p, OneTokenTopKShared& s) {
   const int e = threadIdx.x / 4, quarter = threadIdx.x % 4, span = (p.experts + 3) / 4;
