@@ -213,7 +213,8 @@ struct CudaBackendOptions {
   // each scheduler has twice the warps (kernels/awq_blocks.cuh
   // kAwqLeanInFlight). 21B-A3B AWQ device-greedy step on an H100 (NOTES.md
   // v36): 1.71 -> 1.67 ms at batch 1, 2.26 -> 2.08 at 2, 4.12 -> 3.94 at 8,
-  // 7.51 -> 7.12 at 32. Off: the two-chunk loop (the before).
+  // 7.51 -> 7.12 at 32. Off: the two-chunk loop (the before). The early
+  // shared experts' launches (moe_early_shared_experts 1 - 3) keep that loop.
   bool moe_awq_gemv_lean = true;
   // MoE steps of one token route in one thread-block cluster whose logits
   // meet in one CTA's shared memory (kernels/moe_routing.h), instead of the

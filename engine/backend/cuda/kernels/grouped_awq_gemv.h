@@ -72,7 +72,8 @@ struct GroupedAwqGemvParams {
   // and groups >= 128: the lean k loop, one chunk in flight with three CTAs
   // an SM (awq_blocks.cuh kAwqLeanInFlight), so the k split sized for the
   // resident CTAs doubles. Ignored elsewhere (shorter groups' loop would
-  // spill at its register bound).
+  // spill at its register bound), and by launches with known tiles
+  // (moe_early_shared_experts 1 - 3), which keep the two-chunk loop.
   bool lean = false;
   // The tiled GEMM only: slots at or past `rows` are neither read nor
   // stored, so y needs only `rows` rows (a dense linear of m rows in tiles
