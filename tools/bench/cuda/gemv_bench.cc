@@ -54,6 +54,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/bench/cuda/graph_timer.h"
 #include "tools/bench/cuda/int_list_flag.h"
+#include "tools/bench/cuda/stream_probe.h"
 
 namespace {
 
@@ -161,6 +162,40 @@ struct Result {
   double us = 0, hbm_fraction = 0;
 };
 
+// The read-only probes (stream_probe.h) on the AWQ copies, as m = 1 rows
+// named probe_*: the stream read at a few CTA counts and unrolls, and the
+// int4 GEMV's own walk without its math.
+template <typename Emit>
+absl::Status TimeReadProbes(const Weights& w, const Shape& s, int k_slices, int reps, cudaStream_t stream,
+                            uint32_t* sink, const Emit& emit) {
+  const double weight_bytes = static_cast<double>(s.k) * s.n / 2 + static_cast<double>(s.k) / kAwqGroup * s.n * 2.5;
+  struct StreamConfig {
+    const char* name;
+    int ctas_per_sm, unroll;
+  };
+  constexpr StreamConfig kStreamConfigs[] = {{"probe_stream_c2_u4", 2, 4},
+                                             {"probe_stream_c4_u4", 4, 4},
+                                             {"probe_stream_c8_u2", 8, 2},
+                                             {"probe_stream_c8_u4", 8, 4},
+                                             {"probe_stream_c4_u8", 4, 8}};
+  for (const StreamConfig& c : kStreamConfigs) {
+    auto read = [&](int i) {
+      const ernie::cuda::AwqWeightsView v = w.Awq(i, s);
+      return Check(ernie::bench::LaunchStreamRead(v.packed, w.packed_words * 4, v.records, w.record_words * 4,
+                                                  c.ctas_per_sm, c.unroll, sink, stream),
+                   c.name);
+    };
+    ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, read));
+    emit(c.name, 1, us, weight_bytes, 0, -1);
+  }
+  auto walk = [&](int i) {
+    return Check(ernie::bench::LaunchAwqPatternRead(w.Awq(i, s), k_slices, sink, stream), "probe_awq_walk");
+  };
+  ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, walk));
+  emit("probe_awq_walk", 1, us, weight_bytes, 0, -1);
+  return absl::OkStatus();
+}
+
 // One line per (shape, m) on stderr: each path's time and fraction of the
 // HBM floor, for reading the switch points off.
 void PrintSummary(const std::vector<Result>& results) {
@@ -184,6 +219,9 @@ void PrintSummary(const std::vector<Result>& results) {
                                  cell("awq_gemv"), cell("awq_gemv_bulk"), cell("awq_small_batch_gemm"),
                                  dq == nullptr ? std::string("-") : absl::StrFormat("%8.2f", dq->us));
   }
+  for (const Result& r : results)
+    if (r.kernel.rfind("probe_", 0) == 0)
+      std::cerr << absl::StrFormat("%-16s %4d | %-20s %8.2f us (%.2f)\n", r.shape, r.m, r.kernel, r.us, r.hbm_fraction);
 }
 
 absl::Status Run(const Args& args, std::ostream* log) {
@@ -208,6 +246,7 @@ absl::Status Run(const Args& args, std::ostream* log) {
       ERNIE_ASSIGN_OR_RETURN(dequant, DeviceBuffer<uint16_t>::Allocate(
                                           ernie::cuda::AwqDequantWorkspaceBytes(s.n, s.k) / 2, "dequant workspace"));
     }
+    ERNIE_ASSIGN_OR_RETURN(auto sink, DeviceBuffer<uint32_t>::Allocate(1, "probe sink"));
     const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x.data());
     auto* wsb = reinterpret_cast<__nv_bfloat16*>(dequant.data());
     const double awq_weight_bytes =
@@ -238,6 +277,7 @@ absl::Status Run(const Args& args, std::ostream* log) {
     if (s.awq) {
       ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, dequantize));
       emit("awq_dequant", 0, us, awq_weight_bytes, 0, -1);
+      ERNIE_RETURN_IF_ERROR(TimeReadProbes(w, s, args.k_slices, reps, stream, sink.data(), emit));
     }
     for (int m : args.ms) {
       auto cublas = [&](int i) {

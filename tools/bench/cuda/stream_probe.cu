@@ -1,0 +1,139 @@
+// Read-only probes (stream_probe.h).
+#include "engine/backend/cuda/kernels/awq_blocks.cuh"
+#include "engine/backend/cuda/kernels/common.cuh"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
+#include "tools/bench/cuda/stream_probe.h"
+
+namespace ernie::bench {
+
+namespace {
+
+using cuda::kernels::kAwqBlockK;
+using cuda::kernels::kAwqChunkBlocks;
+using cuda::kernels::kAwqChunkK;
+using cuda::kernels::kLinearWarps;
+
+// An xor of everything read, which no input makes equal to this, so the
+// store never happens but the compiler must keep every load.
+constexpr uint32_t kNeverXor = 0x9e3779b9u;
+
+__device__ __forceinline__ uint32_t XorOf(const uint4& v) { return v.x ^ v.y ^ v.z ^ v.w; }
+
+// Two ranges read as one (the packed words, then the records): piece i is
+// a[i] below a_pieces, b[i - a_pieces] after.
+template <int kUnroll>
+__global__ void __launch_bounds__(256)
+    StreamReadKernel(const uint4* a, int64_t a_pieces, const uint4* b, int64_t pieces, uint32_t* sink) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  uint32_t acc = 0;
+  for (int64_t base = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; base < pieces; base += stride * kUnroll) {
+    uint4 v[kUnroll];
+    // Clamped rather than predicated: the loads are asm the compiler may hoist out of a branch.
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = min(base + u * stride, pieces - 1);
+      v[u] = cuda::kernels::LoadStreaming16(i < a_pieces ? a + i : b + (i - a_pieces));
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (base + u * stride < pieces) acc ^= XorOf(v[u]);
+  }
+  if (acc == kNeverXor) *sink = acc;
+}
+
+// AwqAccumulateSlice's walk for one x tile and groups >= 128 (its load
+// lambda and buffer rotation, as in awq_blocks.cuh), an xor for the math.
+__global__ void __launch_bounds__(32 * kLinearWarps, 2)
+    AwqPatternReadKernel(cuda::AwqWeightsView w, int k_slices, int group_shift, uint32_t* sink) {
+  cuda::kernels::AllowDependentLaunch();
+  constexpr int kScaleHalves = 4, kInFlight = cuda::kernels::kAwqChunksInFlight<1>;
+  using Chunk = cuda::kernels::AwqChunk<kScaleHalves>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int tiles_per_cta = cuda::kernels::DivBySlices(kLinearWarps, k_slices);
+  const int64_t tiles = (int64_t{w.n} + 15) / 16;
+  const int64_t tile =
+      min(int64_t{blockIdx.x} * tiles_per_cta + cuda::kernels::DivBySlices(warp, k_slices), tiles - 1);
+  const int slice = warp & (k_slices - 1), k = w.k;
+  const int blocks = k / kAwqBlockK, chunks = cuda::kernels::AwqChunks(k);
+  const int groups2 = cuda::kernels::AwqRecordGroups2(k, group_shift);
+  const uint4* packed = reinterpret_cast<const uint4*>(w.packed + tile * (k / kAwqBlockK) * 32 * 4) + lane;
+  const uint2* records = reinterpret_cast<const uint2*>(w.records + tile * 8 * groups2 * 2) + g * groups2;
+  const int my_chunks = slice < chunks ? cuda::kernels::DivBySlices(chunks - 1 - slice, k_slices) + 1 : 0;
+  auto load = [&](int i, Chunk& v) {
+    const int ch = min(slice + i * k_slices, chunks - 1), b0 = ch * kAwqChunkBlocks;
+#pragma unroll
+    for (int u = 0; u < kAwqChunkBlocks; ++u)
+      v.w[u] = cuda::kernels::LoadStreaming16(packed + min(b0 + u, blocks - 1) * 32);
+#pragma unroll
+    for (int j = 0; j < Chunk::kUnits; ++j)
+      v.rec[j] = __ldg(records + (min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift));
+  };
+  constexpr int kBuffers = kInFlight + 1;
+  Chunk buf[kBuffers];
+#pragma unroll
+  for (int d = 0; d < kBuffers; ++d)
+    if (d < my_chunks) load(d, buf[d]);
+  cuda::kernels::WaitForPrerequisiteGrids();
+  uint32_t acc = 0;
+  for (int i = 0; i < my_chunks; i += kBuffers) {
+#pragma unroll
+    for (int d = 0; d < kBuffers; ++d) {
+      if (i + d >= my_chunks) break;
+#pragma unroll
+      for (int u = 0; u < kAwqChunkBlocks; ++u) acc ^= XorOf(buf[d].w[u]);
+#pragma unroll
+      for (int j = 0; j < Chunk::kUnits; ++j) acc ^= buf[d].rec[j].x ^ buf[d].rec[j].y;
+      if (i + d + kBuffers < my_chunks) load(i + d + kBuffers, buf[d]);
+    }
+  }
+  if (acc == kNeverXor) *sink = acc;
+}
+
+template <int kUnroll>
+cudaError_t LaunchStreamReadUnrolled(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, int ctas,
+                                     uint32_t* sink, cudaStream_t stream) {
+  StreamReadKernel<kUnroll><<<ctas, 256, 0, stream>>>(static_cast<const uint4*>(a), a_bytes / 16,
+                                                      static_cast<const uint4*>(b), (a_bytes + b_bytes) / 16, sink);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchStreamRead(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, int ctas_per_sm,
+                             int unroll, uint32_t* sink, cudaStream_t stream) {
+  auto bad_range = [](const void* p, int64_t bytes) {
+    return bytes < 0 || bytes % 16 != 0 || (bytes > 0 && (p == nullptr || !cuda::kernels::Aligned16(p)));
+  };
+  if (sink == nullptr || bad_range(a, a_bytes) || bad_range(b, b_bytes) || a_bytes + b_bytes == 0 ||
+      ctas_per_sm < 1 || ctas_per_sm > 8)
+    return cudaErrorInvalidValue;
+  cudaError_t error = cudaSuccess;
+  const int sms = cuda::kernels::MultiprocessorCount(&error);
+  if (error != cudaSuccess) return error;
+  const int ctas = sms * ctas_per_sm;
+  switch (unroll) {
+    case 2: return LaunchStreamReadUnrolled<2>(a, a_bytes, b, b_bytes, ctas, sink, stream);
+    case 4: return LaunchStreamReadUnrolled<4>(a, a_bytes, b, b_bytes, ctas, sink, stream);
+    case 8: return LaunchStreamReadUnrolled<8>(a, a_bytes, b, b_bytes, ctas, sink, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t LaunchAwqPatternRead(const cuda::AwqWeightsView& w, int k_slices, uint32_t* sink, cudaStream_t stream) {
+  if (w.packed == nullptr || w.records == nullptr || sink == nullptr || w.group_size < 128 ||
+      (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0 || w.k % kAwqBlockK != 0 || w.n % 8 != 0)
+    return cudaErrorInvalidValue;
+  if (k_slices != 0 && k_slices != 1 && k_slices != 2 && k_slices != 4 && k_slices != 8) return cudaErrorInvalidValue;
+  cudaError_t error = cudaSuccess;
+  const int64_t resident = cuda::kernels::ResidentCtas<AwqPatternReadKernel>(&error);
+  if (error != cudaSuccess) return error;
+  const int64_t row_tiles = (int64_t{w.n} + 15) / 16;
+  const int slices =
+      k_slices > 0 ? k_slices : cuda::kernels::PickKSlices(row_tiles, cuda::kernels::AwqChunks(w.k), resident);
+  const int64_t tiles_per_cta = kLinearWarps / slices;
+  const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
+  return cuda::kernels::LaunchDependent(AwqPatternReadKernel, grid, dim3(32 * kLinearWarps), 0, stream, w, slices,
+                                        __builtin_ctz(static_cast<unsigned>(w.group_size)), sink);
+}
+
+}  // namespace ernie::bench
