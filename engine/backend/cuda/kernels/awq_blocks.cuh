@@ -270,72 +270,94 @@ struct AwqChunk {
 // checks it lies before k. A full chunk is compiled without those checks
 // (AwqComputeChunk below picks; a branch and, after it, a warp
 // re-convergence for the mmas cost ~4 instructions a block).
-template <int kTiles, int kScaleHalves, bool kXSums, bool kMayEndEarly>
+// Units in lockstep: one x tile at groups >= 128 walks the chunk's two
+// units half by half, side by side, so their mma chains interleave: four
+// independent chains of four mmas instead of two units of two chains one
+// after the other. The dense GEMV's warps wait on these chains at decode
+// sizes (ncu, v37: at two warps a scheduler a third of its stall samples
+// were fixed-latency waits and issue; its read-only walk ran the same loads
+// in 12 us against its 21). More tiles (or shorter groups, one half a unit)
+// keep one unit at a time: their sums would take too many registers, as
+// they would in the lean loop's 80 (kInFlight 1: it spilled).
+template <int kTiles, int kScaleHalves, int kInFlight>
+constexpr int kAwqLockstepUnits =
+    kTiles == 1 && kScaleHalves == 4 && kInFlight >= 2 ? AwqChunk<kScaleHalves>::kUnits : 1;
+
+template <int kTiles, int kScaleHalves, bool kXSums, bool kMayEndEarly, int kLockstep>
 __device__ __forceinline__ void AwqComputeChunkOf(const AwqChunk<kScaleHalves>& v, int ch, int blocks,
                                                   const uint4* const (&x_lane)[kTiles], const float* x_sums,
                                                   int live_tiles, float (*acc)[4]) {
   using Chunk = AwqChunk<kScaleHalves>;
+  static_assert(Chunk::kUnits % kLockstep == 0, "whole groups of units");
   const int c = threadIdx.x % 4;
   const int b0 = ch * kAwqChunkBlocks;
 #pragma unroll
-  for (int j = 0; j < Chunk::kUnits; ++j) {
-    if (kMayEndEarly && b0 + j * kScaleHalves / 2 >= blocks) break;  // a unit past k (the partial chunk only)
-    // Steps e = 0 and 1 of each half into separate sums: two short chains of dependent mmas.
-    float even[kTiles][4] = {}, odd[kTiles][4] = {};
-    const uint32_t za = __byte_perm(v.rec[j].x, 0, 0x3232), zb = __byte_perm(v.rec[j].y, 0, 0x3232);  // 128 + z
+  for (int j0 = 0; j0 < Chunk::kUnits; j0 += kLockstep) {
+    if (kMayEndEarly && b0 + j0 * kScaleHalves / 2 >= blocks) break;  // a unit past k (the partial chunk only)
+    // Steps e = 0 and 1 of each half into separate sums: short chains of dependent mmas.
+    float even[kLockstep][kTiles][4] = {}, odd[kLockstep][kTiles][4] = {};
 #pragma unroll
     for (int hh = 0; hh < kScaleHalves; ++hh) {
-      const int half = j * kScaleHalves + hh, u = half / 2, h = half % 2;
-      if (kMayEndEarly && b0 + u >= blocks) break;  // the same for the whole warp (the chunk past k only)
-      const uint32_t wa = AwqWordOf(v.w[u], 2 * h), wb = AwqWordOf(v.w[u], 2 * h + 1);  // rows g, g + 8
-      uint32_t ra[4], rb[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        ra[q] = kXSums ? AwqBiasedPair(wa, q) : AwqDequantPair(wa, q, za);
-        rb[q] = kXSums ? AwqBiasedPair(wb, q) : AwqDequantPair(wb, q, zb);
-      }
-      const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
-      const int x_piece = (ch * kAwqChunkK + 32 * half) / 8;
+      for (int jj = 0; jj < kLockstep; ++jj) {
+        const int j = j0 + jj, half = j * kScaleHalves + hh, u = half / 2, h = half % 2;
+        if (kMayEndEarly && b0 + u >= blocks) continue;  // the same for the whole warp (the chunk past k only)
+        const uint32_t za = __byte_perm(v.rec[j].x, 0, 0x3232), zb = __byte_perm(v.rec[j].y, 0, 0x3232);  // 128 + z
+        const uint32_t wa = AwqWordOf(v.w[u], 2 * h), wb = AwqWordOf(v.w[u], 2 * h + 1);  // rows g, g + 8
+        uint32_t ra[4], rb[4];
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        if (kTiles > 1 && t >= live_tiles) break;  // same for the whole warp
-        // A generic load: x is global memory or, in awq_decode_linear.cu, shared.
-        const uint4 xv = x_lane[t][x_piece];
-        MmaBf16(even[t], a0, xv.x, xv.y);
-        MmaBf16(odd[t], a1, xv.z, xv.w);
+        for (int q = 0; q < 4; ++q) {
+          ra[q] = kXSums ? AwqBiasedPair(wa, q) : AwqDequantPair(wa, q, za);
+          rb[q] = kXSums ? AwqBiasedPair(wb, q) : AwqDequantPair(wb, q, zb);
+        }
+        const uint32_t a0[4] = {ra[0], rb[0], ra[1], rb[1]}, a1[4] = {ra[2], rb[2], ra[3], rb[3]};
+        const int x_piece = (ch * kAwqChunkK + 32 * half) / 8;
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) {
+          if (kTiles > 1 && t >= live_tiles) break;  // same for the whole warp
+          // A generic load: x is global memory or, in awq_decode_linear.cu, shared.
+          const uint4 xv = x_lane[t][x_piece];
+          MmaBf16(even[jj][t], a0, xv.x, xv.y);
+          MmaBf16(odd[jj][t], a1, xv.z, xv.w);
+        }
       }
     }
-    const float sa = AwqRecordScale(v.rec[j].x), sb = AwqRecordScale(v.rec[j].y);
-    if constexpr (kXSums) {
-      // The mmas summed (128 + q) x over the unit: take (128 + z) times the
-      // unit's x sum (columns 2c, 2c + 1) back out. In float32 the products
-      // are exact and the sums lose ~2^-24 of 143 |x| a term, far below bf16.
-      const float2 xs = *reinterpret_cast<const float2*>(x_sums + (ch * Chunk::kUnits + j) * 8 + 2 * c);
-      const float zfa = Bf16Hi(v.rec[j].x), zfb = Bf16Hi(v.rec[j].y);
-      acc[0][0] = fmaf(sa, fmaf(-zfa, xs.x, even[0][0] + odd[0][0]), acc[0][0]);
-      acc[0][1] = fmaf(sa, fmaf(-zfa, xs.y, even[0][1] + odd[0][1]), acc[0][1]);
-      acc[0][2] = fmaf(sb, fmaf(-zfb, xs.x, even[0][2] + odd[0][2]), acc[0][2]);
-      acc[0][3] = fmaf(sb, fmaf(-zfb, xs.y, even[0][3] + odd[0][3]), acc[0][3]);
-    } else {
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        acc[t][0] = fmaf(sa, even[t][0] + odd[t][0], acc[t][0]);
-        acc[t][1] = fmaf(sa, even[t][1] + odd[t][1], acc[t][1]);
-        acc[t][2] = fmaf(sb, even[t][2] + odd[t][2], acc[t][2]);
-        acc[t][3] = fmaf(sb, even[t][3] + odd[t][3], acc[t][3]);
+    for (int jj = 0; jj < kLockstep; ++jj) {
+      const int j = j0 + jj;
+      if (kMayEndEarly && b0 + j * kScaleHalves / 2 >= blocks) break;
+      const float sa = AwqRecordScale(v.rec[j].x), sb = AwqRecordScale(v.rec[j].y);
+      if constexpr (kXSums) {
+        // The mmas summed (128 + q) x over the unit: take (128 + z) times the
+        // unit's x sum (columns 2c, 2c + 1) back out. In float32 the products
+        // are exact and the sums lose ~2^-24 of 143 |x| a term, far below bf16.
+        const float2 xs = *reinterpret_cast<const float2*>(x_sums + (ch * Chunk::kUnits + j) * 8 + 2 * c);
+        const float zfa = Bf16Hi(v.rec[j].x), zfb = Bf16Hi(v.rec[j].y);
+        acc[0][0] = fmaf(sa, fmaf(-zfa, xs.x, even[jj][0][0] + odd[jj][0][0]), acc[0][0]);
+        acc[0][1] = fmaf(sa, fmaf(-zfa, xs.y, even[jj][0][1] + odd[jj][0][1]), acc[0][1]);
+        acc[0][2] = fmaf(sb, fmaf(-zfb, xs.x, even[jj][0][2] + odd[jj][0][2]), acc[0][2]);
+        acc[0][3] = fmaf(sb, fmaf(-zfb, xs.y, even[jj][0][3] + odd[jj][0][3]), acc[0][3]);
+      } else {
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) {
+          acc[t][0] = fmaf(sa, even[jj][t][0] + odd[jj][t][0], acc[t][0]);
+          acc[t][1] = fmaf(sa, even[jj][t][1] + odd[jj][t][1], acc[t][1]);
+          acc[t][2] = fmaf(sb, even[jj][t][2] + odd[jj][t][2], acc[t][2]);
+          acc[t][3] = fmaf(sb, even[jj][t][3] + odd[jj][t][3], acc[t][3]);
+        }
       }
     }
   }
 }
 
-template <int kTiles, int kScaleHalves, bool kXSums>
+template <int kTiles, int kScaleHalves, bool kXSums, int kLockstep = 1>
 __device__ __forceinline__ void AwqComputeChunk(const AwqChunk<kScaleHalves>& v, int ch, int blocks,
                                                 const uint4* const (&x_lane)[kTiles], const float* x_sums,
                                                 int live_tiles, float (*acc)[4]) {
   if ((ch + 1) * kAwqChunkBlocks <= blocks) {
-    AwqComputeChunkOf<kTiles, kScaleHalves, kXSums, false>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
+    AwqComputeChunkOf<kTiles, kScaleHalves, kXSums, false, kLockstep>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
   } else {
-    AwqComputeChunkOf<kTiles, kScaleHalves, kXSums, true>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
+    AwqComputeChunkOf<kTiles, kScaleHalves, kXSums, true, kLockstep>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
   }
 }
 
@@ -427,7 +449,7 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
       v.rec[j] = __ldg(records + (min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift));
   };
   // kInFlight chunks stay in flight while one is computed.
-  constexpr int kBuffers = kInFlight + 1;
+  constexpr int kBuffers = kInFlight + 1, kLockstep = kAwqLockstepUnits<kTiles, kScaleHalves, kInFlight>;
   Chunk buf[kBuffers];
 #pragma unroll
   for (int d = 0; d < kBuffers; ++d)
@@ -445,8 +467,8 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
 #pragma unroll
     for (int d = 0; d < kBuffers; ++d) {
       if (i + d >= my_chunks) break;
-      AwqComputeChunk<kTiles, kScaleHalves, kXSums>(buf[d], slice + (i + d) * k_slices, blocks, x_lane, x_sums,
-                                                    live_tiles, acc);
+      AwqComputeChunk<kTiles, kScaleHalves, kXSums, kLockstep>(buf[d], slice + (i + d) * k_slices, blocks, x_lane,
+                                                               x_sums, live_tiles, acc);
       if (i + d + kBuffers < my_chunks) load(i + d + kBuffers, buf[d]);
     }
   }
