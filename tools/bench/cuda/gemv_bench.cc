@@ -166,8 +166,8 @@ struct Result {
 // named probe_*: the stream read at a few CTA counts and unrolls, and the
 // int4 GEMV's own walk without its math.
 template <typename Emit>
-absl::Status TimeReadProbes(const Weights& w, const Shape& s, int k_slices, int reps, cudaStream_t stream,
-                            uint32_t* sink, const Emit& emit) {
+absl::Status TimeReadProbes(const Weights& w, const Shape& s, const __nv_bfloat16* x, float* y, int k_slices,
+                            int reps, cudaStream_t stream, uint32_t* sink, const Emit& emit) {
   const double weight_bytes = static_cast<double>(s.k) * s.n / 2 + static_cast<double>(s.k) / kAwqGroup * s.n * 2.5;
   struct StreamConfig {
     const char* name;
@@ -188,11 +188,28 @@ absl::Status TimeReadProbes(const Weights& w, const Shape& s, int k_slices, int 
     ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, read));
     emit(c.name, 1, us, weight_bytes, 0, -1);
   }
-  auto walk = [&](int i) {
-    return Check(ernie::bench::LaunchAwqPatternRead(w.Awq(i, s), k_slices, sink, stream), "probe_awq_walk");
+  struct WalkConfig {
+    const char* name;
+    bool stage_and_reduce, dequantize;
   };
-  ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, walk));
-  emit("probe_awq_walk", 1, us, weight_bytes, 0, -1);
+  constexpr WalkConfig kWalkConfigs[] = {{"probe_awq_walk", false, false},
+                                         {"probe_awq_walk_stage", true, false},
+                                         {"probe_awq_walk_stage_dequant", true, true}};
+  for (const WalkConfig& c : kWalkConfigs) {
+    auto walk = [&](int i) {
+      return Check(ernie::bench::LaunchAwqWalk({.w = w.Awq(i, s),
+                                                .x = x,
+                                                .y = y,
+                                                .k_slices = k_slices,
+                                                .stage_and_reduce = c.stage_and_reduce,
+                                                .dequantize = c.dequantize,
+                                                .sink = sink},
+                                               stream),
+                   c.name);
+    };
+    ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, walk));
+    emit(c.name, 1, us, weight_bytes, 0, -1);
+  }
   return absl::OkStatus();
 }
 
@@ -277,7 +294,7 @@ absl::Status Run(const Args& args, std::ostream* log) {
     if (s.awq) {
       ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, dequantize));
       emit("awq_dequant", 0, us, awq_weight_bytes, 0, -1);
-      ERNIE_RETURN_IF_ERROR(TimeReadProbes(w, s, args.k_slices, reps, stream, sink.data(), emit));
+      ERNIE_RETURN_IF_ERROR(TimeReadProbes(w, s, xb, y.data(), args.k_slices, reps, stream, sink.data(), emit));
     }
     for (int m : args.ms) {
       auto cublas = [&](int i) {

@@ -43,9 +43,17 @@ __global__ void __launch_bounds__(256)
 
 // AwqAccumulateSlice's walk for one x tile and groups >= 128 (its load
 // lambda and buffer rotation, as in awq_blocks.cuh), an xor for the math.
+// kStage: x staged with its unit sums after the wait and the k slices'
+// sums stored at the end, as AwqGemvKernel does (with the xor as the
+// sums). kDequant: each chunk's nibble pairs turned into bf16 as the k loop
+// does (AwqBiasedPair), xor-ed instead of multiplied.
+template <bool kStage, bool kDequant>
 __global__ void __launch_bounds__(32 * kLinearWarps, 2)
-    AwqPatternReadKernel(cuda::AwqWeightsView w, int k_slices, int group_shift, uint32_t* sink) {
+    AwqWalkKernel(cuda::AwqWeightsView w, const __nv_bfloat16* x, float* y, int k_slices, int group_shift,
+                  uint32_t* sink) {
   cuda::kernels::AllowDependentLaunch();
+  __shared__ float red[kLinearWarps * 16 * 8];  // kStage: the cross-warp sum
+  extern __shared__ uint4 staged_x[];             // kStage: [1][k + pad] bf16 and the unit sums
   constexpr int kScaleHalves = 4, kInFlight = cuda::kernels::kAwqChunksInFlight<1>;
   using Chunk = cuda::kernels::AwqChunk<kScaleHalves>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
@@ -74,19 +82,56 @@ __global__ void __launch_bounds__(32 * kLinearWarps, 2)
   for (int d = 0; d < kBuffers; ++d)
     if (d < my_chunks) load(d, buf[d]);
   cuda::kernels::WaitForPrerequisiteGrids();
+  if constexpr (kStage) {
+    auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
+    cuda::kernels::StageAwqXRowsWithSums<kScaleHalves>(1, k, xs, cuda::kernels::AwqStagedXSums(xs, 1, k),
+                                                       [&](int) { return x; });
+    __syncthreads();
+  }
   uint32_t acc = 0;
   for (int i = 0; i < my_chunks; i += kBuffers) {
 #pragma unroll
     for (int d = 0; d < kBuffers; ++d) {
       if (i + d >= my_chunks) break;
 #pragma unroll
-      for (int u = 0; u < kAwqChunkBlocks; ++u) acc ^= XorOf(buf[d].w[u]);
+      for (int u = 0; u < kAwqChunkBlocks; ++u) {
+        if constexpr (kDequant) {
+#pragma unroll
+          for (int word = 0; word < 4; ++word)
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+              acc ^= cuda::kernels::AwqBiasedPair(cuda::kernels::AwqWordOf(buf[d].w[u], word), q);
+        } else {
+          acc ^= XorOf(buf[d].w[u]);
+        }
+      }
 #pragma unroll
       for (int j = 0; j < Chunk::kUnits; ++j) acc ^= buf[d].rec[j].x ^ buf[d].rec[j].y;
       if (i + d + kBuffers < my_chunks) load(i + d + kBuffers, buf[d]);
     }
   }
-  if (acc == kNeverXor) *sink = acc;
+  if constexpr (kStage) {
+    float sums[1][4] = {{static_cast<float>(acc & 1u), 0.0f, 0.0f, 0.0f}};
+    cuda::kernels::ReduceAndStore<1>(sums, red, k_slices, int64_t{blockIdx.x} * tiles_per_cta * 16, w.n, 1, y, false);
+  } else if (acc == kNeverXor) {
+    *sink = acc;
+  }
+}
+
+template <bool kStage, bool kDequant>
+cudaError_t LaunchWalk(const AwqWalkParams& p, cudaStream_t stream) {
+  constexpr auto kKernel = AwqWalkKernel<kStage, kDequant>;
+  cudaError_t error = cudaSuccess;
+  const int64_t resident = cuda::kernels::ResidentCtas<kKernel>(&error);
+  if (error != cudaSuccess) return error;
+  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
+  const int slices =
+      p.k_slices > 0 ? p.k_slices : cuda::kernels::PickKSlices(row_tiles, cuda::kernels::AwqChunks(p.w.k), resident);
+  const int64_t tiles_per_cta = kLinearWarps / slices;
+  const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
+  const size_t staged = kStage ? static_cast<size_t>(cuda::kernels::AwqStagedXBytes(1, p.w.k, 4)) : 0;
+  return cuda::kernels::LaunchDependent(kKernel, grid, dim3(32 * kLinearWarps), staged, stream, p.w, p.x, p.y, slices,
+                                        __builtin_ctz(static_cast<unsigned>(p.w.group_size)), p.sink);
 }
 
 template <int kUnroll>
@@ -119,21 +164,20 @@ cudaError_t LaunchStreamRead(const void* a, int64_t a_bytes, const void* b, int6
   }
 }
 
-cudaError_t LaunchAwqPatternRead(const cuda::AwqWeightsView& w, int k_slices, uint32_t* sink, cudaStream_t stream) {
-  if (w.packed == nullptr || w.records == nullptr || sink == nullptr || w.group_size < 128 ||
+cudaError_t LaunchAwqWalk(const AwqWalkParams& p, cudaStream_t stream) {
+  const cuda::AwqWeightsView& w = p.w;
+  if (w.packed == nullptr || w.records == nullptr || p.sink == nullptr || w.group_size < 128 ||
       (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0 || w.k % kAwqBlockK != 0 || w.n % 8 != 0)
     return cudaErrorInvalidValue;
-  if (k_slices != 0 && k_slices != 1 && k_slices != 2 && k_slices != 4 && k_slices != 8) return cudaErrorInvalidValue;
-  cudaError_t error = cudaSuccess;
-  const int64_t resident = cuda::kernels::ResidentCtas<AwqPatternReadKernel>(&error);
-  if (error != cudaSuccess) return error;
-  const int64_t row_tiles = (int64_t{w.n} + 15) / 16;
-  const int slices =
-      k_slices > 0 ? k_slices : cuda::kernels::PickKSlices(row_tiles, cuda::kernels::AwqChunks(w.k), resident);
-  const int64_t tiles_per_cta = kLinearWarps / slices;
-  const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
-  return cuda::kernels::LaunchDependent(AwqPatternReadKernel, grid, dim3(32 * kLinearWarps), 0, stream, w, slices,
-                                        __builtin_ctz(static_cast<unsigned>(w.group_size)), sink);
+  if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
+    return cudaErrorInvalidValue;
+  if (p.stage_and_reduce && (p.x == nullptr || p.y == nullptr || !cuda::kernels::Aligned16(p.x) ||
+                             cuda::kernels::AwqStagedXBytes(1, w.k, 4) > cuda::kernels::kAwqMaxStagedXBytes))
+    return cudaErrorInvalidValue;
+  if (p.stage_and_reduce) {
+    return p.dequantize ? LaunchWalk<true, true>(p, stream) : LaunchWalk<true, false>(p, stream);
+  }
+  return p.dequantize ? LaunchWalk<false, true>(p, stream) : LaunchWalk<false, false>(p, stream);
 }
 
 }  // namespace ernie::bench

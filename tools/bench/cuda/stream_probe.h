@@ -13,10 +13,14 @@
 //                  programmatic launch and wait) with the dequantise and the
 //                  mmas replaced by an xor of the words: the gap between it
 //                  and the GEMV is the math's latency, the gap between it and
-//                  the stream read is the walk's.
+//                  the stream read is the walk's; with the x staging and
+//                  the k slices' reduction, and then the dequantisation,
+//                  added one at a time, what each part of the GEMV costs.
 #pragma once
 
 #include <cuda_runtime_api.h>
+
+#include <cuda_bf16.h>
 
 #include <cstdint>
 
@@ -31,8 +35,18 @@ namespace ernie::bench {
 cudaError_t LaunchStreamRead(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes, int ctas_per_sm,
                              int unroll, uint32_t* sink, cudaStream_t stream);
 
-// The int4 GEMV's walk over `w` (m = 1: one x tile), k_slices 0 for the
-// launcher's own choice. `sink` as above.
-cudaError_t LaunchAwqPatternRead(const cuda::AwqWeightsView& w, int k_slices, uint32_t* sink, cudaStream_t stream);
+// The int4 GEMV's walk over `w` (m = 1: one x tile; groups >= 128).
+struct AwqWalkParams {
+  cuda::AwqWeightsView w;
+  const __nv_bfloat16* x = nullptr;  // [k], for stage_and_reduce
+  float* y = nullptr;                // [n], for stage_and_reduce (written with nonsense)
+  int k_slices = 0;                  // 0: the launcher's own choice
+  // What of the GEMV's work besides the loads the walk does too: the x
+  // staging (with unit sums) after the wait and the k slices' reduction and
+  // store at the end; the dequantisation of every nibble pair to bf16.
+  bool stage_and_reduce = false, dequantize = false;
+  uint32_t* sink = nullptr;  // as LaunchStreamRead's
+};
+cudaError_t LaunchAwqWalk(const AwqWalkParams& p, cudaStream_t stream);
 
 }  // namespace ernie::bench
