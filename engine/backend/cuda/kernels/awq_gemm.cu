@@ -61,24 +61,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
                : kStageX  ? xs + int64_t{row} * (k + kernels::kAwqStagedRowPad)
                           : p.x + int64_t{row} * k;
   }
-  // Rows longer than a pass of the CTA's threads (k > 2,048) arrive in one
-  // round trip (cp.async, every piece in flight at once) and their sums are
-  // then taken from shared memory: staged by loads, each pass waited for its
-  // L2 loads before its sums' shuffles. Shorter rows stay loads, however
-  // many: there the copy's wait and extra barrier cost more (v37, on an
-  // H100: 8192^2 m = 1 15.3 -> 15.0 us and the 0.3b's down 3.4 -> 3.2 with
-  // the copy; its gate|up at m = 8 4.1 -> 5.3, q|k|v at m = 1 2.58 -> 2.78).
   auto stage_x = [&] {
     if constexpr (kStageX) {
-      auto row_of = [&](int r) { return p.x + int64_t{r} * k; };
-      if (k / 8 > static_cast<int>(blockDim.x)) {
-        kernels::CopyAwqXRowsAsync(p.m, k, xs, row_of);
-        kernels::CpAsyncWait<0>();
-        __syncthreads();
-        kernels::SumAwqStagedXRows<kScaleHalves>(p.m, k, xs, x_sums);
-      } else {
-        kernels::StageAwqXRowsWithSums<kScaleHalves>(p.m, k, xs, x_sums, row_of);
-      }
+      kernels::StageAwqXRowsWithSums<kScaleHalves>(p.m, k, xs, x_sums, [&](int r) { return p.x + int64_t{r} * k; });
       __syncthreads();
     }
   };
