@@ -13,7 +13,10 @@
 // SmallBatchGemmParams::awq: the backend's kernel for AWQ steps of 16 - 64
 // rows; k <= 4,096, so not 8192 x 8192),
 // awq_dequant_cublas (the prefill path: dequantise into the workspace, then
-// cuBLAS; every m) and awq_dequant alone (m = 0). Shapes are k x n (in x out):
+// cuBLAS; every m) and awq_dequant alone (m = 0); on each AWQ shape, the
+// read-only probes of stream_probe.h as m = 1 rows named probe_* (the
+// measured roofline at the shape's bytes, and the int4 GEMV's walk with
+// its parts added one at a time). Shapes are k x n (in x out):
 // the ERNIE-0.3B linears, its lm_head, 8192 x 8192 and 4096 x 14336 (AWQ
 // group 128).
 //

@@ -13,8 +13,8 @@ using cuda::kernels::kAwqChunkBlocks;
 using cuda::kernels::kAwqChunkK;
 using cuda::kernels::kLinearWarps;
 
-// An xor of everything read, which no input makes equal to this, so the
-// store never happens but the compiler must keep every load.
+// What the xor of everything read is compared with: the store behind the
+// comparison (almost) never happens, but the compiler must keep every load.
 constexpr uint32_t kNeverXor = 0x9e3779b9u;
 
 __device__ __forceinline__ uint32_t XorOf(const uint4& v) { return v.x ^ v.y ^ v.z ^ v.w; }
