@@ -186,9 +186,8 @@ double DevicePeakBytesPerSecond() {
 // named probe_*: the stream read at a few CTA counts and unrolls, and the
 // int4 GEMV's own walk without its math.
 template <typename Emit>
-absl::Status TimeReadProbes(const Weights& w, const Shape& s, const __nv_bfloat16* x, float* y, int k_slices,
-                            int reps, cudaStream_t stream, uint32_t* sink, const Emit& emit) {
-  const double weight_bytes = static_cast<double>(s.k) * s.n / 2 + static_cast<double>(s.k) / kAwqGroup * s.n * 2.5;
+absl::Status TimeReadProbes(const Weights& w, const Shape& s, double weight_bytes, const __nv_bfloat16* x, float* y,
+                            int k_slices, int reps, cudaStream_t stream, uint32_t* sink, const Emit& emit) {
   struct StreamConfig {
     const char* name;
     int ctas_per_sm, unroll;
@@ -321,7 +320,8 @@ absl::Status Run(const Args& args, std::ostream* log) {
     if (s.awq) {
       ERNIE_ASSIGN_OR_RETURN(double us, ernie::bench::TimeLaunchesInGraph(stream, w.copies, reps, dequantize));
       emit("awq_dequant", 0, us, awq_weight_bytes, 0, -1);
-      ERNIE_RETURN_IF_ERROR(TimeReadProbes(w, s, xb, y.data(), args.k_slices, reps, stream, sink.data(), emit));
+      ERNIE_RETURN_IF_ERROR(TimeReadProbes(w, s, awq_weight_bytes, xb, y.data(), args.k_slices, reps, stream,
+                                            sink.data(), emit));
     }
     for (int m : args.ms) {
       auto cublas = [&](int i) {

@@ -10,7 +10,6 @@ namespace {
 
 using cuda::kernels::kAwqBlockK;
 using cuda::kernels::kAwqChunkBlocks;
-using cuda::kernels::kAwqChunkK;
 using cuda::kernels::kLinearWarps;
 
 // What the xor of everything read is compared with: the store behind the
@@ -41,12 +40,12 @@ __global__ void __launch_bounds__(256)
   if (acc == kNeverXor) *sink = acc;
 }
 
-// AwqAccumulateSlice's walk for one x tile and groups >= 128 (its load
-// lambda and buffer rotation, as in awq_blocks.cuh), an xor for the math.
-// kStage: x staged with its unit sums after the wait and the k slices'
-// sums stored at the end, as AwqGemvKernel does (with the xor as the
-// sums). kDequant: each chunk's nibble pairs turned into bf16 as the k loop
-// does (AwqBiasedPair), xor-ed instead of multiplied.
+// The int4 GEMV's walk for one x tile and groups >= 128
+// (awq_blocks.cuh's AwqWalkSlice, the loop AwqAccumulateSlice runs), an xor
+// for the math. kStage: x staged with its unit sums after the wait and the
+// k slices' sums stored at the end, as AwqGemvKernel does (with the xor as
+// the sums). kDequant: each chunk's nibble pairs turned into bf16 as the k
+// loop does (AwqBiasedPair), xor-ed instead of multiplied.
 template <bool kStage, bool kDequant>
 __global__ void __launch_bounds__(32 * kLinearWarps, 2)
     AwqWalkKernel(cuda::AwqWeightsView w, const __nv_bfloat16* x, float* y, int k_slices, int group_shift,
@@ -54,62 +53,41 @@ __global__ void __launch_bounds__(32 * kLinearWarps, 2)
   cuda::kernels::AllowDependentLaunch();
   __shared__ float red[kLinearWarps * 16 * 8];  // kStage: the cross-warp sum
   extern __shared__ uint4 staged_x[];             // kStage: [1][k + pad] bf16 and the unit sums
-  constexpr int kScaleHalves = 4, kInFlight = cuda::kernels::kAwqChunksInFlight<1>;
+  constexpr int kScaleHalves = 4;
   using Chunk = cuda::kernels::AwqChunk<kScaleHalves>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int warp = threadIdx.x / 32;
   const int tiles_per_cta = cuda::kernels::DivBySlices(kLinearWarps, k_slices);
   const int64_t tiles = (int64_t{w.n} + 15) / 16;
   const int64_t tile =
       min(int64_t{blockIdx.x} * tiles_per_cta + cuda::kernels::DivBySlices(warp, k_slices), tiles - 1);
-  const int slice = warp & (k_slices - 1), k = w.k;
-  const int blocks = k / kAwqBlockK, chunks = cuda::kernels::AwqChunks(k);
-  const int groups2 = cuda::kernels::AwqRecordGroups2(k, group_shift);
-  const uint4* packed = reinterpret_cast<const uint4*>(w.packed + tile * (k / kAwqBlockK) * 32 * 4) + lane;
-  const uint2* records = reinterpret_cast<const uint2*>(w.records + tile * 8 * groups2 * 2) + g * groups2;
-  const int my_chunks = slice < chunks ? cuda::kernels::DivBySlices(chunks - 1 - slice, k_slices) + 1 : 0;
-  auto load = [&](int i, Chunk& v) {
-    const int ch = min(slice + i * k_slices, chunks - 1), b0 = ch * kAwqChunkBlocks;
-#pragma unroll
-    for (int u = 0; u < kAwqChunkBlocks; ++u)
-      v.w[u] = cuda::kernels::LoadStreaming16(packed + min(b0 + u, blocks - 1) * 32);
-#pragma unroll
-    for (int j = 0; j < Chunk::kUnits; ++j)
-      v.rec[j] = __ldg(records + (min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift));
-  };
-  constexpr int kBuffers = kInFlight + 1;
-  Chunk buf[kBuffers];
-#pragma unroll
-  for (int d = 0; d < kBuffers; ++d)
-    if (d < my_chunks) load(d, buf[d]);
-  cuda::kernels::WaitForPrerequisiteGrids();
-  if constexpr (kStage) {
-    auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
-    cuda::kernels::StageAwqXRowsWithSums<kScaleHalves>(1, k, xs, cuda::kernels::AwqStagedXSums(xs, 1, k),
-                                                       [&](int) { return x; });
-    __syncthreads();
-  }
-  uint32_t acc = 0;
-  for (int i = 0; i < my_chunks; i += kBuffers) {
-#pragma unroll
-    for (int d = 0; d < kBuffers; ++d) {
-      if (i + d >= my_chunks) break;
-#pragma unroll
-      for (int u = 0; u < kAwqChunkBlocks; ++u) {
-        if constexpr (kDequant) {
-#pragma unroll
-          for (int word = 0; word < 4; ++word)
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-              acc ^= cuda::kernels::AwqBiasedPair(cuda::kernels::AwqWordOf(buf[d].w[u], word), q);
-        } else {
-          acc ^= XorOf(buf[d].w[u]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < Chunk::kUnits; ++j) acc ^= buf[d].rec[j].x ^ buf[d].rec[j].y;
-      if (i + d + kBuffers < my_chunks) load(i + d + kBuffers, buf[d]);
+  const int k = w.k, groups2 = cuda::kernels::AwqRecordGroups2(k, group_shift);
+  auto stage = [&] {
+    if constexpr (kStage) {
+      auto* xs = reinterpret_cast<__nv_bfloat16*>(staged_x);
+      cuda::kernels::StageAwqXRowsWithSums<kScaleHalves>(1, k, xs, cuda::kernels::AwqStagedXSums(xs, 1, k),
+                                                         [&](int) { return x; });
+      __syncthreads();
     }
-  }
+  };
+  uint32_t acc = 0;
+  auto xor_chunk = [&](const Chunk& v, int) {
+#pragma unroll
+    for (int u = 0; u < kAwqChunkBlocks; ++u) {
+      if constexpr (kDequant) {
+#pragma unroll
+        for (int word = 0; word < 4; ++word)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) acc ^= cuda::kernels::AwqBiasedPair(cuda::kernels::AwqWordOf(v.w[u], word), q);
+      } else {
+        acc ^= XorOf(v.w[u]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < Chunk::kUnits; ++j) acc ^= v.rec[j].x ^ v.rec[j].y;
+  };
+  cuda::kernels::AwqWalkSlice<kScaleHalves, cuda::kernels::kAwqChunksInFlight<1>>(
+      w.packed + tile * (k / kAwqBlockK) * 32 * 4, w.records + tile * 8 * groups2 * 2, k, group_shift,
+      warp & (k_slices - 1), k_slices, stage, /*wait=*/true, xor_chunk);
   if constexpr (kStage) {
     float sums[1][4] = {{static_cast<float>(acc & 1u), 0.0f, 0.0f, 0.0f}};
     cuda::kernels::ReduceAndStore<1>(sums, red, k_slices, int64_t{blockIdx.x} * tiles_per_cta * 16, w.n, 1, y, false);

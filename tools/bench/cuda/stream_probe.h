@@ -6,21 +6,21 @@
 //   stream read:   every 16-byte piece of the weights once, grid-stride, kUnroll
 //                  loads a thread in flight, `ctas_per_sm` CTAs of 256
 //                  threads an SM, plain launches (no programmatic overlap);
-//   pattern read:  the int4 GEMV's own walk (awq_blocks.cuh's
-//                  AwqAccumulateSlice: a warp's chunks of 4 x 512 bytes and
-//                  their records at its k slice, two chunks in flight while
-//                  one is "computed", the launcher's grid and k split, the
-//                  programmatic launch and wait) with the dequantise and the
-//                  mmas replaced by an xor of the words: the gap between it
-//                  and the GEMV is the math's latency, the gap between it and
-//                  the stream read is the walk's; with the x staging and
-//                  the k slices' reduction, and then the dequantisation,
-//                  added one at a time, what each part of the GEMV costs.
+//   pattern read:  the int4 GEMV's own walk (awq_blocks.cuh's AwqWalkSlice,
+//                  which AwqAccumulateSlice runs: a warp's chunks of 4 x 512
+//                  bytes and their records at its k slice, two chunks in
+//                  flight while one is "computed", the launcher's grid and k
+//                  split, the programmatic launch and wait) with the
+//                  dequantise and the mmas replaced by an xor of the words:
+//                  the gap between it and the GEMV is the math's latency,
+//                  the gap between it and the stream read is the walk's;
+//                  with the x staging and the k slices' reduction, and then
+//                  the dequantisation, added one at a time, what each part
+//                  of the GEMV costs.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 

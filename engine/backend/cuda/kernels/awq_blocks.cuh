@@ -419,15 +419,18 @@ __device__ __forceinline__ void AwqZeroColumnsWithoutX(const unsigned (&no_x)[kT
 struct NothingAfterWait {
   __device__ void operator()() const {}
 };
-template <int kTiles, int kScaleHalves, bool kXSums, int kInFlight = kAwqChunksInFlight<kTiles>,
-          typename AfterWait = NothingAfterWait>
-__device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, const uint32_t* tile_records,
-                                                   const __nv_bfloat16* const (&x_row)[kTiles],
-                                                   const __nv_bfloat16* any_row, const float* x_sums, int live_tiles,
-                                                   int k,
-                                                   int group_shift, int slice, int k_slices, float (*acc)[4],
-                                                   const AfterWait& after_wait = {}, bool wait = true) {
-  static_assert(!kXSums || kTiles == 1, "unit sums are staged for one tile of x rows");
+
+// The walk alone: the warp's chunks of its k slice of one tile (slice,
+// slice + k_slices, ...) loaded into registers kInFlight ahead, the wait and
+// after_wait() (as AwqAccumulateSlice says) after the first loads, then
+// compute(v, ch) on each chunk v (its index along k ch) in order, each
+// buffer refilled as soon as it is computed. AwqAccumulateSlice's math is
+// one compute; tools/bench/cuda/stream_probe.cu's read-only probes run the
+// same walk with an xor for the math.
+template <int kScaleHalves, int kInFlight, typename AfterWait, typename Compute>
+__device__ __forceinline__ void AwqWalkSlice(const uint32_t* tile_packed, const uint32_t* tile_records, int k,
+                                             int group_shift, int slice, int k_slices, const AfterWait& after_wait,
+                                             bool wait, const Compute& compute) {
   using Chunk = AwqChunk<kScaleHalves>;
   const int lane = threadIdx.x % 32, g = lane / 4;
   const int blocks = k / kAwqBlockK, chunks = AwqChunks(k), groups2 = AwqRecordGroups2(k, group_shift);
@@ -449,7 +452,7 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
       v.rec[j] = __ldg(records + (min(ch * kAwqChunkK + 32 * kScaleHalves * j, k - 1) >> group_shift));
   };
   // kInFlight chunks stay in flight while one is computed.
-  constexpr int kBuffers = kInFlight + 1, kLockstep = kAwqLockstepUnits<kTiles, kScaleHalves, kInFlight>;
+  constexpr int kBuffers = kInFlight + 1;
   Chunk buf[kBuffers];
 #pragma unroll
   for (int d = 0; d < kBuffers; ++d)
@@ -458,20 +461,41 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
   // ready without: the grouped GEMV's tiles that stage their own x).
   if (wait) WaitForPrerequisiteGrids();
   after_wait();
-  // x_row is read only now: after_wait may set it (the grouped GEMV learns
-  // which slots hold a row from the routing's table).
-  const uint4* x_lane[kTiles];
-  unsigned no_x[kTiles];
-  AwqLaneXRows<kTiles>(x_row, any_row, x_lane, no_x);
   for (int i = 0; i < my_chunks; i += kBuffers) {
 #pragma unroll
     for (int d = 0; d < kBuffers; ++d) {
       if (i + d >= my_chunks) break;
-      AwqComputeChunk<kTiles, kScaleHalves, kXSums, kLockstep>(buf[d], slice + (i + d) * k_slices, blocks, x_lane,
-                                                               x_sums, live_tiles, acc);
+      compute(buf[d], slice + (i + d) * k_slices);
       if (i + d + kBuffers < my_chunks) load(i + d + kBuffers, buf[d]);
     }
   }
+}
+
+template <int kTiles, int kScaleHalves, bool kXSums, int kInFlight = kAwqChunksInFlight<kTiles>,
+          typename AfterWait = NothingAfterWait>
+__device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, const uint32_t* tile_records,
+                                                   const __nv_bfloat16* const (&x_row)[kTiles],
+                                                   const __nv_bfloat16* any_row, const float* x_sums, int live_tiles,
+                                                   int k,
+                                                   int group_shift, int slice, int k_slices, float (*acc)[4],
+                                                   const AfterWait& after_wait = {}, bool wait = true) {
+  static_assert(!kXSums || kTiles == 1, "unit sums are staged for one tile of x rows");
+  constexpr int kLockstep = kAwqLockstepUnits<kTiles, kScaleHalves, kInFlight>;
+  const int blocks = k / kAwqBlockK;
+  const uint4* x_lane[kTiles];
+  unsigned no_x[kTiles];
+  AwqWalkSlice<kScaleHalves, kInFlight>(
+      tile_packed, tile_records, k, group_shift, slice, k_slices,
+      [&] {
+        after_wait();
+        // x_row is read only now: after_wait may set it (the grouped GEMV
+        // learns which slots hold a row from the routing's table).
+        AwqLaneXRows<kTiles>(x_row, any_row, x_lane, no_x);
+      },
+      wait,
+      [&](const AwqChunk<kScaleHalves>& v, int ch) {
+        AwqComputeChunk<kTiles, kScaleHalves, kXSums, kLockstep>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
+      });
   AwqZeroColumnsWithoutX<kTiles>(no_x, acc);
 }
 
