@@ -18,15 +18,18 @@ void ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
     const std::function<cudaError_t(const cuda::DecodeLinearParams&)>& launch,
     const std::vector<int32_t>& row_counts) {
   constexpr int32_t kHeads = kRotaryCheckHeads, kKvHeads = kRotaryCheckKvHeads, kDim = kRotaryCheckHeadDim;
-  constexpr int32_t kK = kRotaryCheckK, kN = kRotaryCheckN, kBlock = 4, kBlocks = 16;
-  const size_t plane = size_t{kBlocks} * kKvHeads * kBlock * kDim;
+  constexpr int32_t kK = kRotaryCheckK, kN = kRotaryCheckN, kBlocks = 24;
   std::mt19937 rng(99);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> inv_freq(kDim / 2);
   for (int i = 0; i < kDim / 2; ++i) inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * i / kDim);
+  // Blocks of 4 slots, and of 3 (the epilogues' slot -> (block, row) takes a
+  // shift for powers of two and a division otherwise).
+  for (const int32_t block_size : {4, 3})
   for (const int32_t m : row_counts) {
-    ASSERT_LE(m, kBlocks * kBlock) << "every row needs a slot of its own";
-    SCOPED_TRACE(absl::StrCat("m=", m));
+    const size_t plane = size_t{kBlocks} * kKvHeads * block_size * kDim;
+    ASSERT_LE(m, kBlocks * block_size) << "every row needs a slot of its own";
+    SCOPED_TRACE(absl::StrCat("m=", m, ", block size ", block_size));
     std::vector<float> x(static_cast<size_t>(m) * kK), bias(kN);
     std::vector<uint16_t> cache0(plane);
     for (auto& v : x) v = uni(rng) * 3.0f;
@@ -35,7 +38,7 @@ void ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
     std::vector<int32_t> positions(static_cast<size_t>(m)), slots(static_cast<size_t>(m));
     for (int32_t r = 0; r < m; ++r) {
       positions[static_cast<size_t>(r)] = 3 + 997 * r;
-      slots[static_cast<size_t>(r)] = (r * 11 + 5) % (kBlocks * kBlock);
+      slots[static_cast<size_t>(r)] = (r * 11 + 5) % (kBlocks * block_size);  // distinct: 11 is prime to 72 and 96
     }
     const auto d_x = Upload(x), d_bias = Upload(bias), d_freq = Upload(inv_freq);
     const auto d_pos = Upload(positions), d_slots = Upload(slots);
@@ -47,7 +50,7 @@ void ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
                                .v = reinterpret_cast<__nv_bfloat16*>(v.data()),
                                .num_blocks = kBlocks,
                                .num_kv_heads = kKvHeads,
-                               .block_size = kBlock,
+                               .block_size = block_size,
                                .head_dim = kDim};
     };
     cuda::DecodeLinearParams p{.x_f32 = d_x.data(), .bias = d_bias.data(), .y = y_ref.data(), .m = m, .n = kN, .k = kK};

@@ -3,8 +3,8 @@
 // int4): kRotaryKv must equal kStore (bias included) followed by
 // rotary_kv_write's kernel: q rotated in y, k rotated and v as they are in
 // the paged cache at each row's slot, for 1, 3 and 8 rows (or the row
-// counts given, at most 64: the cache has 64 slots) at scattered positions
-// and slots.
+// counts given, at most 72: the cache has 72 slots of blocks of 3, 96 of 4)
+// at scattered positions and slots.
 #pragma once
 
 #include <cuda_runtime_api.h>
