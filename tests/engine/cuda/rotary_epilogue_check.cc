@@ -23,8 +23,8 @@ void ExpectRotaryKvEpilogueEqualsTheRotaryKernel(
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> inv_freq(kDim / 2);
   for (int i = 0; i < kDim / 2; ++i) inv_freq[static_cast<size_t>(i)] = std::pow(10000.0f, -2.0f * i / kDim);
-  // Blocks of 4 slots, and of 3 (the epilogues' slot -> (block, row) takes a
-  // shift for powers of two and a division otherwise).
+  // Blocks of 4 slots, and of 3: block_size need not be a power of two, and
+  // the epilogues' slot -> (block, row) must not assume one.
   for (const int32_t block_size : {4, 3})
   for (const int32_t m : row_counts) {
     const size_t plane = size_t{kBlocks} * kKvHeads * block_size * kDim;

@@ -58,7 +58,7 @@ __device__ __forceinline__ void MmaBf16(float* d, const uint32_t* a, uint32_t b0
 // H100, 16 rows within noise, batch 1 unchanged (NOTES.md v38).
 __device__ __forceinline__ uint4 LoadStreaming16(const void* p) {
   uint4 v;
-  uint64_t policy;  // a constant: the compiler keeps one a thread
+  uint64_t policy;  // a constant: the SASS folds it into the loads' memory descriptor, set up once
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
