@@ -96,20 +96,18 @@ __global__ void __launch_bounds__(32 * kLinearWarps, 2)
   }
 }
 
+// The GEMV launcher's own shape (PickGemvLaunchShape, as awq_gemm.cu's LaunchGemvTiles).
 template <bool kStage, bool kDequant>
-cudaError_t LaunchWalk(const AwqWalkParams& p, cudaStream_t stream) {
+cudaError_t LaunchWalk(const AwqWalkParams& p, int group_shift, cudaStream_t stream) {
   constexpr auto kKernel = AwqWalkKernel<kStage, kDequant>;
   cudaError_t error = cudaSuccess;
   const int64_t resident = cuda::kernels::ResidentCtas<kKernel>(&error);
   if (error != cudaSuccess) return error;
-  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
-  const int slices =
-      p.k_slices > 0 ? p.k_slices : cuda::kernels::PickKSlices(row_tiles, cuda::kernels::AwqChunks(p.w.k), resident);
-  const int64_t tiles_per_cta = kLinearWarps / slices;
-  const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
+  const cuda::kernels::GemvLaunchShape shape = cuda::kernels::PickGemvLaunchShape(
+      (int64_t{p.w.n} + 15) / 16, cuda::kernels::AwqChunks(p.w.k), resident, p.k_slices);
   const size_t staged = kStage ? static_cast<size_t>(cuda::kernels::AwqStagedXBytes(1, p.w.k, 4)) : 0;
-  return cuda::kernels::LaunchDependent(kKernel, grid, dim3(32 * kLinearWarps), staged, stream, p.w, p.x, p.y, slices,
-                                        __builtin_ctz(static_cast<unsigned>(p.w.group_size)), p.sink);
+  return cuda::kernels::LaunchDependent(kKernel, shape.grid, dim3(32 * kLinearWarps), staged, stream, p.w, p.x, p.y,
+                                        shape.k_slices, group_shift, p.sink);
 }
 
 template <int kUnroll>
@@ -144,18 +142,20 @@ cudaError_t LaunchStreamRead(const void* a, int64_t a_bytes, const void* b, int6
 
 cudaError_t LaunchAwqWalk(const AwqWalkParams& p, cudaStream_t stream) {
   const cuda::AwqWeightsView& w = p.w;
-  if (w.packed == nullptr || w.records == nullptr || p.sink == nullptr || w.group_size < 128 ||
-      (w.group_size & (w.group_size - 1)) != 0 || w.k % w.group_size != 0 || w.k % kAwqBlockK != 0 || w.n % 8 != 0)
-    return cudaErrorInvalidValue;
+  // The GEMV's own checks of the weights (awq_gemm.h), and groups of 128 or more.
+  const int group_shift = cuda::CheckedGroupShift(w);
+  if (group_shift < 0 || p.sink == nullptr || w.group_size < 128) return cudaErrorInvalidValue;
   if (p.k_slices != 0 && p.k_slices != 1 && p.k_slices != 2 && p.k_slices != 4 && p.k_slices != 8)
     return cudaErrorInvalidValue;
   if (p.stage_and_reduce && (p.x == nullptr || p.y == nullptr || !cuda::kernels::Aligned16(p.x) ||
                              cuda::kernels::AwqStagedXBytes(1, w.k, 4) > cuda::kernels::kAwqMaxStagedXBytes))
     return cudaErrorInvalidValue;
   if (p.stage_and_reduce) {
-    return p.dequantize ? LaunchWalk<true, true>(p, stream) : LaunchWalk<true, false>(p, stream);
+    return p.dequantize ? LaunchWalk<true, true>(p, group_shift, stream)
+                        : LaunchWalk<true, false>(p, group_shift, stream);
   }
-  return p.dequantize ? LaunchWalk<false, true>(p, stream) : LaunchWalk<false, false>(p, stream);
+  return p.dequantize ? LaunchWalk<false, true>(p, group_shift, stream)
+                      : LaunchWalk<false, false>(p, group_shift, stream);
 }
 
 }  // namespace ernie::bench

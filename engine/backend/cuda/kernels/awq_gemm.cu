@@ -139,14 +139,11 @@ cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_
   // (Occupancy as without staging: 44 KB of x and 4 KB of sums still fit two CTAs an SM.)
   const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles, kScaleHalves, kStageX>>(&error);
   if (error != cudaSuccess) return error;
-  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
-  const int k_slices =
-      p.k_slices > 0 ? p.k_slices : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), resident);
-  const int64_t tiles_per_cta = kLinearWarps / k_slices;
-  const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
+  const kernels::GemvLaunchShape shape =
+      kernels::PickGemvLaunchShape((int64_t{p.w.n} + 15) / 16, kernels::AwqChunks(p.w.k), resident, p.k_slices);
   const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(p.m, p.w.k, kScaleHalves)) : 0;
-  return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves, kStageX>, grid, dim3(32 * kLinearWarps), staged,
-                                  stream, p, k_slices, group_shift);
+  return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves, kStageX>, shape.grid, dim3(32 * kLinearWarps),
+                                  staged, stream, p, shape.k_slices, group_shift);
 }
 
 // Shared memory of the bulk kernel: the warps' rings and the staged rows.
@@ -168,13 +165,10 @@ cudaError_t LaunchGemvBulk(const AwqGemvParams& p, int group_shift, cudaStream_t
   // Resident CTAs for this launch's shared memory (it varies with m and k).
   const int64_t resident = kernels::ResidentCtasWithShared<kKernel>(static_cast<size_t>(bytes), &error);
   if (error != cudaSuccess) return error;
-  const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
-  const int k_slices = p.k_slices > 0 ? p.k_slices
-                                      : kernels::PickKSlices(row_tiles, kernels::AwqChunks(p.w.k), resident);
-  const int64_t tiles_per_cta = kLinearWarps / k_slices;
-  const auto grid = static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta);
-  return kernels::LaunchDependent(kKernel, grid, dim3(32 * kLinearWarps), static_cast<size_t>(bytes), stream, p,
-                                  k_slices, group_shift);
+  const kernels::GemvLaunchShape shape =
+      kernels::PickGemvLaunchShape((int64_t{p.w.n} + 15) / 16, kernels::AwqChunks(p.w.k), resident, p.k_slices);
+  return kernels::LaunchDependent(kKernel, shape.grid, dim3(32 * kLinearWarps), static_cast<size_t>(bytes), stream, p,
+                                  shape.k_slices, group_shift);
 }
 
 template <int kScaleHalves>

@@ -212,6 +212,18 @@ inline int PickKSlices(int64_t row_tiles, int64_t k_blocks, int64_t resident_cta
   return slices;
 }
 
+// The launch of a GEMV of kLinearWarps-warp CTAs over `row_tiles` 16-row
+// tiles: its k split (`asked` when > 0, else PickKSlices) and its grid.
+struct GemvLaunchShape {
+  int k_slices = 1;
+  unsigned grid = 0;
+};
+inline GemvLaunchShape PickGemvLaunchShape(int64_t row_tiles, int64_t k_blocks, int64_t resident_ctas, int asked) {
+  const int k_slices = asked > 0 ? asked : PickKSlices(row_tiles, k_blocks, resident_ctas);
+  const int64_t tiles_per_cta = kLinearWarps / k_slices;
+  return {k_slices, static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta)};
+}
+
 // The current device's SM count, asked once per process (the backend drives
 // one kind of device); 0 with `*error` set on failure.
 inline int MultiprocessorCount(cudaError_t* error) {
