@@ -350,11 +350,15 @@ __device__ __forceinline__ void AwqComputeChunkOf(const AwqChunk<kScaleHalves>& 
   }
 }
 
-template <int kTiles, int kScaleHalves, bool kXSums, int kLockstep = 1>
+// kWholeChunks: k is a multiple of kAwqChunkK (every ERNIE-4.5 linear), so
+// no chunk is partial and the kMayEndEarly copy is not compiled: ~20 - 33%
+// of an int4 GEMV kernel's SASS (code size costs these launches, NOTES.md
+// v38). The launchers pick it from k.
+template <int kTiles, int kScaleHalves, bool kXSums, int kLockstep = 1, bool kWholeChunks = false>
 __device__ __forceinline__ void AwqComputeChunk(const AwqChunk<kScaleHalves>& v, int ch, int blocks,
                                                 const uint4* const (&x_lane)[kTiles], const float* x_sums,
                                                 int live_tiles, float (*acc)[4]) {
-  if ((ch + 1) * kAwqChunkBlocks <= blocks) {
+  if (kWholeChunks || (ch + 1) * kAwqChunkBlocks <= blocks) {
     AwqComputeChunkOf<kTiles, kScaleHalves, kXSums, false, kLockstep>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
   } else {
     AwqComputeChunkOf<kTiles, kScaleHalves, kXSums, true, kLockstep>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
@@ -472,7 +476,7 @@ __device__ __forceinline__ void AwqWalkSlice(const uint32_t* tile_packed, const 
 }
 
 template <int kTiles, int kScaleHalves, bool kXSums, int kInFlight = kAwqChunksInFlight<kTiles>,
-          typename AfterWait = NothingAfterWait>
+          bool kWholeChunks = false, typename AfterWait = NothingAfterWait>
 __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, const uint32_t* tile_records,
                                                    const __nv_bfloat16* const (&x_row)[kTiles],
                                                    const __nv_bfloat16* any_row, const float* x_sums, int live_tiles,
@@ -494,7 +498,8 @@ __device__ __forceinline__ void AwqAccumulateSlice(const uint32_t* tile_packed, 
       },
       wait,
       [&](const AwqChunk<kScaleHalves>& v, int ch) {
-        AwqComputeChunk<kTiles, kScaleHalves, kXSums, kLockstep>(v, ch, blocks, x_lane, x_sums, live_tiles, acc);
+        AwqComputeChunk<kTiles, kScaleHalves, kXSums, kLockstep, kWholeChunks>(v, ch, blocks, x_lane, x_sums,
+                                                                               live_tiles, acc);
       });
   AwqZeroColumnsWithoutX<kTiles>(no_x, acc);
 }

@@ -95,7 +95,8 @@ __device__ __forceinline__ int64_t TileOf(const DecodeLinearParams& p, int l, in
   return feature_tile + (l >= half ? width_tiles : 0);
 }
 
-template <int kScaleHalves>
+// kWholeChunks: k a multiple of kAwqChunkK (awq_blocks.cuh's AwqComputeChunk).
+template <int kScaleHalves, bool kWholeChunks>
 __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
     AwqDecodeLinearKernel(DecodeLinearParams p, AwqWeightsView w, int k_slices, int group_shift) {
   kernels::AllowDependentLaunch();   // launched as a dependent: see LaunchDependent
@@ -109,12 +110,12 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   float* x_sums = reinterpret_cast<float*>(xs + int64_t{p.m} * k);  // 16-byte aligned: k % 64 == 0
   const __nv_bfloat16* x_row[1] = {g < p.m ? xs + int64_t{g} * k : nullptr};
   float acc[1][4] = {};
-  kernels::AwqAccumulateSlice<1, kScaleHalves, true>(w.packed + tile * (k / kAwqBlockK) * 32 * 4,
-                                                     w.records + tile * 8 * groups2 * 2, x_row, xs, x_sums, 1, k,
-                                                     group_shift, slice, k_slices, acc, [&] {
-                                                       StageInputRows<kScaleHalves>(p, xs, x_sums);
-                                                       __syncthreads();
-                                                     });
+  kernels::AwqAccumulateSlice<1, kScaleHalves, true, kernels::kAwqChunksInFlight<1>, kWholeChunks>(
+      w.packed + tile * (k / kAwqBlockK) * 32 * 4, w.records + tile * 8 * groups2 * 2, x_row, xs, x_sums, 1, k,
+      group_shift, slice, k_slices, acc, [&] {
+        StageInputRows<kScaleHalves>(p, xs, x_sums);
+        __syncthreads();
+      });
   kernels::StageAccumulators<1>(acc, red);
 
   const int rows_of_cta = 16 * tiles_per_cta;
@@ -156,12 +157,12 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   }
 }
 
-template <int kScaleHalves>
+template <int kScaleHalves, bool kWholeChunks>
 cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int group_shift, cudaStream_t stream) {
-  auto* kernel = AwqDecodeLinearKernel<kScaleHalves>;
+  constexpr auto kernel = AwqDecodeLinearKernel<kScaleHalves, kWholeChunks>;
   const auto shared = static_cast<size_t>(StagedBytes(p.m, p.k, kScaleHalves));
   cudaError_t error = cudaSuccess;
-  const int64_t resident = kernels::ResidentCtas<AwqDecodeLinearKernel<kScaleHalves>>(&error);
+  const int64_t resident = kernels::ResidentCtas<kernel>(&error);
   if (error != cudaSuccess) return error;
   const bool silu = p.epilogue == DecodeEpilogue::kSiluMul;
   const int64_t row_tiles = (int64_t{p.n} + 15) / 16;
@@ -181,9 +182,10 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
 cudaError_t PrepareAwqDecodeLinear(int32_t max_k, int32_t max_rows) {
   if (max_k <= 0 || max_rows < 0 || max_rows > kDecodeLinearMaxRows) return cudaErrorInvalidValue;
   const auto bytes = static_cast<int>(StagedBytes(max_rows, max_k, 1));  // group < 128: the most unit sums
-  cudaError_t e = cudaFuncSetAttribute(AwqDecodeLinearKernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(AwqDecodeLinearKernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaError_t e = cudaSuccess;
+  for (const auto kernel : {AwqDecodeLinearKernel<1, false>, AwqDecodeLinearKernel<4, false>,
+                            AwqDecodeLinearKernel<1, true>, AwqDecodeLinearKernel<4, true>})
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   return e;
 }
 
@@ -197,8 +199,10 @@ cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsV
     return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 32 != 0) return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kRotaryKv && !RotaryKvParamsValid(p)) return cudaErrorInvalidValue;
-  if (kernels::AwqScaleHalves(w.group_size) == 4) return Launch<4>(p, w, group_shift, stream);
-  return Launch<1>(p, w, group_shift, stream);
+  const bool whole_chunks = p.k % kernels::kAwqChunkK == 0;
+  if (kernels::AwqScaleHalves(w.group_size) == 4)
+    return whole_chunks ? Launch<4, true>(p, w, group_shift, stream) : Launch<4, false>(p, w, group_shift, stream);
+  return whole_chunks ? Launch<1, true>(p, w, group_shift, stream) : Launch<1, false>(p, w, group_shift, stream);
 }
 
 }  // namespace ernie::cuda

@@ -40,7 +40,7 @@ __device__ __forceinline__ WarpWork WarpWorkOf(const AwqGemvParams& p, int k_sli
 // has finished, with their unit sums (awq_blocks.cuh's
 // StageAwqXRowsWithSums: the zero points then come off once a group), for
 // m <= 8 when they fit.
-template <int kTiles, int kScaleHalves, bool kStageX>
+template <int kTiles, int kScaleHalves, bool kStageX, bool kWholeChunks = false>
 __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves == 4 ? 2 : 1)
     AwqGemvKernel(AwqGemvParams p, int k_slices, int group_shift) {
   kernels::AllowDependentLaunch();  // launched as a dependent: see LaunchDependent
@@ -69,10 +69,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kTiles == 1 && kScaleHalves
   };
   float acc[kTiles][4] = {};
   // Waits for the kernel before (WaitForPrerequisiteGrids) once its first weights are requested.
-  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX>(p.w.packed + tile * (k / kAwqBlockK) * 32 * 4,
-                                                             p.w.records + tile * 8 * groups2 * 2, x_row,
-                                                             kStageX ? xs : p.x, x_sums, (p.m + 7) / 8, k, group_shift,
-                                                             slice, k_slices, acc, stage_x);
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX, kernels::kAwqChunksInFlight<kTiles>, kWholeChunks>(
+      p.w.packed + tile * (k / kAwqBlockK) * 32 * 4, p.w.records + tile * 8 * groups2 * 2, x_row, kStageX ? xs : p.x,
+      x_sums, (p.m + 7) / 8, k, group_shift, slice, k_slices, acc, stage_x);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::ReduceAndStore<kTiles>(acc, red, k_slices, cta_row0, p.w.n, p.m, p.y, p.out == LinearOutput::kBf16);
 }
@@ -133,17 +132,18 @@ __global__ void AwqDequantizeKernel(AwqWeightsView w, __nv_bfloat16* out, int gr
   }
 }
 
-template <int kTiles, int kScaleHalves, bool kStageX = false>
+template <int kTiles, int kScaleHalves, bool kStageX = false, bool kWholeChunks = false>
 cudaError_t LaunchGemvTiles(const AwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  constexpr auto kKernel = AwqGemvKernel<kTiles, kScaleHalves, kStageX, kWholeChunks>;
   cudaError_t error = cudaSuccess;
   // (Occupancy as without staging: 44 KB of x and 4 KB of sums still fit two CTAs an SM.)
-  const int64_t resident = kernels::ResidentCtas<AwqGemvKernel<kTiles, kScaleHalves, kStageX>>(&error);
+  const int64_t resident = kernels::ResidentCtas<kKernel>(&error);
   if (error != cudaSuccess) return error;
   const kernels::GemvLaunchShape shape =
       kernels::PickGemvLaunchShape((int64_t{p.w.n} + 15) / 16, kernels::AwqChunks(p.w.k), resident, p.k_slices);
   const size_t staged = kStageX ? static_cast<size_t>(kernels::AwqStagedXBytes(p.m, p.w.k, kScaleHalves)) : 0;
-  return kernels::LaunchDependent(AwqGemvKernel<kTiles, kScaleHalves, kStageX>, shape.grid, dim3(32 * kLinearWarps),
-                                  staged, stream, p, shape.k_slices, group_shift);
+  return kernels::LaunchDependent(kKernel, shape.grid, dim3(32 * kLinearWarps), staged, stream, p, shape.k_slices,
+                                  group_shift);
 }
 
 // Shared memory of the bulk kernel: the warps' rings and the staged rows.
@@ -178,7 +178,8 @@ cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStre
     if (bulk != cudaErrorNotSupported) return bulk;
   }
   if (p.m <= 8 && kernels::AwqStagedXBytes(p.m, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
-    return LaunchGemvTiles<1, kScaleHalves, true>(p, group_shift, stream);
+    return p.w.k % kernels::kAwqChunkK == 0 ? LaunchGemvTiles<1, kScaleHalves, true, true>(p, group_shift, stream)
+                                            : LaunchGemvTiles<1, kScaleHalves, true>(p, group_shift, stream);
   if (p.m <= 8) return LaunchGemvTiles<1, kScaleHalves>(p, group_shift, stream);
   if (p.m <= 16) return LaunchGemvTiles<2, kScaleHalves>(p, group_shift, stream);
   return LaunchGemvTiles<4, kScaleHalves>(p, group_shift, stream);

@@ -100,7 +100,8 @@ __device__ __forceinline__ void WaitForKnownTiles(const GroupedAwqGemvParams& p)
 // the kernel as it was before it (NOTES.md v34: with the checks in every
 // launch, the 21B-A3B batch-1 step at mode 0 was ~25 us slower).
 // kLean: one chunk in flight and three CTAs an SM (GroupedAwqGemvParams::lean).
-template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles, bool kLean = false>
+// kWholeChunks: k a multiple of kAwqChunkK (awq_blocks.cuh's AwqComputeChunk).
+template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles, bool kLean = false, bool kWholeChunks = false>
 __global__ void __launch_bounds__(32 * kLinearWarps, kLean                                ? kernels::kAwqLeanCtasPerSm
                                                      : kTiles == 1 && kScaleHalves == 4 ? 2
                                                                                         : 1)
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   };
   float acc[kTiles][4] = {};
   constexpr int kInFlight = kLean ? kernels::kAwqLeanInFlight : kernels::kAwqChunksInFlight<kTiles>;
-  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX, kInFlight>(
+  kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX, kInFlight, kWholeChunks>(
       packed + row_tile * (k / kAwqBlockK) * 32 * 4, records + row_tile * 8 * groups2 * 2, x_row, kStageX ? xs : p.x,
       x_sums, kTiles, k, group_shift, slice, k_slices, acc, stage_x, !self_normed && !counted_in);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
@@ -215,9 +216,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   }
 }
 
-template <int kTiles, int kScaleHalves, bool kStageX = false, bool kKnownTiles = false, bool kLean = false>
+template <int kTiles, int kScaleHalves, bool kStageX = false, bool kKnownTiles = false, bool kLean = false,
+          bool kWholeChunks = false>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  constexpr auto kKernel = GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles, kLean>;
+  constexpr auto kKernel = GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles, kLean, kWholeChunks>;
   cudaError_t error = cudaSuccess;
   // (Occupancy as without staging: at most 44 KB of x and 4 KB of sums fit two CTAs an SM.)
   const int64_t resident = kernels::ResidentCtas<kKernel>(&error);
@@ -261,8 +263,13 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
         if (p.known_tiles > 0) return LaunchTiles<1, kScaleHalves, true, true>(p, group_shift, stream);
         // (Groups >= 128 only: the shorter groups' loop spills at the lean register bound.)
         if constexpr (kScaleHalves == 4)
-          if (p.lean) return LaunchTiles<1, kScaleHalves, true, false, true>(p, group_shift, stream);
-        return LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
+          if (p.lean)
+            return p.w.k % kernels::kAwqChunkK == 0
+                       ? LaunchTiles<1, kScaleHalves, true, false, true, true>(p, group_shift, stream)
+                       : LaunchTiles<1, kScaleHalves, true, false, true>(p, group_shift, stream);
+        return p.w.k % kernels::kAwqChunkK == 0
+                   ? LaunchTiles<1, kScaleHalves, true, false, false, true>(p, group_shift, stream)
+                   : LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
       }
       return p.known_tiles > 0 ? LaunchTiles<1, kScaleHalves, false, true>(p, group_shift, stream)
                                : LaunchTiles<1, kScaleHalves>(p, group_shift, stream);
