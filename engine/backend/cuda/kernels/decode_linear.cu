@@ -125,7 +125,11 @@ __device__ void LoadInputRows(const DecodeLinearParams& p, const NormPrefetch& p
 // hold two loop steps); the second warp's dots meet the first's in shared
 // memory. One warp walking k = 3,072 loaded its last step after the wait
 // (the 0.3b's down_proj, the slowest linear of the batch-1 step, v19).
-template <int M>
+//
+// kWholeSteps: k a multiple of kLoopStepK (the 0.3b's every linear), so each
+// warp's range of k is whole loop steps (the halves split at a step: 3,072 as
+// 2,048 + 1,024) and the loop has no partial step to test for.
+template <int M, bool kWholeSteps>
 __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearParams p, int k_halves) {
   extern __shared__ float xs[];  // [M, k]
   __shared__ float row_sums[kWarps][M];
@@ -141,7 +145,8 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   const int pair_stride = gridDim.x * kWarps / k_halves;  // pairs one round of the grid covers
   const int first_pair = (blockIdx.x * kWarps + warp) / k_halves;
   // This warp's range of k: all of it, or a half (a multiple of 8 elements).
-  const int k_per_half = (p.k / k_halves + 7) / 8 * 8;
+  const int k_per_half = kWholeSteps ? (p.k / k_halves + kLoopStepK - 1) / kLoopStepK * kLoopStepK
+                                     : (p.k / k_halves + 7) / 8 * 8;
   const int k_begin = half * k_per_half, k_end = min(p.k, k_begin + k_per_half);
   auto row_a = [&](int j) -> int64_t { return silu ? j : 2 * j; };
   auto row_b = [&](int j) -> int64_t {  // a stands in for a missing b; its dots are dropped
@@ -156,7 +161,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
 #pragma unroll
     for (int u = 0; u < kChunksInFlight; ++u) {
       const int i = base + u * 32 * 8;
-      if (i < k_end) {
+      if (kWholeSteps || i < k_end) {
         da[u] = __ldg(reinterpret_cast<const uint4*>(wa + i));
         db[u] = __ldg(reinterpret_cast<const uint4*>(wb + i));
       }
@@ -217,7 +222,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
         const int i = base + u * 32 * 8;
-        if (i >= k_end) break;
+        if (!kWholeSteps && i >= k_end) break;
         float fa[8], fb[8];
         kernels::WidenBf16x8(ra[u], fa);
         kernels::WidenBf16x8(rb[u], fb);
@@ -304,11 +309,11 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   }
 }
 
-// CTAs of DecodeLinearKernel<M> resident on the device at once (at the
+// CTAs of DecodeLinearKernel<M, *> resident on the device at once (at the
 // largest k PrepareDecodeLinear allowed); 0 until then.
 int g_resident_ctas[kDecodeLinearMaxRows] = {};
 
-template <int M>
+template <int M, bool kWholeSteps>
 cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
   const int pairs = p.epilogue == DecodeEpilogue::kSiluMul ? p.n / 2 : (p.n + 1) / 2;
   int ctas = std::min(kMaxCtas, (pairs + kWarps - 1) / kWarps);
@@ -330,24 +335,32 @@ cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
     ctas = split_ctas;
   }
   // A programmatic dependent launch: see the kernel.
-  return kernels::LaunchDependent(DecodeLinearKernel<M>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
+  return kernels::LaunchDependent(DecodeLinearKernel<M, kWholeSteps>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
                                   sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k), stream, p,
                                   k_halves);
 }
 
 template <int M>
 cudaError_t AllowSharedMemory(int32_t max_k) {
-  const int bytes = static_cast<int>(sizeof(float)) * M * max_k;
-  cudaError_t e =
-      cudaFuncSetAttribute(DecodeLinearKernel<M>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           std::max(bytes, 0));
-  int per_sm = 0, device = 0, sms = 0;
+  const int bytes = std::max(static_cast<int>(sizeof(float)) * M * max_k, 0);
+  // Both forms' residency; the launcher plans with the smaller.
+  int per_sm = 0, whole_per_sm = 0, device = 0, sms = 0;
+  cudaError_t e = cudaFuncSetAttribute(DecodeLinearKernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, DecodeLinearKernel<M>, kWarps * 32, std::max(bytes, 0));
+    e = cudaFuncSetAttribute(DecodeLinearKernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, DecodeLinearKernel<M, false>, kWarps * 32, bytes);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&whole_per_sm, DecodeLinearKernel<M, true>, kWarps * 32, bytes);
   if (e == cudaSuccess) e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (e == cudaSuccess) g_resident_ctas[M - 1] = per_sm * sms;
+  if (e == cudaSuccess) g_resident_ctas[M - 1] = std::min(per_sm, whole_per_sm) * sms;
   return e;
+}
+
+template <int M>
+cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
+  return p.k % kLoopStepK == 0 ? Launch<M, true>(p, stream) : Launch<M, false>(p, stream);
 }
 
 }  // namespace
