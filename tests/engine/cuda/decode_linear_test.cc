@@ -133,7 +133,9 @@ TEST(DecodeLinearTest, MatchesTheHostFormulaForEveryRowCountAndFusion) {
     RunCase({1, 1024, 3072, DecodeEpilogue::kStore, true, false, false, false, single_wave});
   }
   // Rows of k > 2,048 on one warp a pair (the before of split_long_k; the
-  // cases above split them over two, k = 2,504 into halves of 1,256 and 1,248).
+  // cases above split them over two, k = 2,504 into halves of 1,256 and 1,248,
+  // k = 3,072 into whole loop steps, 2,048 and 1,024: kWholeSteps, the form
+  // every k that is a multiple of 1,024 above takes).
   for (const int32_t m : {1, 2, 8}) {
     RunCase({m, 1024, 3072, DecodeEpilogue::kAddResidual, false, false, false, true, true, false});
     RunCase({m, 999, 2504, DecodeEpilogue::kAddResidual, false, true, false, true, true, false});
