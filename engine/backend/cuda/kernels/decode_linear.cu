@@ -335,9 +335,9 @@ cudaError_t Launch(const DecodeLinearParams& p, cudaStream_t stream) {
     ctas = split_ctas;
   }
   // A programmatic dependent launch: see the kernel.
-  return kernels::LaunchDependent(DecodeLinearKernel<M, kWholeSteps>, dim3(static_cast<unsigned>(ctas)), dim3(kWarps * 32),
-                                  sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k), stream, p,
-                                  k_halves);
+  return kernels::LaunchDependent(DecodeLinearKernel<M, kWholeSteps>, dim3(static_cast<unsigned>(ctas)),
+                                  dim3(kWarps * 32), sizeof(float) * static_cast<size_t>(M) * static_cast<size_t>(p.k),
+                                  stream, p, k_halves);
 }
 
 template <int M>
@@ -345,9 +345,9 @@ cudaError_t AllowSharedMemory(int32_t max_k) {
   const int bytes = std::max(static_cast<int>(sizeof(float)) * M * max_k, 0);
   // Both forms' residency; the launcher plans with the smaller.
   int per_sm = 0, whole_per_sm = 0, device = 0, sms = 0;
-  cudaError_t e = cudaFuncSetAttribute(DecodeLinearKernel<M, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(DecodeLinearKernel<M, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  cudaError_t e = cudaSuccess;
+  for (const auto kernel : {DecodeLinearKernel<M, false>, DecodeLinearKernel<M, true>})
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e == cudaSuccess)
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, DecodeLinearKernel<M, false>, kWarps * 32, bytes);
   if (e == cudaSuccess)
