@@ -351,9 +351,11 @@ __device__ __forceinline__ void AwqComputeChunkOf(const AwqChunk<kScaleHalves>& 
 }
 
 // kWholeChunks: k is a multiple of kAwqChunkK (every ERNIE-4.5 linear), so
-// no chunk is partial and the kMayEndEarly copy is not compiled: ~20 - 33%
-// of an int4 GEMV kernel's SASS (code size costs these launches, NOTES.md
-// v38). The launchers pick it from k.
+// no chunk is partial: the loop has no per-chunk test and the kMayEndEarly
+// copy is not compiled (~20 - 33% of an int4 GEMV kernel's SASS). The
+// 21B-A3B's batch-1 step went 3.5% faster (NOTES.md v39); smaller code alone
+// did not pay elsewhere (v39: rolled loops, one kernel per epilogue). The
+// launchers pick it from k.
 template <int kTiles, int kScaleHalves, bool kXSums, int kLockstep = 1, bool kWholeChunks = false>
 __device__ __forceinline__ void AwqComputeChunk(const AwqChunk<kScaleHalves>& v, int ch, int blocks,
                                                 const uint4* const (&x_lane)[kTiles], const float* x_sums,
