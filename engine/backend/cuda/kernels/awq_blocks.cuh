@@ -34,6 +34,9 @@ namespace ernie::cuda::kernels {
 constexpr int kAwqBlockK = 64;
 constexpr int kAwqChunkBlocks = 4;  // blocks per loop step
 constexpr int kAwqChunkK = kAwqBlockK * kAwqChunkBlocks;
+// Whether rows of k split into whole chunks: the launchers' pick of the
+// kernels compiled with kWholeChunks (AwqComputeChunk).
+inline bool AwqWholeChunks(int64_t k) { return k % kAwqChunkK == 0; }
 // Chunks a warp keeps loading while it computes one: two for one x tile
 // (m <= 8: few warps a CTA can hold, so each keeps more bytes in flight;
 // ncu on 8192 x 8192 with one: 24% occupancy, the schedulers idle 68% of

@@ -199,7 +199,7 @@ cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsV
     return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 32 != 0) return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kRotaryKv && !RotaryKvParamsValid(p)) return cudaErrorInvalidValue;
-  const bool whole_chunks = p.k % kernels::kAwqChunkK == 0;
+  const bool whole_chunks = kernels::AwqWholeChunks(p.k);
   if (kernels::AwqScaleHalves(w.group_size) == 4)
     return whole_chunks ? Launch<4, true>(p, w, group_shift, stream) : Launch<4, false>(p, w, group_shift, stream);
   return whole_chunks ? Launch<1, true>(p, w, group_shift, stream) : Launch<1, false>(p, w, group_shift, stream);

@@ -178,8 +178,8 @@ cudaError_t LaunchGemvForGroup(const AwqGemvParams& p, int group_shift, cudaStre
     if (bulk != cudaErrorNotSupported) return bulk;
   }
   if (p.m <= 8 && kernels::AwqStagedXBytes(p.m, p.w.k, kScaleHalves) <= kernels::kAwqMaxStagedXBytes)
-    return p.w.k % kernels::kAwqChunkK == 0 ? LaunchGemvTiles<1, kScaleHalves, true, true>(p, group_shift, stream)
-                                            : LaunchGemvTiles<1, kScaleHalves, true>(p, group_shift, stream);
+    return kernels::AwqWholeChunks(p.w.k) ? LaunchGemvTiles<1, kScaleHalves, true, true>(p, group_shift, stream)
+                                          : LaunchGemvTiles<1, kScaleHalves, true>(p, group_shift, stream);
   if (p.m <= 8) return LaunchGemvTiles<1, kScaleHalves>(p, group_shift, stream);
   if (p.m <= 16) return LaunchGemvTiles<2, kScaleHalves>(p, group_shift, stream);
   return LaunchGemvTiles<4, kScaleHalves>(p, group_shift, stream);

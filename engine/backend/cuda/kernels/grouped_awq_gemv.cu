@@ -264,10 +264,10 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
         // (Groups >= 128 only: the shorter groups' loop spills at the lean register bound.)
         if constexpr (kScaleHalves == 4)
           if (p.lean)
-            return p.w.k % kernels::kAwqChunkK == 0
+            return kernels::AwqWholeChunks(p.w.k)
                        ? LaunchTiles<1, kScaleHalves, true, false, true, true>(p, group_shift, stream)
                        : LaunchTiles<1, kScaleHalves, true, false, true>(p, group_shift, stream);
-        return p.w.k % kernels::kAwqChunkK == 0
+        return kernels::AwqWholeChunks(p.w.k)
                    ? LaunchTiles<1, kScaleHalves, true, false, false, true>(p, group_shift, stream)
                    : LaunchTiles<1, kScaleHalves, true>(p, group_shift, stream);
       }
