@@ -204,8 +204,10 @@ struct CudaBackendOptions {
   // step expects (1 at batch 1). To measure the split; the GEMM ignores it.
   int moe_awq_gemv_k_slices = 0;
   // The same GEMV's warps a CTA (1 - 8, a multiple of its k slices), or 0:
-  // sized so that a small step's CTAs spread evenly over the SMs
-  // (kernels/grouped_awq_gemv.h). To measure it; the GEMM ignores it.
+  // 8 for a one-token step (the 21B-A3B AWQ batch-1 step 1.8% faster on an
+  // H100 than the spread below, NOTES.md v41), else sized so that a small
+  // step's CTAs spread evenly over the SMs (kernels/grouped_awq_gemv.h).
+  // To measure it; the GEMM ignores it.
   int moe_awq_gemv_cta_warps = 0;
   // The same GEMV's tiles of 8 slots (steps of up to ~50 tokens; x staged,
   // groups >= 128) on the lean k loop: one chunk in flight a warp with three

@@ -250,8 +250,8 @@ class CudaBackendImpl final : public CudaBackend {
     const float* x = nullptr;  // the token's float32 residual, normalised by their gate/up CTAs (2, 3)
     bool count_in = false;     // their down CTAs start once those have counted in (3)
   };
-  absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles, int32_t tile_rows,
-                              int32_t expected_tiles, const EarlySharedExperts& early);
+  absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens, int32_t max_tiles,
+                              int32_t tile_rows, int32_t expected_tiles, const EarlySharedExperts& early);
   // Whether tiles of tile_rows slots go to the tiled expert GEMMs (else the grouped GEMVs).
   bool ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows) const;
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);

@@ -76,8 +76,27 @@ bool CudaBackendImpl::ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows)
   return min_rows > 0 && tile_rows >= min_rows;
 }
 
-absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t max_tiles,
-                                             int32_t tile_rows, int32_t expected_tiles,
+namespace {
+
+// The grouped int4 GEMV's warps a CTA: `option` (CudaBackendOptions::
+// moe_awq_gemv_cta_warps) when set; else whole CTAs (the launcher's largest,
+// 8 warps: kernels/linear_mma.cuh kLinearWarps) for a one-token chunk, and
+// 0 (the launcher's PickGroupedCtaWarps) otherwise. The picker's rule (the
+// fewest warps on the fullest SM) takes smaller CTAs for a one-token step's
+// few tiles, yet whole CTAs made the 21B-A3B AWQ step 1.552 - 1.560 ms
+// against 1.577 - 1.593 on an H100, six rounds alternated; at 2 and 4 tokens
+// they were no faster (2.056 - 2.060 against 2.041 - 2.061; 2.936 - 2.942
+// against 2.937 - 2.954: NOTES.md v41).
+int32_t GroupedAwqCtaWarps(int32_t option, int32_t tokens) {
+  if (option != 0) return option;
+  constexpr int32_t kWholeCtaWarps = 8;
+  return tokens == 1 ? kWholeCtaWarps : 0;
+}
+
+}  // namespace
+
+absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens,
+                                             int32_t max_tiles, int32_t tile_rows, int32_t expected_tiles,
                                              const EarlySharedExperts& early) {
   const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
   const DeviceMoeWeights& w = lw.moe;
@@ -92,7 +111,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   if (!w.awq.empty()) {
     const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
     const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split and CTA size only
-    const int32_t cta_warps = tiled ? 0 : moe_awq_gemv_cta_warps_;
+    const int32_t cta_warps = tiled ? 0 : GroupedAwqCtaWarps(moe_awq_gemv_cta_warps_, tokens);
     // The shared experts' tiles (the pseudo-experts after the routed ones).
     const int32_t known_tiles =
         !tiled && moe_early_shared_experts_ > 0 && early.tile0 >= 0 ? max_tiles - early.tile0 : 0;
@@ -250,7 +269,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
         .tile0 = known_shared_tile0,
         .x = shared_during_routing ? ws_.x.data() + int64_t{begin} * hidden : nullptr,
         .count_in = shared_during_routing && moe_early_shared_experts_ == 3};
-    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, max_tiles, tile_rows, expected_tiles, early));
+    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, n, max_tiles, tile_rows, expected_tiles, early));
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),
                                                  .topk_weights = ws_.moe_topk_weights.data(),

@@ -197,7 +197,7 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
   // CTAs of fewer warps (CudaBackendOptions::moe_awq_gemv_cta_warps): more CTAs a tile, the last
   // one's row tiles past n (n 32 is two); the staged gate/up launch (x copied before the weights)
   // and the dependent down launch; with two k slices a CTA.
-  for (const int cta_warps : {1, 3, 5, 6}) {
+  for (const int cta_warps : {1, 3, 5, 6, 8}) {
     RunGroupedCase(
         {3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true, cta_warps}, gen);
     RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, cta_warps},
@@ -217,6 +217,11 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
                     true, true},
                    gen);
   }
+  // The backend's one-token launches: lean, whole CTAs of 8 warps (cuda_moe_forward.cc GroupedAwqCtaWarps).
+  RunGroupedCase(
+      {3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true, 8, false, true}, gen);
+  RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, 8, true, true},
+                 gen);
   RunGroupedCase({6, 40, 192, 64, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, false, false, 0, false, true},
                  gen);
   // The down launch's padding slots read as zero rows (the alignment's slot_token), staged and not.
