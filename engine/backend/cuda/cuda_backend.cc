@@ -11,6 +11,7 @@
 #include "engine/backend/cuda/kernels/awq_decode_linear.h"
 #include "engine/backend/cuda/kernels/cluster_decode_linear.h"
 #include "engine/backend/cuda/kernels/decode_linear.h"
+#include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/kernels/mma_attention.h"
 #include "engine/backend/cuda/kernels/paged_attention.h"
@@ -153,9 +154,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("moe_awq_gemv_k_slices must be 0, 1, 2, 4 or 8, got ", o.moe_awq_gemv_k_slices));
   const int cta_warps = o.moe_awq_gemv_cta_warps, k_slices = o.moe_awq_gemv_k_slices;
-  if (cta_warps < 0 || cta_warps > 8 || (cta_warps > 0 && k_slices > 0 && cta_warps % k_slices != 0))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "moe_awq_gemv_cta_warps must be 0 - 8 and a multiple of moe_awq_gemv_k_slices, got ", cta_warps));
+  if (cta_warps < 0 || cta_warps > kGroupedAwqGemvMaxCtaWarps ||
+      (cta_warps > 0 && k_slices > 0 && cta_warps % k_slices != 0))
+    return absl::InvalidArgumentError(absl::StrCat("moe_awq_gemv_cta_warps must be 0 - ", kGroupedAwqGemvMaxCtaWarps,
+                                                   " and a multiple of moe_awq_gemv_k_slices, got ", cta_warps));
   if (o.moe_early_shared_experts < 0 || o.moe_early_shared_experts > 3)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_early_shared_experts must be 0 - 3, got ", o.moe_early_shared_experts));

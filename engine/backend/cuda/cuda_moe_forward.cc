@@ -79,18 +79,17 @@ bool CudaBackendImpl::ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows)
 namespace {
 
 // The grouped int4 GEMV's warps a CTA: `option` (CudaBackendOptions::
-// moe_awq_gemv_cta_warps) when set; else whole CTAs (the launcher's largest,
-// 8 warps: kernels/linear_mma.cuh kLinearWarps) for a one-token chunk, and
-// 0 (the launcher's PickGroupedCtaWarps) otherwise. The picker's rule (the
-// fewest warps on the fullest SM) takes smaller CTAs for a one-token step's
-// few tiles, yet whole CTAs made the 21B-A3B AWQ step 1.552 - 1.560 ms
+// moe_awq_gemv_cta_warps) when set; else whole CTAs for a one-token chunk,
+// and 0 (the launcher's PickGroupedCtaWarps) otherwise. The picker's rule
+// (the fewest warps on the fullest SM) gives a one-token down launch CTAs of
+// 4 warps on the lean loop (grouped_awq_gemv.h), yet whole CTAs for both
+// launches made the 21B-A3B AWQ step 1.552 - 1.560 ms
 // against 1.577 - 1.593 on an H100, six rounds alternated; at 2 and 4 tokens
 // they were no faster (2.056 - 2.060 against 2.041 - 2.061; 2.936 - 2.942
 // against 2.937 - 2.954: NOTES.md v41).
 int32_t GroupedAwqCtaWarps(int32_t option, int32_t tokens) {
   if (option != 0) return option;
-  constexpr int32_t kWholeCtaWarps = 8;
-  return tokens == 1 ? kWholeCtaWarps : 0;
+  return tokens == 1 ? kGroupedAwqGemvMaxCtaWarps : 0;
 }
 
 }  // namespace

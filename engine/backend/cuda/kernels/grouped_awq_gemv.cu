@@ -16,6 +16,7 @@ namespace {
 
 using kernels::kAwqBlockK;
 using kernels::kLinearWarps;
+static_assert(kGroupedAwqGemvMaxCtaWarps == kLinearWarps, "the header's bound is the kernel's CTA");
 
 // The weights and records of this CTA's row tiles, asked of the L2, when its
 // tile's expert is known before the routing ends (GroupedAwqGemvParams::

@@ -63,10 +63,12 @@ struct GroupedAwqGemvParams {
   // a warp), or 0: as many as fill the resident CTAs once for the
   // expected tiles. (Batch 1 gets 1: each warp streams a whole row tile.)
   int32_t k_slices = 0;
-  // The GEMV only: warps a CTA (1 - 8, a multiple of the k slices), or 0:
-  // 8, fewer when a step's CTAs fit one wave and smaller ones spread more
-  // evenly over the SMs (batch 1 on the two-chunk loop: 6 at gate/up, 5 at
-  // down on an H200; on the lean loop 8 and 4, with two k slices).
+  // The GEMV only: warps a CTA (1 - kGroupedAwqGemvMaxCtaWarps, a multiple
+  // of the k slices), or 0: the most, fewer when a step's CTAs fit one wave
+  // and smaller ones spread more evenly over the SMs (batch 1 on the
+  // two-chunk loop: 6 at gate/up, 5 at down on an H200; on the lean loop 8
+  // and 4, with two k slices; the backend asks for 8 at one token instead,
+  // cuda_moe_forward.cc GroupedAwqCtaWarps).
   int32_t cta_warps = 0;
   // The GEMV's tiles of 8 slots with x staged (steps of up to ~50 tokens)
   // and groups >= 128: the lean k loop, one chunk in flight with three CTAs
@@ -115,6 +117,10 @@ struct GroupedAwqGemvParams {
 // Whether the GEMV stages x in shared memory for tiles of tile_rows slots
 // at this k and group size (the template the known tiles' options need).
 bool GroupedAwqGemvStagesX(int32_t tile_rows, int32_t k, int32_t group_size);
+
+// The grouped GEMV's largest CTA, in warps (kernels/linear_mma.cuh's
+// kLinearWarps, which its launcher checks this against).
+constexpr int32_t kGroupedAwqGemvMaxCtaWarps = 8;
 
 // Warps a CTA of the grouped GEMV (a multiple of k_slices, <= max_warps)
 // for `ctas_of(w)` CTAs of w warps, `resident_of(w)` of which the SMs hold
