@@ -319,6 +319,13 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_route_cluster_ = options.moe_route_cluster;
     b->moe_early_shared_experts_ = options.moe_early_shared_experts;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
+    b->moe_fold_routing_ = options.moe_fold_routing;
+    if (options.moe_fold_routing) {
+      ERNIE_ASSIGN_OR_RETURN(ws.moe_router_records,
+                             Alloc<float>((c.hidden_size + 15) / 16 * MoeRouterRecordStride(
+                                                                          static_cast<int32_t>(m.num_experts)),
+                                          "MoE router records"));
+    }
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_weights, Alloc<float>(chunk * choices, "MoE expert weights"));

@@ -235,6 +235,16 @@ struct CudaBackendOptions {
   // H200 the issues' targets are set on (v35: means of three rounds 1.652 /
   // 1.689 / 1.691 ms at 0 / 2 / 3): 0.
   int moe_early_shared_experts = 0;
+  // MoE steps of one token with AWQ experts and an AWQ o_proj (at most 64
+  // routed experts, experts on the one-token GEMV): no routing launch. The
+  // o_proj that completes the residual writes router records (each cluster
+  // of its CTAs' dots of the router with their rows, and their sum of
+  // squares), and the experts' gate/up and down launches and the combine
+  // each choose the token's experts from them (kernels/moe_routing.h
+  // MoeRouterRecords). Same choices as the routing launch except where two
+  // biased scores tie to float rounding. Off: the routing launch. Takes the
+  // place of moe_early_shared_experts where both are asked for.
+  bool moe_fold_routing = false;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

@@ -100,6 +100,9 @@ struct Workspace {
   // gate/up row tiles done (GroupedAwqGemvParams::known_done; zeroed at start
   // and by each MoE layer's combine).
   DeviceBuffer<uint32_t> moe_shared_ready;
+  // [H / 16, MoeRouterRecordStride(E)] one-token steps with moe_fold_routing:
+  // the o_proj's router records (at most one a 16-row tile of the residual).
+  DeviceBuffer<float> moe_router_records;
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
   // The persistent one-token decode kernel's (empty where it is not used).
@@ -114,7 +117,8 @@ struct Workspace {
                                 act.bytes() + attn_partial_out.bytes() + attn_partial_ml.bytes() + awq_weights.bytes() + logits.bytes() + inv_freq.bytes() + copies.bytes() +
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
-                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_shared_ready.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
+                                moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_shared_ready.bytes() +
+                                moe_router_records.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
                                 persistent_layers.bytes() + persistent_partial.bytes() + persistent_barrier.bytes());
   }
 };
@@ -234,8 +238,17 @@ class CudaBackendImpl final : public CudaBackend {
   // bf16 rows, in chunks of moe_chunk_tokens_ (cuda_moe_forward.cc). With
   // `normalize_into_h`, h is written first, RMSNorm(ws_.x) by the router
   // kernel, instead of read as the caller's.
+  // `folded` (one token, CudaBackendOptions::moe_fold_routing): the o_proj
+  // wrote these router records, and the block chooses from them instead of
+  // launching the routing (h is then neither read nor written).
   absl::Status MoeBlock(int64_t layer, int32_t tokens, uint16_t* h, bool normalize_into_h, float* out,
-                        bool accumulate);
+                        bool accumulate, const MoeRouterRecords* folded = nullptr);
+  // The router records layer `layer`'s o_proj writes for a decode step of
+  // `tokens` rows, or records nullptr where the routing is not folded:
+  // CudaBackendOptions::moe_fold_routing, one token, AWQ experts on the
+  // one-token GEMV with x staged and an AWQ o_proj.
+  absl::StatusOr<MoeRouterRecords> FoldedRouterRecords(int64_t layer, int32_t tokens,
+                                                       const DecodeLinearParams& o_proj) const;
   // The experts of one routed chunk (tiles of 8 slots) as one cuBLAS GEMM per
   // expert; waits for the routing (large, ungraphed steps only).
   // out += the shared experts (bf16) of `tokens` rows of h as one dense MLP
@@ -251,7 +264,8 @@ class CudaBackendImpl final : public CudaBackend {
     bool count_in = false;     // their down CTAs start once those have counted in (3)
   };
   absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens, int32_t max_tiles,
-                              int32_t tile_rows, int32_t expected_tiles, const EarlySharedExperts& early);
+                              int32_t tile_rows, int32_t expected_tiles, const EarlySharedExperts& early,
+                              const MoeRouterRecords* folded = nullptr);
   // Whether tiles of tile_rows slots go to the tiled expert GEMMs (else the grouped GEMVs).
   bool ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows) const;
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
@@ -313,6 +327,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool moe_awq_gemv_lean_ = true;          // CudaBackendOptions::moe_awq_gemv_lean
   bool moe_route_cluster_ = true;          // CudaBackendOptions::moe_route_cluster
   int moe_early_shared_experts_ = 0;       // CudaBackendOptions::moe_early_shared_experts
+  bool moe_fold_routing_ = false;          // CudaBackendOptions::moe_fold_routing
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   CudaMemoryBreakdown memory_;
 

@@ -65,20 +65,24 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                        .num_heads = static_cast<int32_t>(c.num_heads)}},
                            w.qkv_awq, "decode qkv + rotary kernel", layer));
     ERNIE_RETURN_IF_ERROR(Attention(layer));
-    ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_bf16 = Bf16(ws_.attn),
-                                                   .w = Bf16(w.o_proj),
-                                                   .bias = OrNull(w.o_bias),
-                                                   .y = ws_.x.data(),
-                                                   .m = tokens,
-                                                   .n = hidden,
-                                                   .k = static_cast<int32_t>(c.q_size()),
-                                                   .epilogue = DecodeEpilogue::kAddResidual},
-                                                  w.o_awq, "decode o_proj kernel", layer));
+    DecodeLinearParams o_proj = {.x_bf16 = Bf16(ws_.attn),
+                                 .w = Bf16(w.o_proj),
+                                 .bias = OrNull(w.o_bias),
+                                 .y = ws_.x.data(),
+                                 .m = tokens,
+                                 .n = hidden,
+                                 .k = static_cast<int32_t>(c.q_size()),
+                                 .epilogue = DecodeEpilogue::kAddResidual};
+    // A folded routing's records come with the residual they are of.
+    ERNIE_ASSIGN_OR_RETURN(o_proj.router_records, FoldedRouterRecords(layer, tokens, o_proj));
+    ERNIE_RETURN_IF_ERROR(DecodeLinear(o_proj, w.o_awq, "decode o_proj kernel", layer));
     if (w.is_moe) {
       // The router writes h = RMSNorm(x) for the experts as it normalises x
-      // itself; the combine adds the MoE output to x.
+      // itself (or, folded, each expert launch normalises x); the combine
+      // adds the MoE output to x.
       ERNIE_RETURN_IF_ERROR(MoeBlock(layer, tokens, ws_.h.data(), /*normalize_into_h=*/true, ws_.x.data(),
-                                     /*accumulate=*/true));
+                                     /*accumulate=*/true,
+                                     o_proj.router_records.on() ? &o_proj.router_records : nullptr));
       continue;
     }
     ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_f32 = ws_.x.data(),

@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
+#include "engine/backend/cuda/kernels/awq_decode_linear.h"
 #include "engine/backend/cuda/kernels/elementwise.h"
 #include "engine/backend/cuda/kernels/grouped_awq_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
@@ -94,9 +95,42 @@ int32_t GroupedAwqCtaWarps(int32_t option, int32_t tokens) {
 
 }  // namespace
 
+absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t layer, int32_t tokens,
+                                                                      const DecodeLinearParams& o_proj) const {
+  const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
+  const DeviceMoeWeights& w = lw.moe;
+  const MoeConfig& m = config_.moe;
+  const auto hidden = static_cast<int32_t>(config_.hidden_size), width = static_cast<int32_t>(m.intermediate_size);
+  // One token's choices are one tile of 8 slots each (TileRowsFor), on the
+  // GEMV (not ExpertsTiled) with x staged; its shared experts ride along
+  // (a chunk of one token is below moe_shared_gemm_min_tokens, at least 1).
+  const bool folds = moe_fold_routing_ && tokens == 1 && lw.is_moe && !w.awq.empty() && !lw.o_awq.empty() &&
+                     m.num_experts <= kMoeRouterRecordsMaxExperts && m.top_k + m.num_shared_experts <= kMoeMaxTopK &&
+                     moe_shared_gemm_min_tokens_ > 1 && !ExpertsTiled(w, 8) &&
+                     GroupedAwqGemvStagesX(8, hidden, w.awq.group_size) &&
+                     GroupedAwqGemvStagesX(8, width, w.awq.group_size);
+  if (!folds) return MoeRouterRecords{};
+  cudaError_t error = cudaSuccess;
+  const int32_t count = AwqDecodeLinearRouterRecords(o_proj, lw.o_awq.view(), &error);
+  ERNIE_CUDA_RETURN_IF_ERROR(error, absl::StrCat("sizing the MoE router records, layer ", layer));
+  return MoeRouterRecords{.records = ws_.moe_router_records.data(),
+                          .count = count,
+                          .x = ws_.x.data(),
+                          .norm_weight = lw.post_attn_norm.data(),
+                          .eps = config_.rms_norm_eps,
+                          .router = w.router.data(),
+                          .correction_bias = w.correction_bias.data(),
+                          .hidden = hidden,
+                          .experts = static_cast<int32_t>(m.num_experts),
+                          .top_k = static_cast<int32_t>(m.top_k),
+                          .shared_experts = static_cast<int32_t>(m.num_shared_experts),
+                          .norm_min = m.norm_min,
+                          .tile_rows = 8};
+}
+
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens,
                                              int32_t max_tiles, int32_t tile_rows, int32_t expected_tiles,
-                                             const EarlySharedExperts& early) {
+                                             const EarlySharedExperts& early, const MoeRouterRecords* folded) {
   const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
   const DeviceMoeWeights& w = lw.moe;
   cudaStream_t s = stream_.get();
@@ -107,6 +141,42 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   // dependent launch) with its first weight blocks requested: the weights
   // and the tile table are known before gate/up ends, only its output is not.
   const bool tiled = ExpertsTiled(w, tile_rows);
+  if (folded != nullptr) {
+    // Each CTA chooses from the records: no tile table, slot rows or staged h.
+    const int32_t cta_warps = GroupedAwqCtaWarps(moe_awq_gemv_cta_warps_, tokens);
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGroupedAwqGemv({.x = h,
+                                                     .w = w.awq.gate_up(),
+                                                     .tile_expert = ws_.moe_tile_expert.data(),
+                                                     .num_tiles = ws_.moe_num_tiles.data(),
+                                                     .y = ws_.moe_act.data(),
+                                                     .max_tiles = max_tiles,
+                                                     .tile_rows = 8,
+                                                     .epilogue = GroupedEpilogue::kSiluMulBf16,
+                                                     .expected_tiles = max_tiles,
+                                                     .wait_first = true,
+                                                     .k_slices = moe_awq_gemv_k_slices_,
+                                                     .cta_warps = cta_warps,
+                                                     .lean = moe_awq_gemv_lean_,
+                                                     .route = *folded},
+                                                    s),
+                               absl::StrCat("MoE AWQ experts' gate/up kernel (folded routing), layer ", layer));
+    return CudaStatus(LaunchGroupedAwqGemv({.x = act,
+                                            .w = w.awq.down(),
+                                            .tile_expert = ws_.moe_tile_expert.data(),
+                                            .num_tiles = ws_.moe_num_tiles.data(),
+                                            .y = ws_.moe_expert_out.data(),
+                                            .max_tiles = max_tiles,
+                                            .tile_rows = 8,
+                                            .epilogue = GroupedEpilogue::kStoreF32,
+                                            .expected_tiles = max_tiles,
+                                            .dependent = true,
+                                            .k_slices = moe_awq_gemv_k_slices_,
+                                            .cta_warps = cta_warps,
+                                            .lean = moe_awq_gemv_lean_,
+                                            .route = *folded},
+                                           s),
+                      absl::StrCat("MoE AWQ experts' down kernel (folded routing), layer ", layer));
+  }
   if (!w.awq.empty()) {
     const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
     const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split and CTA size only
@@ -195,7 +265,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
 }
 
 absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* h, bool normalize_into_h, float* out,
-                                       bool accumulate) {
+                                       bool accumulate, const MoeRouterRecords* folded) {
   const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
   const MoeConfig& m = c.moe;
@@ -203,6 +273,21 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
   cudaStream_t s = stream_.get();
   const auto hidden = static_cast<int32_t>(c.hidden_size);
   const auto experts = static_cast<int32_t>(m.num_experts), top_k = static_cast<int32_t>(m.top_k);
+  if (folded != nullptr) {
+    // One token, routed by the o_proj's records: its choices are the tiles.
+    const int32_t choices = top_k + static_cast<int32_t>(m.num_shared_experts);
+    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, reinterpret_cast<const __nv_bfloat16*>(h), 1, choices, 8, choices,
+                                         EarlySharedExperts{}, folded));
+    return CudaStatus(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
+                                        .out = out,
+                                        .accumulate = accumulate,
+                                        .tokens = 1,
+                                        .hidden = hidden,
+                                        .top_k = choices,
+                                        .route = *folded},
+                                       s),
+                      absl::StrCat("MoE combine kernel (folded routing), layer ", layer));
+  }
   for (int32_t begin = 0; begin < tokens; begin += moe_chunk_tokens_) {
     const int32_t n = std::min(moe_chunk_tokens_, tokens - begin);
     // Shared experts ride in the routed launches as pseudo-experts, except in

@@ -470,6 +470,44 @@ TEST_F(CudaAwqMoeTest, SharedExpertsDuringTheRoutingChangeNoLogit) {
   }
 }
 
+// One-token steps with the routing folded into the o_proj and the experts'
+// launches (CudaBackendOptions::moe_fold_routing: router records, each
+// launch choosing for itself) against the routing launch, decode step after
+// decode step on graphs, on both group sizes (the folded GEMV's two loops):
+// the same choices give the same logits to float rounding (the dots and the
+// sum of squares are added in another order, so the weights and the normed
+// row's inv_rms move by an ulp or so). A reader that chose another expert
+// than its neighbours, read a tile of another expert, or read the records
+// or the residual before the o_proj finished would be far off. The folded
+// path must have run: its sums are not the routing launch's bit for bit.
+TEST_F(CudaAwqMoeTest, FoldedOneTokenRoutingGivesTheRoutingLaunchsLogits) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const char* name : {"awq64", "awq32"}) {
+    auto m = LoadModel(Dir(name));
+    ASSERT_TRUE(m.ok()) << m.status();
+    std::vector<int32_t> tokens(24);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(3 + (i * 7919 + 13) % 290);
+    const auto table = ConsecutiveBlocks(static_cast<int64_t>(tokens.size()), 16);
+    std::vector<std::vector<float>> logits;
+    for (const bool fold : {false, true}) {
+      auto gpu = CreateCudaBackend(**m, {.block_size = 16,
+                                         .num_blocks = 16,
+                                         .max_tokens_per_step = 128,
+                                         .moe_fold_routing = fold});
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      logits.push_back(TeacherForced(**gpu, tokens, 0, 1, table));
+      ASSERT_EQ(logits.back().size(), logits[0].size());
+    }
+    EXPECT_NE(logits[1], logits[0]) << name << ": the folded routing did not run";
+    const int64_t vocab = static_cast<int64_t>(logits[0].size() / tokens.size());
+    double worst = 0.0;
+    for (size_t t = 0; t < tokens.size(); ++t)
+      worst = std::max(worst, RelativeL2(logits[1].data() + t * vocab, logits[0].data() + t * vocab, vocab));
+    EXPECT_LE(worst, 0.01) << name;
+    std::cout << "[ yardstick ] " << name << " folded routing: max relative L2 " << worst << "\n";
+  }
+}
+
 TEST_F(CudaAwqMoeTest, DummyWeightsHaveTheCheckpointsShapesAndAreDeterministic) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   const auto backends =

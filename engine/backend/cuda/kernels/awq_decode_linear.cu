@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/decode_epilogue.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
+#include "engine/backend/cuda/kernels/moe_router_records.cuh"
 
 namespace ernie::cuda {
 
@@ -96,9 +97,13 @@ __device__ __forceinline__ int64_t TileOf(const DecodeLinearParams& p, int l, in
 }
 
 // kWholeChunks: k a multiple of kAwqChunkK (awq_blocks.cuh's AwqComputeChunk).
-template <int kScaleHalves, bool kWholeChunks>
+// kRecords: kAddResidual at m = 1 writing the router records
+// (DecodeLinearParams::router_records), launched in clusters; its own
+// instantiation, so the other launches run the kernel as before.
+template <int kScaleHalves, bool kWholeChunks, bool kRecords = false>
 __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
     AwqDecodeLinearKernel(DecodeLinearParams p, AwqWeightsView w, int k_slices, int group_shift) {
+  if constexpr (kRecords) kernels::ClusterArrive();  // waited for before the records' remote stores
   kernels::AllowDependentLaunch();   // launched as a dependent: see LaunchDependent
   extern __shared__ uint4 xs_raw[];  // [m, k] bf16 input rows
   __shared__ float red[kLinearWarps * 16 * 8];
@@ -108,6 +113,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   const int64_t tile = TileOf(p, kernels::DivBySlices(warp, k_slices), tiles_per_cta);
   const int k = p.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   float* x_sums = reinterpret_cast<float*>(xs + int64_t{p.m} * k);  // 16-byte aligned: k % 64 == 0
+  const int rows_of_cta = 16 * tiles_per_cta;
+  if constexpr (kRecords)
+    if (threadIdx.x == 0)
+      kernels::PrefetchRouterColumns(p.router_records, int64_t{blockIdx.x} * rows_of_cta, rows_of_cta);
   const __nv_bfloat16* x_row[1] = {g < p.m ? xs + int64_t{g} * k : nullptr};
   float acc[1][4] = {};
   kernels::AwqAccumulateSlice<1, kScaleHalves, true, kernels::kAwqChunksInFlight<1>, kWholeChunks>(
@@ -118,7 +127,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
       });
   kernels::StageAccumulators<1>(acc, red);
 
-  const int rows_of_cta = 16 * tiles_per_cta;
+  __shared__ float residual_rows[kRecords ? 16 * kLinearWarps : 1];  // kRecords: this CTA's rows of y, final
   auto bias = [&](int64_t row) { return p.bias != nullptr ? p.bias[row] : 0.0f; };
   switch (p.epilogue) {
     case DecodeEpilogue::kStore:
@@ -130,6 +139,13 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
         const float v = kernels::StagedRowSum<1>(red, k_slices, r, m) + bias(row);
         float& out = p.y[int64_t{m} * p.n + row];
         out = p.epilogue == DecodeEpilogue::kStore ? v : out + v;
+        if constexpr (kRecords) residual_rows[r] = out;  // (m = 1)
+      }
+      if constexpr (kRecords) {
+        __syncthreads();
+        const int64_t row0 = int64_t{blockIdx.x} * rows_of_cta;
+        kernels::WriteRouterRecord<32 * kLinearWarps>(p.router_records, residual_rows, row0,
+                                                      static_cast<int>(min(int64_t{rows_of_cta}, p.n - row0)));
       }
       break;
     case DecodeEpilogue::kSiluMul: {
@@ -157,13 +173,15 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   }
 }
 
-template <int kScaleHalves, bool kWholeChunks>
-cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int group_shift, cudaStream_t stream) {
-  constexpr auto kernel = AwqDecodeLinearKernel<kScaleHalves, kWholeChunks>;
-  const auto shared = static_cast<size_t>(StagedBytes(p.m, p.k, kScaleHalves));
-  cudaError_t error = cudaSuccess;
-  const int64_t resident = kernels::ResidentCtas<kernel>(&error);
-  if (error != cudaSuccess) return error;
+// A launch's k split and CTAs (the records' count follows from them).
+struct LaunchShape {
+  int k_slices = 1;
+  int64_t ctas = 0;
+};
+template <int kScaleHalves, bool kWholeChunks, bool kRecords>
+LaunchShape ShapeOf(const DecodeLinearParams& p, cudaError_t* error) {
+  constexpr auto kernel = AwqDecodeLinearKernel<kScaleHalves, kWholeChunks, kRecords>;
+  const int64_t resident = kernels::ResidentCtas<kernel>(error);
   const bool silu = p.epilogue == DecodeEpilogue::kSiluMul;
   const int64_t row_tiles = (int64_t{p.n} + 15) / 16;
   // SiLU pairs a gate tile with its up tile in one CTA: at least two tiles a CTA.
@@ -172,8 +190,54 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
   const int64_t tiles_per_cta = kLinearWarps / k_slices;
   const int64_t ctas = silu ? (row_tiles / 2 + tiles_per_cta / 2 - 1) / (tiles_per_cta / 2)
                             : (row_tiles + tiles_per_cta - 1) / tiles_per_cta;
-  return kernels::LaunchDependent(kernel, dim3(static_cast<unsigned>(ctas)), dim3(32 * kLinearWarps), shared, stream, p,
-                                  w, k_slices, group_shift);
+  return {k_slices, ctas};
+}
+
+// The records launch's cluster: the largest power of two up to
+// kRouterRecordClusterMax that divides the CTAs.
+int RecordClusterSize(int64_t ctas) {
+  int size = kernels::kRouterRecordClusterMax;
+  while (ctas % size != 0) size /= 2;
+  return size;
+}
+
+template <int kScaleHalves, bool kWholeChunks, bool kRecords = false>
+cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int group_shift, cudaStream_t stream) {
+  constexpr auto kernel = AwqDecodeLinearKernel<kScaleHalves, kWholeChunks, kRecords>;
+  const auto shared = static_cast<size_t>(StagedBytes(p.m, p.k, kScaleHalves));
+  cudaError_t error = cudaSuccess;
+  const LaunchShape shape = ShapeOf<kScaleHalves, kWholeChunks, kRecords>(p, &error);
+  if (error != cudaSuccess) return error;
+  if constexpr (kRecords) {
+    if (p.router_records.count != shape.ctas / RecordClusterSize(shape.ctas)) return cudaErrorInvalidValue;
+    cudaLaunchAttribute attrs[2];
+    attrs[0].id = cudaLaunchAttributeClusterDimension;
+    attrs[0].val.clusterDim.x = static_cast<unsigned>(RecordClusterSize(shape.ctas));
+    attrs[0].val.clusterDim.y = 1;
+    attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(shape.ctas));
+    config.blockDim = dim3(32 * kLinearWarps);
+    config.dynamicSmemBytes = shared;
+    config.stream = stream;
+    config.attrs = attrs;
+    config.numAttrs = 2;
+    return cudaLaunchKernelEx(&config, kernel, p, w, shape.k_slices, group_shift);
+  }
+  return kernels::LaunchDependent(kernel, dim3(static_cast<unsigned>(shape.ctas)), dim3(32 * kLinearWarps), shared,
+                                  stream, p, w, shape.k_slices, group_shift);
+}
+
+template <bool kRecords>
+cudaError_t LaunchFor(const DecodeLinearParams& p, const AwqWeightsView& w, int group_shift, cudaStream_t stream) {
+  const bool whole_chunks = kernels::AwqWholeChunks(p.k);
+  if (kernels::AwqScaleHalves(w.group_size) == 4)
+    return whole_chunks ? Launch<4, true, kRecords>(p, w, group_shift, stream)
+                        : Launch<4, false, kRecords>(p, w, group_shift, stream);
+  return whole_chunks ? Launch<1, true, kRecords>(p, w, group_shift, stream)
+                      : Launch<1, false, kRecords>(p, w, group_shift, stream);
 }
 
 
@@ -184,7 +248,9 @@ cudaError_t PrepareAwqDecodeLinear(int32_t max_k, int32_t max_rows) {
   const auto bytes = static_cast<int>(StagedBytes(max_rows, max_k, 1));  // group < 128: the most unit sums
   cudaError_t e = cudaSuccess;
   for (const auto kernel : {AwqDecodeLinearKernel<1, false>, AwqDecodeLinearKernel<4, false>,
-                            AwqDecodeLinearKernel<1, true>, AwqDecodeLinearKernel<4, true>})
+                            AwqDecodeLinearKernel<1, true>, AwqDecodeLinearKernel<4, true>,
+                            AwqDecodeLinearKernel<1, false, true>, AwqDecodeLinearKernel<4, false, true>,
+                            AwqDecodeLinearKernel<1, true, true>, AwqDecodeLinearKernel<4, true, true>})
     if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   return e;
 }
@@ -199,10 +265,23 @@ cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsV
     return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 32 != 0) return cudaErrorInvalidValue;
   if (p.epilogue == DecodeEpilogue::kRotaryKv && !RotaryKvParamsValid(p)) return cudaErrorInvalidValue;
+  if (p.router_records.on()) {
+    const MoeRouterRecords& q = p.router_records;
+    if (p.m != 1 || p.epilogue != DecodeEpilogue::kAddResidual || !MoeRouterRecordsValid(q) || q.hidden != p.n ||
+        q.x != p.y)
+      return cudaErrorInvalidValue;
+    return LaunchFor<true>(p, w, group_shift, stream);
+  }
+  return LaunchFor<false>(p, w, group_shift, stream);
+}
+
+int32_t AwqDecodeLinearRouterRecords(const DecodeLinearParams& p, const AwqWeightsView& w, cudaError_t* error) {
   const bool whole_chunks = kernels::AwqWholeChunks(p.k);
-  if (kernels::AwqScaleHalves(w.group_size) == 4)
-    return whole_chunks ? Launch<4, true>(p, w, group_shift, stream) : Launch<4, false>(p, w, group_shift, stream);
-  return whole_chunks ? Launch<1, true>(p, w, group_shift, stream) : Launch<1, false>(p, w, group_shift, stream);
+  const bool halves4 = kernels::AwqScaleHalves(w.group_size) == 4;
+  const LaunchShape shape =
+      halves4 ? (whole_chunks ? ShapeOf<4, true, true>(p, error) : ShapeOf<4, false, true>(p, error))
+              : (whole_chunks ? ShapeOf<1, true, true>(p, error) : ShapeOf<1, false, true>(p, error));
+  return static_cast<int32_t>(shape.ctas / RecordClusterSize(shape.ctas));
 }
 
 }  // namespace ernie::cuda

@@ -298,7 +298,8 @@ cudaError_t PrepareClusterDecodeLinear() {
 
 cudaError_t LaunchClusterDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream) {
   const bool one_input = (p.x_f32 != nullptr) != (p.x_bf16 != nullptr);
-  if (!one_input || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kClusterDecodeLinearMaxRows ||
+  if (!one_input || p.router_records.on() ||  // router records: the int4 kernel's only
+      p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kClusterDecodeLinearMaxRows ||
       !ClusterDecodeLinearSupports(p.n, p.k, p.epilogue) || (p.norm_weight != nullptr && p.x_f32 == nullptr))
     return cudaErrorInvalidValue;
   if (!kernels::Aligned16(p.w) || (p.x_f32 != nullptr && !kernels::Aligned16(p.x_f32)) ||

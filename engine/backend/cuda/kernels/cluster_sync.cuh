@@ -27,6 +27,13 @@ __device__ __forceinline__ uint32_t ClusterRank() {
   return rank;
 }
 
+// CTAs in this CTA's cluster.
+__device__ __forceinline__ uint32_t ClusterSize() {
+  uint32_t size;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(size));
+  return size;
+}
+
 // v to a cluster shared-memory address (tma.cuh's ClusterSharedAddress).
 __device__ __forceinline__ void StoreToCluster(uint32_t cluster_address, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(cluster_address), "f"(v) : "memory");

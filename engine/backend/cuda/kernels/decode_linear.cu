@@ -395,7 +395,8 @@ bool RotaryKvParamsValid(const DecodeLinearParams& p) { return RotaryKvParamsVal
 
 cudaError_t LaunchDecodeLinear(const DecodeLinearParams& p, cudaStream_t stream) {
   const bool one_input = (p.x_f32 != nullptr) != (p.x_bf16 != nullptr);
-  if (!one_input || p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kDecodeLinearMaxRows || p.n <= 0 ||
+  if (!one_input || p.router_records.on() ||  // router records: the int4 kernel's only
+      p.w == nullptr || p.y == nullptr || p.m < 1 || p.m > kDecodeLinearMaxRows || p.n <= 0 ||
       p.k <= 0 || p.k % 8 != 0 || (p.norm_weight != nullptr && p.x_f32 == nullptr) ||
       (p.epilogue == DecodeEpilogue::kSiluMul && p.n % 2 != 0))
     return cudaErrorInvalidValue;

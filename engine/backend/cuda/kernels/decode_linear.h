@@ -30,6 +30,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/paged_kv_view.h"
 
 namespace ernie::cuda {
@@ -74,6 +75,12 @@ struct DecodeLinearParams {
   // every weight is then requested before the kernel before completes.
   // False: one warp a pair (the before of that change).
   bool split_long_k = true;
+  // The int4 kernel's kAddResidual at m = 1 only (awq_decode_linear.h): also
+  // write the router records of the residual row it completes, a record per
+  // cluster of the launch (moe_routing.h MoeRouterRecords; its `x` is y,
+  // its `count` what AwqDecodeLinearRouterRecords answers). Off: records
+  // nullptr.
+  MoeRouterRecords router_records = {};
 };
 
 // Shared memory the launches need beyond the default 48 KiB are allowed once

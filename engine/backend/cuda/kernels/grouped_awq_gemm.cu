@@ -212,8 +212,10 @@ cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaS
 
 cudaError_t LaunchGroupedAwqGemm(const GroupedAwqGemvParams& p, cudaStream_t stream) {
   const int group_shift = CheckedGroupShift(p, /*tiled_gemm=*/true);
-  // The GEMM keeps a tile's whole k in one CTA: a k split is the GEMV's alone, as is wait_first.
-  if (group_shift < 0 || p.k_slices != 0 || p.cta_warps != 0 || p.wait_first) return cudaErrorInvalidValue;
+  // The GEMM keeps a tile's whole k in one CTA: a k split is the GEMV's alone, as are wait_first and
+  // the folded routing.
+  if (group_shift < 0 || p.k_slices != 0 || p.cta_warps != 0 || p.wait_first || p.route.on())
+    return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
 }

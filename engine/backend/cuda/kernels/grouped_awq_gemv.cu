@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
 #include "engine/backend/cuda/kernels/grouped_epilogue.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
+#include "engine/backend/cuda/kernels/moe_router_records.cuh"
 #include "engine/backend/cuda/kernels/tma.cuh"
 
 namespace ernie::cuda {
@@ -35,6 +36,27 @@ __device__ __forceinline__ void PrefetchKnownExpertSlice(const GroupedAwqGemvPar
   kernels::PrefetchToL2(records, static_cast<uint32_t>((end - first) * record_words * 4));
 }
 
+// Row 0 of xs: w * (x * inv_rms) in bf16 (the routing's normed-row
+// expression) from the float32 row x_row (an L2 load: the kernel before's
+// output), with its unit sums; the other rows zeros. All threads of the
+// CTA; the caller synchronises before reading xs.
+template <int kScaleHalves>
+__device__ __forceinline__ void StageNormedRow(const float* x_row, const float* norm_weight, float inv_rms, int k,
+                                               __nv_bfloat16* xs, float* x_sums) {
+  const int quads = k / 4;
+  const auto* x = reinterpret_cast<const float4*>(x_row);
+  const auto* w = reinterpret_cast<const float4*>(norm_weight);
+  for (int q = threadIdx.x; q < quads; q += blockDim.x) {
+    const float4 v = __ldcg(x + q), g = __ldg(w + q);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(g.x * (v.x * inv_rms), g.y * (v.y * inv_rms));
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(g.z * (v.z * inv_rms), g.w * (v.w * inv_rms));
+    reinterpret_cast<uint2*>(xs)[q] =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+  __syncthreads();
+  kernels::SumAwqStagedXRows<kScaleHalves>(1, k, xs, x_sums);
+}
+
 // The known tiles' x (GroupedAwqGemvParams::known_x): row 0 of xs is the
 // RMSNorm of known_x's k floats in bf16, the expression the routing writes
 // its normed row with (w * (x * inv_rms)); the other rows are zeros. The
@@ -46,7 +68,6 @@ __device__ __forceinline__ void StageNormedXRow(const GroupedAwqGemvParams& p, i
   const int quads = k / 4, warps = blockDim.x / 32;
   // L2 loads: the kernel before last (the routing's input) wrote them.
   const auto* x = reinterpret_cast<const float4*>(p.known_x);
-  const auto* w = reinterpret_cast<const float4*>(p.known_norm_weight);
   float square = 0.0f;
   for (int q = threadIdx.x; q < quads; q += blockDim.x) {
     const float4 v = __ldcg(x + q);
@@ -57,16 +78,14 @@ __device__ __forceinline__ void StageNormedXRow(const GroupedAwqGemvParams& p, i
   __syncthreads();
   float total = 0.0f;
   for (int i = 0; i < warps; ++i) total += scratch[i];
-  const float inv_rms = rsqrtf(total / static_cast<float>(k) + p.known_eps);
-  for (int q = threadIdx.x; q < quads; q += blockDim.x) {
-    const float4 v = __ldcg(x + q), g = __ldg(w + q);
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(g.x * (v.x * inv_rms), g.y * (v.y * inv_rms));
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(g.z * (v.z * inv_rms), g.w * (v.w * inv_rms));
-    reinterpret_cast<uint2*>(xs)[q] =
-        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
-  }
-  __syncthreads();
-  kernels::SumAwqStagedXRows<kScaleHalves>(1, k, xs, x_sums);
+  StageNormedRow<kScaleHalves>(p.known_x, p.known_norm_weight, rsqrtf(total / static_cast<float>(k) + p.known_eps),
+                               k, xs, x_sums);
+}
+
+// The folded routing's choice (kFolded launches only), in shared memory.
+__device__ __forceinline__ kernels::OneTokenChoice& FoldedChoice() {
+  __shared__ kernels::OneTokenChoice choice;
+  return choice;
 }
 
 // Until *known_ready reaches its target (GroupedAwqGemvParams): thread 0
@@ -102,7 +121,14 @@ __device__ __forceinline__ void WaitForKnownTiles(const GroupedAwqGemvParams& p)
 // launch, the 21B-A3B batch-1 step at mode 0 was ~25 us slower).
 // kLean: one chunk in flight and three CTAs an SM (GroupedAwqGemvParams::lean).
 // kWholeChunks: k a multiple of kAwqChunkK (awq_blocks.cuh's AwqComputeChunk).
-template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles, bool kLean = false, bool kWholeChunks = false>
+// kFolded: one token whose experts each CTA chooses from the o_proj's router
+// records (GroupedAwqGemvParams::route; tiles of 8 slots with x staged, no
+// known tiles): the gate/up launch (wait_first) waits for the o_proj and
+// stages the normed residual row itself; the down launch (dependent) chooses
+// before its wait, so its weights stream in under the gate/up's tail as
+// they do with a routing launch's tables.
+template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles, bool kLean = false, bool kWholeChunks = false,
+          bool kFolded = false>
 __global__ void __launch_bounds__(32 * kLinearWarps, kLean                                ? kernels::kAwqLeanCtasPerSm
                                                      : kTiles == 1 && kScaleHalves == 4 ? 2
                                                                                         : 1)
@@ -120,6 +146,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   const bool self_normed = kStageX && is_known && p.known_x != nullptr;
   // A down launch's known tiles: x when the gate/up's known CTAs have counted in.
   const bool counted_in = kStageX && !p.wait_first && in_known && p.known_ready != nullptr;
+  static_assert(!kFolded || (kTiles == 1 && kStageX && !kKnownTiles), "the folded routing's launches");
   if (p.wait_first && !self_normed) {
     if (is_known && threadIdx.x == 0) PrefetchKnownExpertSlice(p, p.known_expert0 + known, k_slices, group_shift);
     kernels::WaitForPrerequisiteGrids();
@@ -127,8 +154,23 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   kernels::AllowDependentLaunch();
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
   extern __shared__ uint4 staged_x[];                     // kStageX: [8][k + pad] bf16
-  if (!self_normed && tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
-  const int expert = self_normed ? p.known_expert0 + known : p.tile_expert[tile_index];
+  int expert = 0;
+  if constexpr (kFolded) {
+    // Every tile of the grid is a choice (max_tiles: the choices).
+    kernels::OneTokenChoice& choice = FoldedChoice();
+    kernels::ChooseFromRouterRecords(p.route, choice);
+    expert = choice.expert_of_tile[tile_index];
+    const int choices = p.route.top_k + p.route.shared_experts;
+    if (p.wait_first && p.route.topk_ids != nullptr && blockIdx.x == 0 && tile_index == 0 &&
+        static_cast<int>(threadIdx.x) < choices) {
+      const int j = static_cast<int>(threadIdx.x);
+      p.route.topk_ids[j] = j < p.route.top_k ? choice.chosen[j] : p.route.experts + j - p.route.top_k;
+      p.route.topk_weights[j] = choice.weight_of_choice[j];
+    }
+  } else {
+    if (!self_normed && tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
+    expert = self_normed ? p.known_expert0 + known : p.tile_expert[tile_index];
+  }
   const int64_t slot0 = int64_t{tile_index} * 8 * kTiles;
   const int cta_warps = blockDim.x / 32, warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
   const int tiles_per_cta = kernels::DivBySlices(cta_warps, k_slices), slice = warp & (k_slices - 1);
@@ -168,8 +210,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   // Otherwise x is the kernel before's output, read after the wait.
   int live_rows = 0;
   if constexpr (kStageX) {
-    live_rows = self_normed ? 1 : live_rows_of_tile();  // one token: the tile's first slot
-    if (p.wait_first && !self_normed)
+    live_rows = self_normed || kFolded ? 1 : live_rows_of_tile();  // one token: the tile's first slot
+    if (p.wait_first && !self_normed && !kFolded)
       kernels::CopyAwqXRowsAsync(live_rows, k, xs, [&](int r) { return slot_row(slot0 + r); });
     // The weights' loads (side-effect-free asm) could be scheduled above
     // these loads and copies; through this empty volatile asm their addresses come after.
@@ -179,7 +221,12 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   const __nv_bfloat16* x_row[kTiles] = {};
   auto stage_x = [&] {
     if constexpr (kStageX) {
-      if (self_normed) {
+      if (kFolded && p.wait_first) {
+        // (inv_rms read back here: a register held across the k loop's start spilled.)
+        StageNormedRow<kScaleHalves>(p.route.x, p.route.norm_weight, FoldedChoice().inv_rms, k, xs, x_sums);
+      } else if (kFolded) {
+        kernels::StageAwqXRowsWithSums<kScaleHalves>(1, k, xs, x_sums, [&](int) { return p.x + slot0 * k; });
+      } else if (self_normed) {
         StageNormedXRow<kScaleHalves>(p, k, xs, x_sums, red);
       } else if (p.wait_first) {
         kernels::CpAsyncWait<0>();
@@ -204,7 +251,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   constexpr int kInFlight = kLean ? kernels::kAwqLeanInFlight : kernels::kAwqChunksInFlight<kTiles>;
   kernels::AwqAccumulateSlice<kTiles, kScaleHalves, kStageX, kInFlight, kWholeChunks>(
       packed + row_tile * (k / kAwqBlockK) * 32 * 4, records + row_tile * 8 * groups2 * 2, x_row, kStageX ? xs : p.x,
-      x_sums, kTiles, k, group_shift, slice, k_slices, acc, stage_x, !self_normed && !counted_in);
+      x_sums, kTiles, k, group_shift, slice, k_slices, acc, stage_x,
+      kFolded ? !p.wait_first : !self_normed && !counted_in);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
   kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
   if (self_normed && p.known_done != nullptr) {
@@ -218,9 +266,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
 }
 
 template <int kTiles, int kScaleHalves, bool kStageX = false, bool kKnownTiles = false, bool kLean = false,
-          bool kWholeChunks = false>
+          bool kWholeChunks = false, bool kFolded = false>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  constexpr auto kKernel = GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles, kLean, kWholeChunks>;
+  constexpr auto kKernel =
+      GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles, kLean, kWholeChunks, kFolded>;
   cudaError_t error = cudaSuccess;
   // (Occupancy as without staging: at most 44 KB of x and 4 KB of sums fit two CTAs an SM.)
   const int64_t resident = kernels::ResidentCtas<kKernel>(&error);
@@ -255,8 +304,23 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
   return cudaGetLastError();
 }
 
+// The folded routing's launches (GroupedAwqGemvParams::route): the one-token
+// kernel with x staged, on the lean loop where the launch asks for it.
+template <int kScaleHalves>
+cudaError_t LaunchFolded(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  if (!GroupedAwqGemvStagesX(8, p.w.k, p.w.group_size)) return cudaErrorInvalidValue;
+  const bool whole = kernels::AwqWholeChunks(p.w.k);
+  if constexpr (kScaleHalves == 4)
+    if (p.lean)
+      return whole ? LaunchTiles<1, kScaleHalves, true, false, true, true, true>(p, group_shift, stream)
+                   : LaunchTiles<1, kScaleHalves, true, false, true, false, true>(p, group_shift, stream);
+  return whole ? LaunchTiles<1, kScaleHalves, true, false, false, true, true>(p, group_shift, stream)
+               : LaunchTiles<1, kScaleHalves, true, false, false, false, true>(p, group_shift, stream);
+}
+
 template <int kScaleHalves>
 cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
+  if (p.route.on()) return LaunchFolded<kScaleHalves>(p, group_shift, stream);
   switch (p.tile_rows) {
     case 8:
       // Known tiles come with one-token steps only, whose tiles are of 8 slots.
@@ -314,6 +378,15 @@ cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t str
     return cudaErrorInvalidValue;
   if (p.cta_warps < 0 || p.cta_warps > kLinearWarps) return cudaErrorInvalidValue;
   if (p.cta_warps > 0 && p.k_slices > 0 && p.cta_warps % p.k_slices != 0) return cudaErrorInvalidValue;
+  if (p.route.on()) {
+    // One token's choices, a tile each; the gate/up launch (wait_first: its x the residual row) or the down
+    // launch (dependent: its x the gate/up's rows, one a tile).
+    const MoeRouterRecords& r = p.route;
+    if (!MoeRouterRecordsValid(r) || r.tile_rows != 8 || p.tile_rows != 8 ||
+        p.max_tiles != r.top_k + r.shared_experts || p.wait_first == p.dependent || p.known_tiles != 0 ||
+        p.x_row != nullptr || p.slot_token != nullptr || (p.wait_first && r.hidden != p.w.k))
+      return cudaErrorInvalidValue;
+  }
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
 }

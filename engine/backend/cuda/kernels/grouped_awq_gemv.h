@@ -16,6 +16,7 @@
 
 #include "engine/backend/cuda/kernels/awq_gemm.h"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
+#include "engine/backend/cuda/kernels/moe_routing.h"
 
 namespace ernie::cuda {
 
@@ -113,6 +114,17 @@ struct GroupedAwqGemvParams {
   // later kernel (MoeCombineParams::reset) before the next gate/up adds.
   const uint32_t* known_ready = nullptr;
   uint32_t known_ready_target = 0;
+  // The GEMV only, one token routed by its records (moe_routing.h
+  // MoeRouterRecords: CudaBackendOptions::moe_fold_routing): every CTA
+  // chooses the token's experts itself, and tile t is the t-th smallest
+  // chosen id (max_tiles: the choices; tile_rows 8; x staged, which
+  // GroupedAwqGemvStagesX says). The gate/up launch sets wait_first (it
+  // waits for the o_proj that wrote the records, then stages the normed
+  // residual row, route.x, itself: x, x_row and slot_token unused, the
+  // latter two nullptr); the down launch sets dependent (it chooses before
+  // its wait and reads row 8t of x for tile t). tile_expert and num_tiles
+  // are neither read nor written.
+  MoeRouterRecords route = {};
 };
 // Whether the GEMV stages x in shared memory for tiles of tile_rows slots
 // at this k and group size (the template the known tiles' options need).

@@ -7,6 +7,7 @@
 #include "engine/backend/cuda/kernels/cluster_sync.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/moe_routing.h"
+#include "engine/backend/cuda/kernels/moe_router_records.cuh"
 #include "engine/backend/cuda/kernels/tma.cuh"  // ClusterSharedAddress
 
 namespace ernie::cuda {
@@ -610,12 +611,23 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRo
 // kernels after it (the next layer's first linear) may launch as soon as it
 // starts.
 constexpr int kCombineThreads = 128;
+// kFolded: one token chosen from MoeCombineParams::route's records before the
+// wait (they are the o_proj's, complete before the experts' launches let
+// this one start), instead of the routing's tables.
+template <bool kFolded>
 __global__ void __launch_bounds__(kCombineThreads) MoeCombineKernel(MoeCombineParams p) {
   __shared__ int64_t slot[kMoeMaxTopK];
   __shared__ float weight[kMoeMaxTopK];
   kernels::AllowDependentLaunch();
   const int64_t t = blockIdx.x;
-  if (threadIdx.x < p.top_k) {
+  if constexpr (kFolded) {
+    __shared__ kernels::OneTokenChoice choice;
+    kernels::ChooseFromRouterRecords(p.route, choice);
+    if (threadIdx.x < p.top_k) {
+      slot[threadIdx.x] = int64_t{choice.tile_of_choice[threadIdx.x]} * p.route.tile_rows;
+      weight[threadIdx.x] = choice.weight_of_choice[threadIdx.x];
+    }
+  } else if (threadIdx.x < p.top_k) {
     slot[threadIdx.x] = p.slot_of[t * p.top_k + threadIdx.x];
     weight[threadIdx.x] = p.topk_weights[t * p.top_k + threadIdx.x];
   }
@@ -770,14 +782,30 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
                                   dim3(32 * kWarps), shared, stream, route, align, ids_offset);
 }
 
+bool MoeRouterRecordsValid(const MoeRouterRecords& r) {
+  if (r.records == nullptr || r.x == nullptr || r.norm_weight == nullptr || r.router == nullptr ||
+      r.correction_bias == nullptr || !kernels::AlignedTo(r.records, 16) || !kernels::AlignedTo(r.x, 16))
+    return false;
+  return r.count >= 1 && r.hidden >= 4 && r.hidden % 4 == 0 && r.experts >= 1 &&
+         r.experts <= kMoeRouterRecordsMaxExperts && r.top_k >= 1 && r.top_k <= r.experts && r.shared_experts >= 0 &&
+         r.top_k + r.shared_experts <= kMoeMaxTopK &&
+         (r.tile_rows == 8 || r.tile_rows == 16 || r.tile_rows == 32 || r.tile_rows == 64);
+}
+
 cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream) {
-  if (p.expert_out == nullptr || p.slot_of == nullptr || p.topk_weights == nullptr || p.out == nullptr ||
-      p.tokens < 1 || p.hidden < 4 || p.hidden % 4 != 0 || p.top_k < 1 || p.top_k > kMoeMaxTopK ||
-      reinterpret_cast<uintptr_t>(p.expert_out) % 16 != 0 || reinterpret_cast<uintptr_t>(p.out) % 16 != 0)
+  const bool folded = p.route.on();
+  if (p.expert_out == nullptr || (!folded && (p.slot_of == nullptr || p.topk_weights == nullptr)) ||
+      p.out == nullptr || p.tokens < 1 || p.hidden < 4 || p.hidden % 4 != 0 || p.top_k < 1 ||
+      p.top_k > kMoeMaxTopK || reinterpret_cast<uintptr_t>(p.expert_out) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(p.out) % 16 != 0)
+    return cudaErrorInvalidValue;
+  if (folded && (!MoeRouterRecordsValid(p.route) || p.tokens != 1 ||
+                 p.top_k != p.route.top_k + p.route.shared_experts || p.route.hidden != p.hidden))
     return cudaErrorInvalidValue;
   const int quads = p.hidden / 4;
   const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((quads + kCombineThreads - 1) / kCombineThreads));
-  return kernels::LaunchDependent(MoeCombineKernel, grid, dim3(kCombineThreads), 0, stream, p);
+  return kernels::LaunchDependent(folded ? MoeCombineKernel<true> : MoeCombineKernel<false>, grid,
+                                  dim3(kCombineThreads), 0, stream, p);
 }
 
 cudaError_t LaunchMoeSiluMul(const MoeSiluMulParams& p, cudaStream_t stream) {

@@ -101,6 +101,48 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
 // steps take the last-CTA launch).
 bool MoeOneTokenClusterRuns();
 
+// One token's routing folded into the launches around it (a decode step of
+// one sequence: CudaBackendOptions::moe_fold_routing). The int4 o_proj that
+// completes the residual writes router records (awq_decode_linear.h): each
+// CTA's dots of the router with its rows of the residual (the norm's weight
+// folded in) and their sum of squares, summed over each thread-block cluster
+// of the launch into one record. The experts' gate/up and down launches and
+// the combine then each choose the token's experts from the records
+// themselves (kernels/moe_router_records.cuh), so no routing launch, and no
+// table written by one launch and read by the next, sits between the
+// residual and the experts: v36 measured the routing launch at ~3.7 us of a
+// 21B-A3B layer over none (NOTES.md). Every reader sums the records in the
+// same order, so all make the same choice; the routing kernels' choice
+// wherever no two biased scores lie within the rounding of their other
+// summation order. Tiles are as the alignment leaves one token's: its
+// distinct choices sorted by id, tile_rows slots each, the first a row.
+__host__ __device__ constexpr int32_t MoeRouterRecordStride(int32_t experts) { return (experts + 4) / 4 * 4; }
+constexpr int32_t kMoeRouterRecordsMaxExperts = 64;
+struct MoeRouterRecords {
+  // [count, MoeRouterRecordStride(experts)], 16-byte aligned: a record is the
+  // experts' dots, then the sum of squares.
+  float* records = nullptr;
+  int32_t count = 0;                       // records: the o_proj launch's clusters
+  const float* x = nullptr;                // [hidden] the residual row the records are of
+  const float* norm_weight = nullptr;      // [hidden] post_attention_layernorm
+  float eps = 1e-5f;
+  const float* router = nullptr;           // [experts, hidden] float32 (the o_proj's reads)
+  const float* correction_bias = nullptr;  // [experts]
+  int32_t hidden = 0;
+  int32_t experts = 0;                     // 1 .. kMoeRouterRecordsMaxExperts
+  int32_t top_k = 0;
+  int32_t shared_experts = 0;              // pseudo-experts experts .., weight 1, after the routed tiles
+  float norm_min = 1e-12f;
+  int32_t tile_rows = 8;                   // slots a tile
+  // Optional (tests): the gate/up launch's first CTA writes the choices here
+  // as MoeRouteParams leaves them (top_k + shared_experts ids and weights).
+  int32_t* topk_ids = nullptr;
+  float* topk_weights = nullptr;
+  bool on() const { return records != nullptr; }
+};
+// Host side: the records' pointers set and aligned, the sizes in range.
+bool MoeRouterRecordsValid(const MoeRouterRecords& r);
+
 struct MoeCombineParams {
   const float* expert_out = nullptr;    // [slots, hidden] the experts' down projections
   const int32_t* slot_of = nullptr;     // [tokens, top_k]
@@ -112,6 +154,9 @@ struct MoeCombineParams {
   int32_t top_k = 0;
   // Zeroed once the experts' launches are done (GroupedAwqGemvParams::known_ready's counter), or nullptr.
   uint32_t* reset = nullptr;
+  // On: one token whose slots and weights are chosen from these records
+  // (slot_of and topk_weights are not read); tokens 1, top_k its choices.
+  MoeRouterRecords route = {};
 };
 cudaError_t LaunchMoeCombine(const MoeCombineParams& p, cudaStream_t stream);
 

@@ -1,0 +1,175 @@
+// One token's routing folded into the launches around it (moe_routing.h's
+// MoeRouterRecords), on the device: the o_proj's side, which writes a record
+// per thread-block cluster, and the readers' side, which chooses from them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+
+#include "engine/backend/cuda/kernels/cluster_sync.cuh"
+#include "engine/backend/cuda/kernels/common.cuh"
+#include "engine/backend/cuda/kernels/moe_routing.h"
+#include "engine/backend/cuda/kernels/tma.cuh"
+
+namespace ernie::cuda::kernels {
+
+// The o_proj launch's clusters: at most this many CTAs (a portable size).
+constexpr int kRouterRecordClusterMax = 8;
+
+// The router's and the norm's columns of rows [row0, row0 + rows) asked of
+// the L2 when the o_proj CTA starts, so that its dots at the end do not wait
+// on HBM: one range an expert (the router is [experts, hidden]). Thread 0.
+__device__ __forceinline__ void PrefetchRouterColumns(const MoeRouterRecords& q, int64_t row0, int rows) {
+  const int64_t end = min(row0 + rows, int64_t{q.hidden});
+  if (end <= row0) return;
+  const auto bytes = static_cast<uint32_t>((end - row0) * 4);
+  for (int e = 0; e <= q.experts; ++e)  // e == experts: the norm's weight
+    PrefetchToL2((e < q.experts ? q.router + int64_t{e} * q.hidden : q.norm_weight) + row0, bytes);
+}
+
+// The o_proj's side. Every thread of every CTA calls it once its rows of the
+// residual are final: `rows[r]` (shared memory) is residual row row0 + r for
+// r < live (rows past the residual's end are not read). The launch is
+// clusters of cluster_size CTAs along x that arrived (ClusterArrive) when
+// they started. Each CTA's dots (four threads an expert, a quarter of the
+// rows each, met by shuffles) and sum of squares go to its cluster's first
+// CTA, which adds them in rank order and stores the cluster's record.
+template <int kThreads>
+__device__ void WriteRouterRecord(const MoeRouterRecords& q, const float* rows, int64_t row0, int live) {
+  static_assert(kThreads % 32 == 0, "whole warps");
+  constexpr int kStride = MoeRouterRecordStride(kMoeRouterRecordsMaxExperts);
+  __shared__ float received[kRouterRecordClusterMax][kStride];  // the first CTA's: every rank's dots
+  const uint32_t rank = ClusterRank(), size = ClusterSize();
+  const int experts = q.experts, quarter = (live + 3) / 4;
+  ClusterWait();  // every CTA of the cluster runs: its shared memory may be written
+  for (int base = 0; base < 4 * experts; base += kThreads) {
+    const int i = base + static_cast<int>(threadIdx.x), e = i / 4, part = i % 4;
+    float dot = 0.0f;
+    if (i < 4 * experts) {
+      const float* r = q.router + int64_t{e} * q.hidden + row0;
+      const float* g = q.norm_weight + row0;
+      const int end = min(live, (part + 1) * quarter);
+      for (int j = part * quarter; j < end; ++j) dot += r[j] * g[j] * rows[j];
+    }
+    dot += __shfl_xor_sync(kFullMask, dot, 1);
+    dot += __shfl_xor_sync(kFullMask, dot, 2);
+    if (i < 4 * experts && part == 0) StoreToCluster(ClusterSharedAddress(&received[rank][e], 0), dot);
+  }
+  if (threadIdx.x < 32) {
+    float square = 0.0f;
+    for (int j = static_cast<int>(threadIdx.x); j < live; j += 32) square += rows[j] * rows[j];
+    square = WarpSum(square);
+    if (threadIdx.x == 0) StoreToCluster(ClusterSharedAddress(&received[rank][experts], 0), square);
+  }
+  ClusterArriveRelease();
+  ClusterWait();  // every rank's dots are in the first CTA's shared memory
+  if (rank != 0) return;
+  float* record = q.records + int64_t{blockIdx.x / size} * MoeRouterRecordStride(experts);
+  for (int e = static_cast<int>(threadIdx.x); e <= experts; e += kThreads) {
+    float sum = 0.0f;
+    for (uint32_t c = 0; c < size; ++c) sum += received[c][e];
+    record[e] = sum;
+  }
+}
+
+// What a reader knows once it has chosen.
+struct OneTokenChoice {
+  float sums[MoeRouterRecordStride(kMoeRouterRecordsMaxExperts)];  // the records' sums: dots, then squares
+  float probs[kMoeRouterRecordsMaxExperts];
+  float scores[kMoeRouterRecordsMaxExperts];  // probs + correction bias
+  int32_t chosen[kMoeMaxTopK];                // routed experts, best first
+  int32_t expert_of_tile[kMoeMaxTopK];
+  int32_t tile_of_choice[kMoeMaxTopK];        // choices in MoeRouteParams' order: routed, then shared
+  float weight_of_choice[kMoeMaxTopK];
+  float inv_rms;                              // of the residual row, for its RMSNorm
+};
+
+// The readers' side: every thread of the CTA (any number of whole warps)
+// calls it; it ends with a barrier, after which `s` holds the choice. The
+// records are summed in record order by one thread an expert, so the sums,
+// and the choice, do not depend on the reader's CTA size. The softmax, the
+// biased top-k (ties to the smaller id) and the renormalised weights are the
+// routing kernels' (moe_routing.cu TopKOfToken) in the same order.
+__device__ __forceinline__ void ChooseFromRouterRecords(const MoeRouterRecords& q, OneTokenChoice& s) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int experts = q.experts, stride = MoeRouterRecordStride(experts);
+  float bias[2] = {0.0f, 0.0f};  // warp 0's lanes' experts, requested first
+  if (warp == 0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (lane + 32 * i < experts) bias[i] = q.correction_bias[lane + 32 * i];
+  }
+  // L2 loads (__ldcg): the records are the o_proj's, never in this SM's L1.
+  for (int e = static_cast<int>(threadIdx.x); e <= experts; e += static_cast<int>(blockDim.x)) {
+    const float* column = q.records + e;
+    float sum = 0.0f;
+    int c = 0;
+    for (; c + 8 <= q.count; c += 8) {
+      float v[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = __ldcg(column + int64_t{c + i} * stride);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum += v[i];
+    }
+    for (; c < q.count; ++c) sum += __ldcg(column + int64_t{c} * stride);
+    s.sums[e] = sum;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const float inv_rms = rsqrtf(s.sums[experts] / static_cast<float>(q.hidden) + q.eps);
+    float max_logit = -FLT_MAX;
+    for (int e = lane; e < experts; e += 32) {
+      s.probs[e] = s.sums[e] * inv_rms;
+      max_logit = fmaxf(max_logit, s.probs[e]);
+    }
+    max_logit = WarpMax(max_logit);
+    float sum = 0.0f;
+    for (int e = lane; e < experts; e += 32) {
+      const float v = expf(s.probs[e] - max_logit);
+      s.probs[e] = v;
+      sum += v;
+    }
+    sum = WarpSum(sum);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int e = lane + 32 * i;
+      if (e >= experts) break;
+      s.probs[e] /= sum;
+      s.scores[e] = s.probs[e] + bias[i];
+    }
+    if (lane == 0) s.inv_rms = inv_rms;
+  }
+  __syncthreads();
+  // Expert e's rank: the experts before it in the argmax order.
+  for (int e = static_cast<int>(threadIdx.x); e < experts; e += static_cast<int>(blockDim.x)) {
+    const float score = s.scores[e];
+    int rank = 0;
+    for (int o = 0; o < experts; ++o) {
+      const float other = s.scores[o];
+      rank += (other > score || (other == score && o < e)) ? 1 : 0;
+    }
+    if (rank < q.top_k) s.chosen[rank] = e;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float chosen_sum = 0.0f;  // in choice order, as TopKOfToken adds them
+    for (int j = 0; j < q.top_k; ++j) chosen_sum += s.probs[s.chosen[j]];
+    const int choices = q.top_k + q.shared_experts;
+    const bool routed = lane < q.top_k;
+    const int32_t id = lane >= choices ? INT_MAX : routed ? s.chosen[lane] : experts + lane - q.top_k;
+    // A choice's tile: the choices with a smaller id (one token's are distinct).
+    int32_t tile = 0;
+    for (int o = 0; o < choices; ++o) tile += __shfl_sync(kFullMask, id, o) < id ? 1 : 0;
+    if (lane < choices) {
+      s.tile_of_choice[lane] = tile;
+      s.expert_of_tile[tile] = id;
+      s.weight_of_choice[lane] = routed ? s.probs[id] / fmaxf(chosen_sum, q.norm_min) : 1.0f;
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace ernie::cuda::kernels
