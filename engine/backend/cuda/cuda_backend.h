@@ -205,8 +205,9 @@ struct CudaBackendOptions {
   int moe_awq_gemv_k_slices = 0;
   // The same GEMV's warps a CTA (1 - 8, a multiple of its k slices), or 0:
   // 8 for a one-token step (the 21B-A3B AWQ batch-1 step 1.8% faster on an
-  // H100 than the spread below, NOTES.md v41), else sized so that a small
-  // step's CTAs spread evenly over the SMs (kernels/grouped_awq_gemv.h).
+  // H100 than the spread below, NOTES.md v41), 6 for steps of 3 - 8 tokens
+  // (2.6% faster at 3, 3.1% at 4, 0.5% at 8, v42), else sized so that a
+  // small step's CTAs spread evenly over the SMs (kernels/grouped_awq_gemv.h).
   // To measure it; the GEMM ignores it.
   int moe_awq_gemv_cta_warps = 0;
   // The same GEMV's tiles of 8 slots (steps of up to ~50 tokens; x staged,

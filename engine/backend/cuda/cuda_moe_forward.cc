@@ -81,16 +81,21 @@ namespace {
 
 // The grouped int4 GEMV's warps a CTA: `option` (CudaBackendOptions::
 // moe_awq_gemv_cta_warps) when set; else whole CTAs for a one-token chunk,
-// and 0 (the launcher's PickGroupedCtaWarps) otherwise. The picker's rule
-// (the fewest warps on the fullest SM) gives a one-token down launch CTAs of
-// 4 warps on the lean loop (grouped_awq_gemv.h), yet whole CTAs for both
-// launches made the 21B-A3B AWQ step 1.552 - 1.560 ms
-// against 1.577 - 1.593 on an H100, six rounds alternated; at 2 and 4 tokens
-// they were no faster (2.056 - 2.060 against 2.041 - 2.061; 2.936 - 2.942
-// against 2.937 - 2.954: NOTES.md v41).
-int32_t GroupedAwqCtaWarps(int32_t option, int32_t tokens) {
+// CTAs of 6 warps for chunks of 3 - 8 tokens, and 0 (the launcher's
+// PickGroupedCtaWarps) otherwise. The picker's rule (the fewest warps on the
+// fullest SM) gives a one-token down launch CTAs of 4 warps on the lean loop
+// (grouped_awq_gemv.h), yet whole CTAs for both launches made the 21B-A3B
+// AWQ step 1.552 - 1.560 ms against 1.577 - 1.593 on an H100, six rounds
+// alternated (NOTES.md v41). The same H100 sweep over 2 - 16 tokens (v42,
+// two rounds each): 6 warps 2.465 against the picker's 2.530 - 2.535 ms at
+// 3 tokens, 2.810 against 2.899 - 2.902 at 4, 3.788 against 3.807 - 3.811
+// at 8; slower at 2 (2.041 - 2.060 against 2.013 - 2.015) and 16 (5.120 -
+// 5.122 against 5.075 - 5.087), where the picker stays. A forced k split
+// (`k_slices`) that 6 warps do not divide keeps the picker too.
+int32_t GroupedAwqCtaWarps(int32_t option, int32_t k_slices, int32_t tokens) {
   if (option != 0) return option;
-  return tokens == 1 ? kGroupedAwqGemvMaxCtaWarps : 0;
+  if (tokens == 1) return kGroupedAwqGemvMaxCtaWarps;
+  return tokens >= 3 && tokens <= 8 && (k_slices == 0 || 6 % k_slices == 0) ? 6 : 0;
 }
 
 }  // namespace
@@ -143,7 +148,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   const bool tiled = ExpertsTiled(w, tile_rows);
   if (folded != nullptr) {
     // Each CTA chooses from the records: no tile table, slot rows or staged h.
-    const int32_t cta_warps = GroupedAwqCtaWarps(moe_awq_gemv_cta_warps_, tokens);
+    const int32_t cta_warps = GroupedAwqCtaWarps(moe_awq_gemv_cta_warps_, moe_awq_gemv_k_slices_, tokens);
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchGroupedAwqGemv({.x = h,
                                                      .w = w.awq.gate_up(),
                                                      .tile_expert = ws_.moe_tile_expert.data(),
@@ -180,7 +185,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   if (!w.awq.empty()) {
     const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
     const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split and CTA size only
-    const int32_t cta_warps = tiled ? 0 : GroupedAwqCtaWarps(moe_awq_gemv_cta_warps_, tokens);
+    const int32_t cta_warps = tiled ? 0 : GroupedAwqCtaWarps(moe_awq_gemv_cta_warps_, moe_awq_gemv_k_slices_, tokens);
     // The shared experts' tiles (the pseudo-experts after the routed ones).
     const int32_t known_tiles =
         !tiled && moe_early_shared_experts_ > 0 && early.tile0 >= 0 ? max_tiles - early.tile0 : 0;

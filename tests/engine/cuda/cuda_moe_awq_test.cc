@@ -217,11 +217,16 @@ TEST(CudaGroupedAwqGemvTest, EachTileUsesItsExpertsWeights) {
                     true, true},
                    gen);
   }
-  // The backend's one-token launches: lean, whole CTAs of 8 warps (cuda_moe_forward.cc GroupedAwqCtaWarps).
-  RunGroupedCase(
-      {3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true, 8, false, true}, gen);
-  RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, 8, true, true},
-                 gen);
+  // The backend's one-token launches: lean, whole CTAs of 8 warps; and its 3 - 8 token ones: lean, CTAs
+  // of 6 warps (cuda_moe_forward.cc GroupedAwqCtaWarps).
+  for (const int cta_warps : {8, 6}) {
+    RunGroupedCase({3, 32, 2560, 128, 8, cuda::GroupedEpilogue::kSiluMulBf16, true, false, 0, false, true, cta_warps,
+                    false, true},
+                   gen);
+    RunGroupedCase({4, 64, 1536, 128, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, true, false, cta_warps,
+                    true, true},
+                   gen);
+  }
   RunGroupedCase({6, 40, 192, 64, 8, cuda::GroupedEpilogue::kStoreF32, false, false, 0, false, false, 0, false, true},
                  gen);
   // The down launch's padding slots read as zero rows (the alignment's slot_token), staged and not.

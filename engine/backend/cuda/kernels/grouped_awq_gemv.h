@@ -68,8 +68,8 @@ struct GroupedAwqGemvParams {
   // of the k slices), or 0: the most, fewer when a step's CTAs fit one wave
   // and smaller ones spread more evenly over the SMs (batch 1 on the
   // two-chunk loop: 6 at gate/up, 5 at down on an H200; on the lean loop 8
-  // and 4, with two k slices; the backend asks for 8 at one token instead,
-  // cuda_moe_forward.cc GroupedAwqCtaWarps).
+  // and 4, with two k slices; the backend asks for 8 at one token and 6 at
+  // 3 - 8 tokens instead, cuda_moe_forward.cc GroupedAwqCtaWarps).
   int32_t cta_warps = 0;
   // The GEMV's tiles of 8 slots with x staged (steps of up to ~50 tokens)
   // and groups >= 128: the lean k loop, one chunk in flight with three CTAs

@@ -77,7 +77,8 @@ __device__ void WriteRouterRecord(const MoeRouterRecords& q, const float* rows, 
 
 // What a reader knows once it has chosen.
 struct OneTokenChoice {
-  float sums[MoeRouterRecordStride(kMoeRouterRecordsMaxExperts)];  // the records' sums: dots, then squares
+  // The records' sums in four parts (ChooseFromRouterRecords): the dots, then the squares.
+  float parts[4][MoeRouterRecordStride(kMoeRouterRecordsMaxExperts)];
   float probs[kMoeRouterRecordsMaxExperts];
   float scores[kMoeRouterRecordsMaxExperts];  // probs + correction bias
   int32_t chosen[kMoeMaxTopK];                // routed experts, best first
@@ -89,8 +90,8 @@ struct OneTokenChoice {
 
 // The readers' side: every thread of the CTA (any number of whole warps)
 // calls it; it ends with a barrier, after which `s` holds the choice. The
-// records are summed in record order by one thread an expert, so the sums,
-// and the choice, do not depend on the reader's CTA size. The softmax, the
+// records are summed in a fixed order, so the sums, and the choice, do not
+// depend on the reader's CTA size. The softmax, the
 // biased top-k (ties to the smaller id) and the renormalised weights are the
 // routing kernels' (moe_routing.cu TopKOfToken) in the same order.
 __device__ __forceinline__ void ChooseFromRouterRecords(const MoeRouterRecords& q, OneTokenChoice& s) {
@@ -102,27 +103,35 @@ __device__ __forceinline__ void ChooseFromRouterRecords(const MoeRouterRecords& 
     for (int i = 0; i < 2; ++i)
       if (lane + 32 * i < experts) bias[i] = q.correction_bias[lane + 32 * i];
   }
-  // L2 loads (__ldcg): the records are the o_proj's, never in this SM's L1.
-  for (int e = static_cast<int>(threadIdx.x); e <= experts; e += static_cast<int>(blockDim.x)) {
+  // The sums over records in kRecordParts fixed parts (part p: records p,
+  // p + kRecordParts, ...), then the parts added in order: the same
+  // arithmetic whatever the CTA's size, with every thread's loads issued
+  // together. L2 loads (__ldcg): the records are the o_proj's, never in this
+  // SM's L1.
+  constexpr int kRecordParts = 4;
+  const int columns = experts + 1;
+  for (int i = static_cast<int>(threadIdx.x); i < kRecordParts * columns; i += static_cast<int>(blockDim.x)) {
+    const int e = i % columns, part = i / columns;
     const float* column = q.records + e;
     float sum = 0.0f;
-    int c = 0;
-    for (; c + 8 <= q.count; c += 8) {
-      float v[8];
+    int c = part;
+    for (; c + 4 * kRecordParts <= q.count; c += 4 * kRecordParts) {
+      float v[4];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = __ldcg(column + int64_t{c + i} * stride);
+      for (int u = 0; u < 4; ++u) v[u] = __ldcg(column + int64_t{c + u * kRecordParts} * stride);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) sum += v[i];
+      for (int u = 0; u < 4; ++u) sum += v[u];
     }
-    for (; c < q.count; ++c) sum += __ldcg(column + int64_t{c} * stride);
-    s.sums[e] = sum;
+    for (; c < q.count; c += kRecordParts) sum += __ldcg(column + int64_t{c} * stride);
+    s.parts[part][e] = sum;
   }
   __syncthreads();
   if (warp == 0) {
-    const float inv_rms = rsqrtf(s.sums[experts] / static_cast<float>(q.hidden) + q.eps);
+    auto total = [&](int e) { return (s.parts[0][e] + s.parts[1][e]) + (s.parts[2][e] + s.parts[3][e]); };
+    const float inv_rms = rsqrtf(total(experts) / static_cast<float>(q.hidden) + q.eps);
     float max_logit = -FLT_MAX;
     for (int e = lane; e < experts; e += 32) {
-      s.probs[e] = s.sums[e] * inv_rms;
+      s.probs[e] = total(e) * inv_rms;
       max_logit = fmaxf(max_logit, s.probs[e]);
     }
     max_logit = WarpMax(max_logit);
@@ -143,15 +152,23 @@ __device__ __forceinline__ void ChooseFromRouterRecords(const MoeRouterRecords& 
     if (lane == 0) s.inv_rms = inv_rms;
   }
   __syncthreads();
-  // Expert e's rank: the experts before it in the argmax order.
-  for (int e = static_cast<int>(threadIdx.x); e < experts; e += static_cast<int>(blockDim.x)) {
-    const float score = s.scores[e];
+  // Expert e's rank: the experts before it in the argmax order, counted by
+  // four neighbouring lanes over a quarter of the experts each and met by
+  // shuffles (one thread scanning all 64 scores was the longest step here).
+  for (int base = 0; base < 4 * experts; base += static_cast<int>(blockDim.x)) {
+    const int i = base + static_cast<int>(threadIdx.x), e = i / 4, quarter = i % 4;
+    const int span = (experts + 3) / 4, first = quarter * span, last = min(experts, first + span);
     int rank = 0;
-    for (int o = 0; o < experts; ++o) {
-      const float other = s.scores[o];
-      rank += (other > score || (other == score && o < e)) ? 1 : 0;
+    if (i < 4 * experts) {
+      const float score = s.scores[e];
+      for (int o = first; o < last; ++o) {
+        const float other = s.scores[o];
+        rank += (other > score || (other == score && o < e)) ? 1 : 0;
+      }
     }
-    if (rank < q.top_k) s.chosen[rank] = e;
+    rank += __shfl_xor_sync(kFullMask, rank, 1);
+    rank += __shfl_xor_sync(kFullMask, rank, 2);
+    if (i < 4 * experts && quarter == 0 && rank < q.top_k) s.chosen[rank] = e;
   }
   __syncthreads();
   if (warp == 0) {
