@@ -96,6 +96,12 @@ __device__ __forceinline__ int64_t TileOf(const DecodeLinearParams& p, int l, in
   return feature_tile + (l >= half ? width_tiles : 0);
 }
 
+// The router's columns of a records launch's CTA (kRecords only), in shared memory.
+__device__ __forceinline__ kernels::RouterColumns& StagedRouterColumns() {
+  __shared__ kernels::RouterColumns columns;
+  return columns;
+}
+
 // kWholeChunks: k a multiple of kAwqChunkK (awq_blocks.cuh's AwqComputeChunk).
 // kRecords: kAddResidual at m = 1 writing the router records
 // (DecodeLinearParams::router_records), launched in clusters; its own
@@ -114,9 +120,17 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   const int k = p.k, groups2 = kernels::AwqRecordGroups2(k, group_shift);
   float* x_sums = reinterpret_cast<float*>(xs + int64_t{p.m} * k);  // 16-byte aligned: k % 64 == 0
   const int rows_of_cta = 16 * tiles_per_cta;
-  if constexpr (kRecords)
-    if (threadIdx.x == 0)
-      kernels::PrefetchRouterColumns(p.router_records, int64_t{blockIdx.x} * rows_of_cta, rows_of_cta);
+  // kRecords: the router's columns of this CTA's rows, copied now into shared
+  // memory where they fit, else asked of the L2.
+  const int64_t cta_row0 = int64_t{blockIdx.x} * rows_of_cta;
+  const int live_rows = static_cast<int>(min(int64_t{rows_of_cta}, p.n - cta_row0));
+  const bool columns_staged = rows_of_cta <= kernels::kRouterColumnsMaxRows;
+  if constexpr (kRecords) {
+    if (columns_staged)
+      kernels::CopyRouterColumns(p.router_records, cta_row0, live_rows, StagedRouterColumns());
+    else if (threadIdx.x == 0)
+      kernels::PrefetchRouterColumns(p.router_records, cta_row0, rows_of_cta);
+  }
   const __nv_bfloat16* x_row[1] = {g < p.m ? xs + int64_t{g} * k : nullptr};
   float acc[1][4] = {};
   kernels::AwqAccumulateSlice<1, kScaleHalves, true, kernels::kAwqChunksInFlight<1>, kWholeChunks>(
@@ -142,10 +156,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
         if constexpr (kRecords) residual_rows[r] = out;  // (m = 1)
       }
       if constexpr (kRecords) {
+        kernels::CpAsyncWait<0>();  // the router's columns (long landed)
         __syncthreads();
-        const int64_t row0 = int64_t{blockIdx.x} * rows_of_cta;
-        kernels::WriteRouterRecord<32 * kLinearWarps>(p.router_records, residual_rows, row0,
-                                                      static_cast<int>(min(int64_t{rows_of_cta}, p.n - row0)));
+        kernels::WriteRouterRecord<32 * kLinearWarps>(p.router_records, residual_rows, cta_row0, live_rows,
+                                                      columns_staged ? &StagedRouterColumns() : nullptr);
       }
       break;
     case DecodeEpilogue::kSiluMul: {

@@ -11,6 +11,7 @@
 
 #include "engine/backend/cuda/kernels/cluster_sync.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"  // CpAsync16
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/kernels/tma.cuh"
 
@@ -30,15 +31,41 @@ __device__ __forceinline__ void PrefetchRouterColumns(const MoeRouterRecords& q,
     PrefetchToL2((e < q.experts ? q.router + int64_t{e} * q.hidden : q.norm_weight) + row0, bytes);
 }
 
+// The router's and the norm's columns of a CTA's rows, copied into shared
+// memory (cp.async, one commit group) when the o_proj CTA starts, for CTAs of
+// at most kRouterColumnsMaxRows rows (the 21B-A3B's o_proj: 16): its dots
+// then read no global memory after the residual is final. A row of 36
+// floats keeps 16-byte copies aligned and neighbouring experts' reads on
+// other banks.
+constexpr int kRouterColumnsMaxRows = 32;
+struct RouterColumns {
+  static constexpr int kRowFloats = kRouterColumnsMaxRows + 4;
+  float w[kMoeRouterRecordsMaxExperts + 1][kRowFloats];  // row `experts`: the norm's weight
+};
+// Every thread; `live` rows from row0 (a multiple of 4, row0 of 16).
+__device__ __forceinline__ void CopyRouterColumns(const MoeRouterRecords& q, int64_t row0, int live,
+                                                  RouterColumns& c) {
+  const int quads = live / 4;
+  for (int i = static_cast<int>(threadIdx.x); i < (q.experts + 1) * quads; i += static_cast<int>(blockDim.x)) {
+    const int e = i / quads, quad = i % quads;
+    const float* src = (e < q.experts ? q.router + int64_t{e} * q.hidden : q.norm_weight) + row0 + 4 * quad;
+    CpAsync16(&c.w[e][4 * quad], src);
+  }
+  CpAsyncCommit();
+}
+
 // The o_proj's side. Every thread of every CTA calls it once its rows of the
 // residual are final: `rows[r]` (shared memory) is residual row row0 + r for
-// r < live (rows past the residual's end are not read). The launch is
+// r < live (rows past the residual's end are not read); `columns` the
+// router's and norm's columns CopyRouterColumns staged (landed and
+// synchronised), or nullptr to read them from global memory. The launch is
 // clusters of cluster_size CTAs along x that arrived (ClusterArrive) when
 // they started. Each CTA's dots (four threads an expert, a quarter of the
 // rows each, met by shuffles) and sum of squares go to its cluster's first
 // CTA, which adds them in rank order and stores the cluster's record.
 template <int kThreads>
-__device__ void WriteRouterRecord(const MoeRouterRecords& q, const float* rows, int64_t row0, int live) {
+__device__ void WriteRouterRecord(const MoeRouterRecords& q, const float* rows, int64_t row0, int live,
+                                  const RouterColumns* columns) {
   static_assert(kThreads % 32 == 0, "whole warps");
   constexpr int kStride = MoeRouterRecordStride(kMoeRouterRecordsMaxExperts);
   __shared__ float received[kRouterRecordClusterMax][kStride];  // the first CTA's: every rank's dots
@@ -49,8 +76,8 @@ __device__ void WriteRouterRecord(const MoeRouterRecords& q, const float* rows, 
     const int i = base + static_cast<int>(threadIdx.x), e = i / 4, part = i % 4;
     float dot = 0.0f;
     if (i < 4 * experts) {
-      const float* r = q.router + int64_t{e} * q.hidden + row0;
-      const float* g = q.norm_weight + row0;
+      const float* r = columns != nullptr ? columns->w[e] : q.router + int64_t{e} * q.hidden + row0;
+      const float* g = columns != nullptr ? columns->w[experts] : q.norm_weight + row0;
       const int end = min(live, (part + 1) * quarter);
       for (int j = part * quarter; j < end; ++j) dot += r[j] * g[j] * rows[j];
     }
