@@ -122,7 +122,8 @@ struct Workspace {
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
                                 moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_shared_ready.bytes() +
-                                moe_router_records.bytes() + moe_fold_ready.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
+                                moe_router_records.bytes() + moe_fold_ready.bytes() + moe_act.bytes() +
+                                moe_expert_out.bytes() +
                                 persistent_layers.bytes() + persistent_partial.bytes() + persistent_barrier.bytes());
   }
 };
