@@ -130,9 +130,7 @@ absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t la
                           .top_k = static_cast<int32_t>(m.top_k),
                           .shared_experts = static_cast<int32_t>(m.num_shared_experts),
                           .norm_min = m.norm_min,
-                          .tile_rows = 8,
-                          .expert_of_tile = ws_.moe_tile_expert.data(),
-                          .tiles_ready = ws_.moe_fold_ready.data()};
+                          .tile_rows = 8};
 }
 
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens,
@@ -291,7 +289,6 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                         .tokens = 1,
                                         .hidden = hidden,
                                         .top_k = choices,
-                                        .reset = folded->tiles_ready,
                                         .route = *folded},
                                        s),
                       absl::StrCat("MoE combine kernel (folded routing), layer ", layer));

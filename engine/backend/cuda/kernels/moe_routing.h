@@ -134,14 +134,6 @@ struct MoeRouterRecords {
   int32_t shared_experts = 0;              // pseudo-experts experts .., weight 1, after the routed tiles
   float norm_min = 1e-12f;
   int32_t tile_rows = 8;                   // slots a tile
-  // Optional: the gate/up launch's first CTA publishes each tile's expert in
-  // expert_of_tile ([top_k + shared_experts]) and then sets *tiles_ready to 1
-  // (a release), and the down launch's CTAs, which start only as the gate/up
-  // CTAs leave the SMs, read their expert there (one L2 round trip) instead
-  // of choosing again (a bounded poll; without the flag they choose). The
-  // combine zeroes it (MoeCombineParams::reset). Both or neither.
-  int32_t* expert_of_tile = nullptr;
-  uint32_t* tiles_ready = nullptr;
   // Optional (tests): the gate/up launch's first CTA writes the choices here
   // as MoeRouteParams leaves them (top_k + shared_experts ids and weights).
   int32_t* topk_ids = nullptr;
