@@ -146,42 +146,6 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
   // dependent launch) with its first weight blocks requested: the weights
   // and the tile table are known before gate/up ends, only its output is not.
   const bool tiled = ExpertsTiled(w, tile_rows);
-  if (folded != nullptr) {
-    // Each CTA chooses from the records: no tile table, slot rows or staged h.
-    const int32_t cta_warps = GroupedAwqCtaWarps(moe_awq_gemv_cta_warps_, moe_awq_gemv_k_slices_, tokens);
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGroupedAwqGemv({.x = h,
-                                                     .w = w.awq.gate_up(),
-                                                     .tile_expert = ws_.moe_tile_expert.data(),
-                                                     .num_tiles = ws_.moe_num_tiles.data(),
-                                                     .y = ws_.moe_act.data(),
-                                                     .max_tiles = max_tiles,
-                                                     .tile_rows = 8,
-                                                     .epilogue = GroupedEpilogue::kSiluMulBf16,
-                                                     .expected_tiles = max_tiles,
-                                                     .wait_first = true,
-                                                     .k_slices = moe_awq_gemv_k_slices_,
-                                                     .cta_warps = cta_warps,
-                                                     .lean = moe_awq_gemv_lean_,
-                                                     .route = *folded},
-                                                    s),
-                               absl::StrCat("MoE AWQ experts' gate/up kernel (folded routing), layer ", layer));
-    return CudaStatus(LaunchGroupedAwqGemv({.x = act,
-                                            .w = w.awq.down(),
-                                            .tile_expert = ws_.moe_tile_expert.data(),
-                                            .num_tiles = ws_.moe_num_tiles.data(),
-                                            .y = ws_.moe_expert_out.data(),
-                                            .max_tiles = max_tiles,
-                                            .tile_rows = 8,
-                                            .epilogue = GroupedEpilogue::kStoreF32,
-                                            .expected_tiles = max_tiles,
-                                            .dependent = true,
-                                            .k_slices = moe_awq_gemv_k_slices_,
-                                            .cta_warps = cta_warps,
-                                            .lean = moe_awq_gemv_lean_,
-                                            .route = *folded},
-                                           s),
-                      absl::StrCat("MoE AWQ experts' down kernel (folded routing), layer ", layer));
-  }
   if (!w.awq.empty()) {
     const auto grouped = tiled ? LaunchGroupedAwqGemm : LaunchGroupedAwqGemv;
     const int32_t k_slices = tiled ? 0 : moe_awq_gemv_k_slices_;  // the GEMV's k split and CTA size only
@@ -193,8 +157,11 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
     // What the down launch's known tiles wait for: every gate/up row tile of theirs.
     const uint32_t ready_target = static_cast<uint32_t>(known_tiles) * static_cast<uint32_t>((gate_up.n + 15) / 16);
     const bool count_in = known_tiles > 0 && early.x != nullptr && early.count_in;
+    // A folded routing (one token: a tile a choice, the GEMV, no known tiles)
+    // leaves the tile table and slot rows unwritten; each CTA chooses itself.
+    const MoeRouterRecords route = folded != nullptr ? *folded : MoeRouterRecords{};
     ERNIE_CUDA_RETURN_IF_ERROR(grouped({.x = h,
-                                                     .x_row = ws_.moe_slot_token.data(),
+                                                     .x_row = folded != nullptr ? nullptr : ws_.moe_slot_token.data(),
                                                      .w = gate_up,
                                                      .tile_expert = ws_.moe_tile_expert.data(),
                                                      .num_tiles = ws_.moe_num_tiles.data(),
@@ -213,11 +180,12 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .known_x = known_tiles > 0 ? early.x : nullptr,
                                                      .known_norm_weight = lw.post_attn_norm.data(),
                                                      .known_eps = config_.rms_norm_eps,
-                                                     .known_done = count_in ? ws_.moe_shared_ready.data() : nullptr},
+                                                     .known_done = count_in ? ws_.moe_shared_ready.data() : nullptr,
+                                                     .route = route},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,
-                                            .slot_token = ws_.moe_slot_token.data(),
+                                            .slot_token = folded != nullptr ? nullptr : ws_.moe_slot_token.data(),
                                             .w = w.awq.down(),
                                             .tile_expert = ws_.moe_tile_expert.data(),
                                             .num_tiles = ws_.moe_num_tiles.data(),
@@ -234,7 +202,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .known_tiles = count_in ? known_tiles : 0,
                                             .known_expert0 = static_cast<int32_t>(config_.moe.num_experts),
                                             .known_ready = count_in ? ws_.moe_shared_ready.data() : nullptr,
-                                            .known_ready_target = ready_target},
+                                            .known_ready_target = ready_target,
+                                            .route = route},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }
@@ -278,21 +247,6 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
   cudaStream_t s = stream_.get();
   const auto hidden = static_cast<int32_t>(c.hidden_size);
   const auto experts = static_cast<int32_t>(m.num_experts), top_k = static_cast<int32_t>(m.top_k);
-  if (folded != nullptr) {
-    // One token, routed by the o_proj's records: its choices are the tiles.
-    const int32_t choices = top_k + static_cast<int32_t>(m.num_shared_experts);
-    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, reinterpret_cast<const __nv_bfloat16*>(h), 1, choices, 8, choices,
-                                         EarlySharedExperts{}, folded));
-    return CudaStatus(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
-                                        .out = out,
-                                        .accumulate = accumulate,
-                                        .tokens = 1,
-                                        .hidden = hidden,
-                                        .top_k = choices,
-                                        .route = *folded},
-                                       s),
-                      absl::StrCat("MoE combine kernel (folded routing), layer ", layer));
-  }
   for (int32_t begin = 0; begin < tokens; begin += moe_chunk_tokens_) {
     const int32_t n = std::min(moe_chunk_tokens_, tokens - begin);
     // Shared experts ride in the routed launches as pseudo-experts, except in
@@ -310,40 +264,45 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
     // shared experts (ids experts ..) take the tiles after its top_k. Their
     // int4 GEMV CTAs may compute during the routing (moe_early_shared_experts 2
     // and 3), from the residual the routing reads, once the routing has it.
-    const int32_t known_shared_tile0 = n == 1 && shared > 0 ? top_k : -1;
+    // (Not with a folded routing: no routing launch to work beside.)
+    const int32_t known_shared_tile0 = n == 1 && shared > 0 && folded == nullptr ? top_k : -1;
     // (Only where the gate/up launch stages x: its other CTA shape waits all the same.)
     const bool shared_during_routing =
         known_shared_tile0 >= 0 && moe_early_shared_experts_ >= 2 && !w.awq.empty() && !ExpertsTiled(w, tile_rows) &&
         GroupedAwqGemvStagesX(tile_rows, hidden, w.awq.group_size);
-    ERNIE_CUDA_RETURN_IF_ERROR(
-        LaunchMoeRouteAndAlign({.x = ws_.x.data() + int64_t{begin} * hidden,
-                                .norm_weight = lw.post_attn_norm.data(),
-                                .eps = c.rms_norm_eps,
-                                .router = w.router.data(),
-                                .correction_bias = w.correction_bias.data(),
-                                .logits = ws_.moe_logits.data(),
-                                .normed = normalize_into_h ? reinterpret_cast<__nv_bfloat16*>(hc) : nullptr,
-                                .topk_ids = ws_.moe_topk_ids.data(),
-                                .topk_weights = ws_.moe_topk_weights.data(),
-                                .tokens = n,
-                                .hidden = hidden,
-                                .experts = experts,
-                                .top_k = top_k,
-                                .shared_experts = shared,
-                                .norm_min = m.norm_min,
-                                .trigger_after_wait = shared_during_routing},
-                               {.topk_ids = ws_.moe_topk_ids.data(),
-                                .assignments = assignments,
-                                .top_k = choices,
-                                .experts = stacked,
-                                .tile_rows = tile_rows,
-                                .slot_token = ws_.moe_slot_token.data(),
-                                .slot_of = ws_.moe_slot_of.data(),
-                                .tile_expert = ws_.moe_tile_expert.data(),
-                                .num_tiles = ws_.moe_num_tiles.data(),
-                                .arrivals = ws_.moe_route_arrivals.data()},
-                               s, moe_route_cluster_),
-        absl::StrCat("MoE routing kernels, layer ", layer));
+    // A folded routing (`folded`: one token) has no routing launch: the
+    // experts' launches and the combine choose from the o_proj's records.
+    if (folded == nullptr) {
+      ERNIE_CUDA_RETURN_IF_ERROR(
+          LaunchMoeRouteAndAlign({.x = ws_.x.data() + int64_t{begin} * hidden,
+                                  .norm_weight = lw.post_attn_norm.data(),
+                                  .eps = c.rms_norm_eps,
+                                  .router = w.router.data(),
+                                  .correction_bias = w.correction_bias.data(),
+                                  .logits = ws_.moe_logits.data(),
+                                  .normed = normalize_into_h ? reinterpret_cast<__nv_bfloat16*>(hc) : nullptr,
+                                  .topk_ids = ws_.moe_topk_ids.data(),
+                                  .topk_weights = ws_.moe_topk_weights.data(),
+                                  .tokens = n,
+                                  .hidden = hidden,
+                                  .experts = experts,
+                                  .top_k = top_k,
+                                  .shared_experts = shared,
+                                  .norm_min = m.norm_min,
+                                  .trigger_after_wait = shared_during_routing},
+                                 {.topk_ids = ws_.moe_topk_ids.data(),
+                                  .assignments = assignments,
+                                  .top_k = choices,
+                                  .experts = stacked,
+                                  .tile_rows = tile_rows,
+                                  .slot_token = ws_.moe_slot_token.data(),
+                                  .slot_of = ws_.moe_slot_of.data(),
+                                  .tile_expert = ws_.moe_tile_expert.data(),
+                                  .num_tiles = ws_.moe_num_tiles.data(),
+                                  .arrivals = ws_.moe_route_arrivals.data()},
+                                 s, moe_route_cluster_),
+          absl::StrCat("MoE routing kernels, layer ", layer));
+    }
     // Tiles the alignment can fill: each used expert's ceil(count / tile_rows), at most
     // (assignments + used (tile_rows - 1)) / tile_rows with used <= min(experts, assignments).
     // The grouped kernels' grids span it (CTAs past the device's count exit at once): bounded by
@@ -358,7 +317,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
         .tile0 = known_shared_tile0,
         .x = shared_during_routing ? ws_.x.data() + int64_t{begin} * hidden : nullptr,
         .count_in = shared_during_routing && moe_early_shared_experts_ == 3};
-    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, n, max_tiles, tile_rows, expected_tiles, early));
+    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, n, max_tiles, tile_rows, expected_tiles, early, folded));
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),
                                                  .topk_weights = ws_.moe_topk_weights.data(),
@@ -367,7 +326,8 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                                  .tokens = n,
                                                  .hidden = hidden,
                                                  .top_k = choices,
-                                                 .reset = early.count_in ? ws_.moe_shared_ready.data() : nullptr},
+                                                 .reset = early.count_in ? ws_.moe_shared_ready.data() : nullptr,
+                                                 .route = folded != nullptr ? *folded : MoeRouterRecords{}},
                                                 s),
                                absl::StrCat("MoE combine kernel, layer ", layer));
     if (shared_by_gemm) ERNIE_RETURN_IF_ERROR(SharedExpertsByGemm(layer, hc_bf16, n, oc));
