@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
     if (p.wait_first && p.route.topk_ids != nullptr && blockIdx.x == 0 && tile_index == 0 &&
         static_cast<int>(threadIdx.x) < choices) {
       const int j = static_cast<int>(threadIdx.x);
-      p.route.topk_ids[j] = j < p.route.top_k ? choice.chosen[j] : p.route.experts + j - p.route.top_k;
+      p.route.topk_ids[j] = j < p.route.top_k ? choice.top.chosen[j] : p.route.experts + j - p.route.top_k;
       p.route.topk_weights[j] = choice.weight_of_choice[j];
     }
   } else {

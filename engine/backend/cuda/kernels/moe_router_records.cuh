@@ -12,6 +12,7 @@
 #include "engine/backend/cuda/kernels/cluster_sync.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"  // CpAsync16
+#include "engine/backend/cuda/kernels/moe_one_token_topk.cuh"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/kernels/tma.cuh"
 
@@ -106,9 +107,7 @@ __device__ void WriteRouterRecord(const MoeRouterRecords& q, const float* rows, 
 struct OneTokenChoice {
   // The records' sums in four parts (ChooseFromRouterRecords): the dots, then the squares.
   float parts[4][MoeRouterRecordStride(kMoeRouterRecordsMaxExperts)];
-  float probs[kMoeRouterRecordsMaxExperts];
-  float scores[kMoeRouterRecordsMaxExperts];  // probs + correction bias
-  int32_t chosen[kMoeMaxTopK];                // routed experts, best first
+  OneTokenTopKShared top;
   int32_t expert_of_tile[kMoeMaxTopK];
   int32_t tile_of_choice[kMoeMaxTopK];        // choices in MoeRouteParams' order: routed, then shared
   float weight_of_choice[kMoeMaxTopK];
@@ -118,9 +117,8 @@ struct OneTokenChoice {
 // The readers' side: every thread of the CTA (any number of whole warps)
 // calls it; it ends with a barrier, after which `s` holds the choice. The
 // records are summed in a fixed order, so the sums, and the choice, do not
-// depend on the reader's CTA size. The softmax, the
-// biased top-k (ties to the smaller id) and the renormalised weights are the
-// routing kernels' (moe_routing.cu TopKOfToken) in the same order.
+// depend on the reader's CTA size. The softmax, the biased top-k and the
+// weights are the routing cluster's (moe_one_token_topk.cuh).
 __device__ __forceinline__ void ChooseFromRouterRecords(const MoeRouterRecords& q, OneTokenChoice& s) {
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
   const int experts = q.experts, stride = MoeRouterRecordStride(experts);
@@ -156,61 +154,22 @@ __device__ __forceinline__ void ChooseFromRouterRecords(const MoeRouterRecords& 
   if (warp == 0) {
     auto total = [&](int e) { return (s.parts[0][e] + s.parts[1][e]) + (s.parts[2][e] + s.parts[3][e]); };
     const float inv_rms = rsqrtf(total(experts) / static_cast<float>(q.hidden) + q.eps);
-    float max_logit = -FLT_MAX;
-    for (int e = lane; e < experts; e += 32) {
-      s.probs[e] = total(e) * inv_rms;
-      max_logit = fmaxf(max_logit, s.probs[e]);
-    }
-    max_logit = WarpMax(max_logit);
-    float sum = 0.0f;
-    for (int e = lane; e < experts; e += 32) {
-      const float v = expf(s.probs[e] - max_logit);
-      s.probs[e] = v;
-      sum += v;
-    }
-    sum = WarpSum(sum);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int e = lane + 32 * i;
-      if (e >= experts) break;
-      s.probs[e] /= sum;
-      s.scores[e] = s.probs[e] + bias[i];
-    }
+    for (int e = lane; e < experts; e += 32) s.top.probs[e] = total(e) * inv_rms;  // the logits, in place
+    OneTokenSoftmax(experts, s.top.probs, bias, s.top);
     if (lane == 0) s.inv_rms = inv_rms;
   }
   __syncthreads();
-  // Expert e's rank: the experts before it in the argmax order, counted by
-  // four neighbouring lanes over a quarter of the experts each and met by
-  // shuffles (one thread scanning all 64 scores was the longest step here).
-  for (int base = 0; base < 4 * experts; base += static_cast<int>(blockDim.x)) {
-    const int i = base + static_cast<int>(threadIdx.x), e = i / 4, quarter = i % 4;
-    const int span = (experts + 3) / 4, first = quarter * span, last = min(experts, first + span);
-    int rank = 0;
-    if (i < 4 * experts) {
-      const float score = s.scores[e];
-      for (int o = first; o < last; ++o) {
-        const float other = s.scores[o];
-        rank += (other > score || (other == score && o < e)) ? 1 : 0;
-      }
-    }
-    rank += __shfl_xor_sync(kFullMask, rank, 1);
-    rank += __shfl_xor_sync(kFullMask, rank, 2);
-    if (i < 4 * experts && quarter == 0 && rank < q.top_k) s.chosen[rank] = e;
-  }
+  OneTokenRanks(experts, q.top_k, s.top);
   __syncthreads();
   if (warp == 0) {
-    float chosen_sum = 0.0f;  // in choice order, as TopKOfToken adds them
-    for (int j = 0; j < q.top_k; ++j) chosen_sum += s.probs[s.chosen[j]];
+    float weight = 0.0f;
+    const int32_t id = OneTokenChoiceOfLane(experts, q.top_k, q.shared_experts, q.norm_min, s.top, &weight);
     const int choices = q.top_k + q.shared_experts;
-    const bool routed = lane < q.top_k;
-    const int32_t id = lane >= choices ? INT_MAX : routed ? s.chosen[lane] : experts + lane - q.top_k;
-    // A choice's tile: the choices with a smaller id (one token's are distinct).
-    int32_t tile = 0;
-    for (int o = 0; o < choices; ++o) tile += __shfl_sync(kFullMask, id, o) < id ? 1 : 0;
+    const int32_t tile = OneTokenTileOf(id, choices);
     if (lane < choices) {
       s.tile_of_choice[lane] = tile;
       s.expert_of_tile[tile] = id;
-      s.weight_of_choice[lane] = routed ? s.probs[id] / fmaxf(chosen_sum, q.norm_min) : 1.0f;
+      s.weight_of_choice[lane] = weight;
     }
   }
   __syncthreads();

@@ -6,6 +6,7 @@
 
 #include "engine/backend/cuda/kernels/cluster_sync.cuh"
 #include "engine/backend/cuda/kernels/common.cuh"
+#include "engine/backend/cuda/kernels/moe_one_token_topk.cuh"
 #include "engine/backend/cuda/kernels/moe_routing.h"
 #include "engine/backend/cuda/kernels/moe_router_records.cuh"
 #include "engine/backend/cuda/kernels/tma.cuh"  // ClusterSharedAddress
@@ -397,82 +398,22 @@ constexpr int kOneTokenCtas = 16;  // a non-portable cluster size (Hopper's larg
 constexpr int kOneTokenExpertsPerCta = 2 * kWarps / kSplits;
 constexpr int kOneTokenMaxExperts = kOneTokenCtas * kOneTokenExpertsPerCta;
 
-// The one-token kernel's top-k, for at most 64 experts, by rank 0's whole
-// CTA in three steps between two barriers:
-//   OneTokenSoftmax (warp 0, two experts a lane): the softmax as TopKOfToken
-//     computes it, and each expert's biased score;
-//   OneTokenRanks (every thread, four to an expert): expert e's rank is how
-//     many experts come before it in TopKOfToken's argmax order (a higher
-//     score, or an equal one with a smaller id), each thread counting over a
-//     quarter of them, so the expert of rank j is that loop's j-th choice;
-//   OneTokenChoices (warp 0): the weights, the same sums in the same order.
-// So the results are TopKOfToken's bit for bit. The top_k rounds of warp
-// argmax (each a shuffle reduction waiting on the last) became one warp's
-// pass over every score for two experts a lane (v31); spread over the CTA,
-// each thread reads 16 scores instead of 128.
-struct OneTokenTopKShared {
-  float probs[kOneTokenMaxExperts];
-  float scores[kOneTokenMaxExperts];
-  int32_t chosen[kMoeMaxTopK];
-};
-// `bias`: this lane's experts' correction biases (lane, lane + 32), loaded
-// early by the caller.
-__device__ __forceinline__ void OneTokenSoftmax(const MoeRouteParams& p, const float* logits, const float (&bias)[2],
-                                                OneTokenTopKShared& s) {
-  const int lane = threadIdx.x % 32;
-  float max_logit = -FLT_MAX;
-  for (int e = lane; e < p.experts; e += 32) {
-    s.probs[e] = logits[e];
-    max_logit = fmaxf(max_logit, s.probs[e]);
-  }
-  max_logit = kernels::WarpMax(max_logit);
-  float sum = 0.0f;
-  for (int e = lane; e < p.experts; e += 32) {
-    const float v = expf(s.probs[e] - max_logit);
-    s.probs[e] = v;
-    sum += v;
-  }
-  sum = kernels::WarpSum(sum);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {  // bias[i] in a register: an unrolled index
-    const int e = lane + 32 * i;
-    if (e >= p.experts) break;
-    s.probs[e] /= sum;
-    s.scores[e] = s.probs[e] + bias[i];
-  }
-}
-// Every thread of the CTA (4 x kOneTokenMaxExperts of them), after a
-// barrier behind OneTokenSoftmax; a barrier follows before OneTokenChoices.
-__device__ __forceinline__ void OneTokenRanks(const MoeRouteParams& p, OneTokenTopKShared& s) {
-  const int e = threadIdx.x / 4, quarter = threadIdx.x % 4, span = (p.experts + 3) / 4;
-  const int first = quarter * span, last = min(p.experts, first + span);
-  int rank = 0;
-  if (e < p.experts) {
-    const float score = s.scores[e];
-    for (int o = first; o < last; ++o) {
-      const float other = s.scores[o];  // the same address across each quarter's lanes: a broadcast
-      rank += (other > score || (other == score && o < e)) ? 1 : 0;
-    }
-  }
-  rank += __shfl_xor_sync(kernels::kFullMask, rank, 1);
-  rank += __shfl_xor_sync(kernels::kFullMask, rank, 2);
-  if (e < p.experts && quarter == 0 && rank < p.top_k) s.chosen[rank] = e;
-}
+// The one-token kernel's top-k: moe_one_token_topk.cuh, by rank 0's whole CTA.
+using kernels::OneTokenTopKShared;
+static_assert(kOneTokenMaxExperts == kernels::kMoeOneTokenMaxExperts, "the shared top-k's bound");
+
 // Warp 0: lane j < choices returns choice j's id (and writes it and its
 // weight out); the others return INT_MAX.
 __device__ __forceinline__ int32_t OneTokenChoices(const MoeRouteParams& p, const OneTokenTopKShared& s) {
+  float weight = 0.0f;
+  const int32_t id = kernels::OneTokenChoiceOfLane(p.experts, p.top_k, p.shared_experts, p.norm_min, s, &weight);
   const int lane = threadIdx.x % 32;
-  float chosen_sum = 0.0f;  // in choice order, as TopKOfToken adds them
-  for (int j = 0; j < p.top_k; ++j) chosen_sum += s.probs[s.chosen[j]];
-  const int choices = p.top_k + p.shared_experts;
-  if (lane >= choices) return INT_MAX;
-  const bool routed = lane < p.top_k;  // else a shared expert, unweighted
-  const int32_t id = routed ? s.chosen[lane] : p.experts + lane - p.top_k;
-  p.topk_ids[lane] = id;
-  p.topk_weights[lane] = routed ? s.probs[id] / fmaxf(chosen_sum, p.norm_min) : 1.0f;
+  if (lane < p.top_k + p.shared_experts) {
+    p.topk_ids[lane] = id;
+    p.topk_weights[lane] = weight;
+  }
   return id;
 }
-static_assert(4 * kOneTokenMaxExperts == 32 * kWarps, "OneTokenRanks: four threads an expert, every thread of a CTA");
 
 // AlignAssignments for one token, in one warp: its choices are distinct
 // experts, one assignment each, so expert e's tile is the number of chosen
@@ -480,8 +421,7 @@ static_assert(4 * kOneTokenMaxExperts == 32 * kWarps, "OneTokenRanks: four threa
 // the rest of each tile is padding. Lane j < choices holds choice j's id.
 __device__ __forceinline__ void AlignOneToken(const MoeAlignParams& p, int32_t id) {
   const int lane = threadIdx.x % 32, choices = p.top_k;
-  int32_t tile = 0;
-  for (int o = 0; o < choices; ++o) tile += __shfl_sync(kernels::kFullMask, id, o) < id ? 1 : 0;
+  const int32_t tile = kernels::OneTokenTileOf(id, choices);
   if (lane < choices) {
     const int32_t slot = tile * p.tile_rows;
     p.slot_token[slot] = 0;
@@ -595,9 +535,9 @@ __global__ void __launch_bounds__(32 * kWarps) MoeRouteAlignOneTokenKernel(MoeRo
   }
   // Rank 0 chooses (its CTA ranks the experts, OneTokenRanks) and its first warp aligns.
   __shared__ OneTokenTopKShared top;
-  if (warp == 0) OneTokenSoftmax(route, logits, bias, top);
+  if (warp == 0) kernels::OneTokenSoftmax(route.experts, logits, bias, top);
   __syncthreads();
-  OneTokenRanks(route, top);
+  kernels::OneTokenRanks<32 * kWarps>(route.experts, route.top_k, top);
   __syncthreads();
   if (warp != 0) return;
   AlignOneToken(align, OneTokenChoices(route, top));
