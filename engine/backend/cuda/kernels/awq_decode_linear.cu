@@ -223,22 +223,11 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
   const LaunchShape shape = ShapeOf<kScaleHalves, kWholeChunks, kRecords>(p, &error);
   if (error != cudaSuccess) return error;
   if constexpr (kRecords) {
-    if (p.router_records.count != shape.ctas / RecordClusterSize(shape.ctas)) return cudaErrorInvalidValue;
-    cudaLaunchAttribute attrs[2];
-    attrs[0].id = cudaLaunchAttributeClusterDimension;
-    attrs[0].val.clusterDim.x = static_cast<unsigned>(RecordClusterSize(shape.ctas));
-    attrs[0].val.clusterDim.y = 1;
-    attrs[0].val.clusterDim.z = 1;
-    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(shape.ctas));
-    config.blockDim = dim3(32 * kLinearWarps);
-    config.dynamicSmemBytes = shared;
-    config.stream = stream;
-    config.attrs = attrs;
-    config.numAttrs = 2;
-    return cudaLaunchKernelEx(&config, kernel, p, w, shape.k_slices, group_shift);
+    const int cluster = RecordClusterSize(shape.ctas);
+    if (p.router_records.count != shape.ctas / cluster) return cudaErrorInvalidValue;
+    return kernels::LaunchDependentInClusters(kernel, dim3(static_cast<unsigned>(shape.ctas)), dim3(32 * kLinearWarps),
+                                              shared, stream, static_cast<unsigned>(cluster), p, w, shape.k_slices,
+                                              group_shift);
   }
   return kernels::LaunchDependent(kernel, dim3(static_cast<unsigned>(shape.ctas)), dim3(32 * kLinearWarps), shared,
                                   stream, p, w, shape.k_slices, group_shift);

@@ -316,21 +316,10 @@ cudaError_t LaunchClusterDecodeLinear(const DecodeLinearParams& p, cudaStream_t 
   const int64_t groups64 = RowGroups(p.n, p.epilogue, 64), groups128 = RowGroups(p.n, p.epilogue, 128);
   const bool wide = groups64 * slices > 2 * int64_t{sms} && groups128 > 0;
   const int x_tiles = (p.m + 7) / 8;
-  cudaLaunchAttribute attrs[2];
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = static_cast<unsigned>(slices);
-  attrs[0].val.clusterDim.y = 1;
-  attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>((wide ? groups128 : groups64) * slices));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = static_cast<size_t>(SharedBytes(8 * x_tiles));
-  config.stream = stream;
-  config.attrs = attrs;
-  config.numAttrs = 2;
-  return cudaLaunchKernelEx(&config, wide ? KernelFor<1>(x_tiles) : KernelFor<2>(x_tiles), p, slices);
+  return kernels::LaunchDependentInClusters(wide ? KernelFor<1>(x_tiles) : KernelFor<2>(x_tiles),
+                                            dim3(static_cast<unsigned>((wide ? groups128 : groups64) * slices)),
+                                            dim3(kThreads), static_cast<size_t>(SharedBytes(8 * x_tiles)), stream,
+                                            static_cast<unsigned>(slices), p, slices);
 }
 
 }  // namespace ernie::cuda

@@ -65,6 +65,28 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, si
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
+// LaunchDependent in thread-block clusters of `cluster_x` CTAs along x (the
+// grid's x a multiple of it).
+template <typename... Params, typename... Args>
+cudaError_t LaunchDependentInClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                                      cudaStream_t stream, unsigned cluster_x, Args... args) {
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = cluster_x;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attrs;
+  config.numAttrs = 2;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
 // Two floats as a bf16 pair (round to nearest even) in one 32-bit word, lo first.
 __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
