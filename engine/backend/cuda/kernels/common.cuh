@@ -65,12 +65,11 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, si
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
-// LaunchDependent in thread-block clusters of `cluster_x` CTAs along x (the
-// grid's x a multiple of it).
-template <typename... Params, typename... Args>
-cudaError_t LaunchDependentInClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
-                                      cudaStream_t stream, unsigned cluster_x, Args... args) {
-  cudaLaunchAttribute attrs[2];
+// The launch configuration of a programmatic dependent (LaunchDependent) in
+// thread-block clusters of `cluster_x` CTAs along x (the grid's x a multiple
+// of it), its attributes in `attrs`; also what cluster occupancy queries take.
+inline cudaLaunchConfig_t DependentClusterConfig(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                                                 unsigned cluster_x, cudaLaunchAttribute (&attrs)[2]) {
   attrs[0].id = cudaLaunchAttributeClusterDimension;
   attrs[0].val.clusterDim.x = cluster_x;
   attrs[0].val.clusterDim.y = 1;
@@ -84,6 +83,15 @@ cudaError_t LaunchDependentInClusters(void (*kernel)(Params...), dim3 grid, dim3
   config.stream = stream;
   config.attrs = attrs;
   config.numAttrs = 2;
+  return config;
+}
+
+// LaunchDependent in thread-block clusters of `cluster_x` CTAs along x.
+template <typename... Params, typename... Args>
+cudaError_t LaunchDependentInClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                                      cudaStream_t stream, unsigned cluster_x, Args... args) {
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = DependentClusterConfig(grid, block, shared_bytes, stream, cluster_x, attrs);
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 

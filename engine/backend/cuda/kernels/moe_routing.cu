@@ -653,19 +653,7 @@ namespace {
 // The one-token kernel's launch: one cluster of kOneTokenCtas CTAs, as a
 // programmatic dependent (the occupancy query ignores the stream and that).
 cudaLaunchConfig_t OneTokenClusterConfig(cudaStream_t stream, cudaLaunchAttribute (&attrs)[2]) {
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = kOneTokenCtas;
-  attrs[0].val.clusterDim.y = 1;
-  attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(kOneTokenCtas);
-  config.blockDim = dim3(32 * kWarps);
-  config.stream = stream;
-  config.attrs = attrs;
-  config.numAttrs = 2;
-  return config;
+  return kernels::DependentClusterConfig(dim3(kOneTokenCtas), dim3(32 * kWarps), 0, stream, kOneTokenCtas, attrs);
 }
 
 // Whether this device runs MoeRouteAlignOneTokenKernel's cluster (a
