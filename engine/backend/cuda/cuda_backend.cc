@@ -325,6 +325,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
                              Alloc<float>((c.hidden_size + 15) / 16 * MoeRouterRecordStride(
                                                                           static_cast<int32_t>(m.num_experts)),
                                           "MoE router records"));
+      ERNIE_ASSIGN_OR_RETURN(ws.moe_fold_ready, Alloc<uint32_t>(1, "MoE folded routing's tile flag"));
+      ERNIE_RETURN_IF_ERROR(CudaStatus(cudaMemset(ws.moe_fold_ready.data(), 0, sizeof(uint32_t)),
+                                       "zeroing the MoE folded routing's tile flag"));
     }
     ERNIE_ASSIGN_OR_RETURN(ws.moe_logits, Alloc<float>(chunk * m.num_experts, "MoE router logits"));
     ERNIE_ASSIGN_OR_RETURN(ws.moe_topk_ids, Alloc<int32_t>(chunk * choices, "MoE chosen experts"));

@@ -103,6 +103,10 @@ struct Workspace {
   // [H / 16, MoeRouterRecordStride(E)] one-token steps with moe_fold_routing:
   // the o_proj's router records (at most one a 16-row tile of the residual).
   DeviceBuffer<float> moe_router_records;
+  // [1] the same steps' flag: the gate/up launch published each tile's expert
+  // in moe_tile_expert (MoeRouterRecords::tiles_ready; zeroed at start and by
+  // each MoE layer's combine).
+  DeviceBuffer<uint32_t> moe_fold_ready;
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
   // The persistent one-token decode kernel's (empty where it is not used).
@@ -118,7 +122,8 @@ struct Workspace {
                                 moe_logits.bytes() + moe_topk_ids.bytes() + moe_topk_weights.bytes() +
                                 moe_slot_token.bytes() + moe_slot_of.bytes() + moe_tile_expert.bytes() +
                                 moe_num_tiles.bytes() + moe_route_arrivals.bytes() + moe_shared_ready.bytes() +
-                                moe_router_records.bytes() + moe_act.bytes() + moe_expert_out.bytes() +
+                                moe_router_records.bytes() + moe_fold_ready.bytes() + moe_act.bytes() +
+                                moe_expert_out.bytes() +
                                 persistent_layers.bytes() + persistent_partial.bytes() + persistent_barrier.bytes());
   }
 };

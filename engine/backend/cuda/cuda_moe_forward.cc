@@ -130,7 +130,9 @@ absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t la
                           .top_k = static_cast<int32_t>(m.top_k),
                           .shared_experts = static_cast<int32_t>(m.num_shared_experts),
                           .norm_min = m.norm_min,
-                          .tile_rows = 8};
+                          .tile_rows = 8,
+                          .expert_of_tile = ws_.moe_tile_expert.data(),
+                          .tiles_ready = ws_.moe_fold_ready.data()};
 }
 
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens,
@@ -326,7 +328,11 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                                  .tokens = n,
                                                  .hidden = hidden,
                                                  .top_k = choices,
-                                                 .reset = early.count_in ? ws_.moe_shared_ready.data() : nullptr,
+                                                 // The flag the folded gate/up launch raised, or the early shared
+                                                 // experts' count: zeroed for the next layer.
+                                                 .reset = folded != nullptr ? folded->tiles_ready
+                                                          : early.count_in  ? ws_.moe_shared_ready.data()
+                                                                            : nullptr,
                                                  .route = folded != nullptr ? *folded : MoeRouterRecords{}},
                                                 s),
                                absl::StrCat("MoE combine kernel, layer ", layer));

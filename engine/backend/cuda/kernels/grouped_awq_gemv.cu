@@ -88,6 +88,26 @@ __device__ __forceinline__ kernels::OneTokenChoice& FoldedChoice() {
   return choice;
 }
 
+// The down launch's expert of tile `tile` as the gate/up launch's first CTA
+// published it (MoeRouterRecords::expert_of_tile), or -1 when the flag did
+// not come within ~100 us (the caller then chooses from the records: never
+// wrong, never a hang). Every thread; thread 0 polls.
+__device__ __forceinline__ int PublishedExpert(const MoeRouterRecords& q, int tile) {
+  __shared__ int published;
+  if (q.tiles_ready == nullptr) return -1;
+  if (threadIdx.x == 0) {
+    uint32_t seen = 0;
+    for (int i = 0; i < 1024; ++i) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(q.tiles_ready) : "memory");
+      if (seen != 0) break;
+      __nanosleep(64);
+    }
+    published = seen != 0 ? __ldcg(q.expert_of_tile + tile) : -1;
+  }
+  __syncthreads();
+  return published;
+}
+
 // Until *known_ready reaches its target (GroupedAwqGemvParams): thread 0
 // polls with acquire loads, then the CTA's barrier passes what it saw on.
 // After ~1 ms without it (a launch that did not count in: a bug, not a
@@ -158,9 +178,21 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   if constexpr (kFolded) {
     // Every tile of the grid is a choice (max_tiles: the choices).
     kernels::OneTokenChoice& choice = FoldedChoice();
-    kernels::ChooseFromRouterRecords(p.route, choice);
-    expert = choice.expert_of_tile[tile_index];
     const int choices = p.route.top_k + p.route.shared_experts;
+    expert = p.dependent ? PublishedExpert(p.route, tile_index) : -1;
+    if (expert < 0) {
+      kernels::ChooseFromRouterRecords(p.route, choice);
+      expert = choice.expert_of_tile[tile_index];
+    }
+    if (p.wait_first && p.route.tiles_ready != nullptr && blockIdx.x == 0 && tile_index == 0) {
+      if (static_cast<int>(threadIdx.x) < choices) {
+        p.route.expert_of_tile[threadIdx.x] = choice.expert_of_tile[threadIdx.x];
+        __threadfence();
+      }
+      __syncthreads();
+      if (threadIdx.x == 0)
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.route.tiles_ready), "r"(1u) : "memory");
+    }
     if (p.wait_first && p.route.topk_ids != nullptr && blockIdx.x == 0 && tile_index == 0 &&
         static_cast<int>(threadIdx.x) < choices) {
       const int j = static_cast<int>(threadIdx.x);

@@ -134,6 +134,19 @@ struct MoeRouterRecords {
   int32_t shared_experts = 0;              // pseudo-experts experts .., weight 1, after the routed tiles
   float norm_min = 1e-12f;
   int32_t tile_rows = 8;                   // slots a tile
+  // Optional: the gate/up launch's first CTA publishes each tile's expert in
+  // expert_of_tile ([top_k + shared_experts]) and then sets *tiles_ready to 1
+  // (a release), and the down launch's CTAs, which start only as the gate/up
+  // CTAs leave the SMs, read their expert there (one L2 round trip) instead
+  // of choosing again (a bounded poll; without the flag they choose). The
+  // combine zeroes it (MoeCombineParams::reset). Both or neither. Why a down
+  // CTA never sees the previous layer's flag: it starts only after the
+  // gate/up's CTAs passed their wait, so after the o_proj completed, which
+  // waited for the attention, which waited for the q|k|v, which waited for
+  // the previous layer's combine (each of those kernels waits before it
+  // reads its input), so that zero is written before this layer's 1.
+  int32_t* expert_of_tile = nullptr;
+  uint32_t* tiles_ready = nullptr;
   // Optional (tests): the gate/up launch's first CTA writes the choices here
   // as MoeRouteParams leaves them (top_k + shared_experts ids and weights).
   int32_t* topk_ids = nullptr;
