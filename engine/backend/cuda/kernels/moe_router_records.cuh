@@ -105,8 +105,8 @@ __device__ void WriteRouterRecord(const MoeRouterRecords& q, const float* rows, 
 
 // What a reader knows once it has chosen.
 struct OneTokenChoice {
-  // The records' sums in four parts (ChooseFromRouterRecords): the dots, then the squares.
-  float parts[4][MoeRouterRecordStride(kMoeRouterRecordsMaxExperts)];
+  // The records' sums in three parts (ChooseFromRouterRecords): the dots, then the squares.
+  float parts[3][MoeRouterRecordStride(kMoeRouterRecordsMaxExperts)];
   OneTokenTopKShared top;
   int32_t expert_of_tile[kMoeMaxTopK];
   int32_t tile_of_choice[kMoeMaxTopK];        // choices in MoeRouteParams' order: routed, then shared
@@ -130,29 +130,36 @@ __device__ __forceinline__ void ChooseFromRouterRecords(const MoeRouterRecords& 
   }
   // The sums over records in kRecordParts fixed parts (part p: records p,
   // p + kRecordParts, ...), then the parts added in order: the same
-  // arithmetic whatever the CTA's size, with every thread's loads issued
-  // together. L2 loads (__ldcg): the records are the o_proj's, never in this
-  // SM's L1.
-  constexpr int kRecordParts = 4;
+  // arithmetic whatever the CTA's size. A thread asks for kRecordBatch
+  // records of its part at once (those past the count read as 0, which
+  // leaves the sum as it was), so at the 21B-A3B's 20 records one L2 round
+  // trip brings them all; four parts of five in batches of four took two,
+  // and 4 x 65 items left four threads of a 256-thread CTA a second item
+  // (a third round trip). Three parts of 65 columns are one item a thread
+  // in the gate/up and down launches. L2 loads (__ldcg): the records are the
+  // o_proj's, never in this SM's L1.
+  constexpr int kRecordParts = 3, kRecordBatch = 8;
+  static_assert(sizeof(s.parts) / sizeof(s.parts[0]) >= kRecordParts, "a row of parts a part");
   const int columns = experts + 1;
   for (int i = static_cast<int>(threadIdx.x); i < kRecordParts * columns; i += static_cast<int>(blockDim.x)) {
     const int e = i % columns, part = i / columns;
     const float* column = q.records + e;
     float sum = 0.0f;
-    int c = part;
-    for (; c + 4 * kRecordParts <= q.count; c += 4 * kRecordParts) {
-      float v[4];
+    for (int c0 = part; c0 < q.count; c0 += kRecordBatch * kRecordParts) {
+      float v[kRecordBatch];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __ldcg(column + int64_t{c + u * kRecordParts} * stride);
+      for (int u = 0; u < kRecordBatch; ++u) {
+        const int c = c0 + u * kRecordParts;
+        v[u] = c < q.count ? __ldcg(column + int64_t{c} * stride) : 0.0f;
+      }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) sum += v[u];
+      for (int u = 0; u < kRecordBatch; ++u) sum += v[u];
     }
-    for (; c < q.count; c += kRecordParts) sum += __ldcg(column + int64_t{c} * stride);
     s.parts[part][e] = sum;
   }
   __syncthreads();
   if (warp == 0) {
-    auto total = [&](int e) { return (s.parts[0][e] + s.parts[1][e]) + (s.parts[2][e] + s.parts[3][e]); };
+    auto total = [&](int e) { return (s.parts[0][e] + s.parts[1][e]) + s.parts[2][e]; };
     const float inv_rms = rsqrtf(total(experts) / static_cast<float>(q.hidden) + q.eps);
     for (int e = lane; e < experts; e += 32) s.top.probs[e] = total(e) * inv_rms;  // the logits, in place
     OneTokenSoftmax(experts, s.top.probs, bias, s.top);
