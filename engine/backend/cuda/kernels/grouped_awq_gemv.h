@@ -121,9 +121,11 @@ struct GroupedAwqGemvParams {
   // GroupedAwqGemvStagesX says). The gate/up launch sets wait_first (it
   // waits for the o_proj that wrote the records, then stages the normed
   // residual row, route.x, itself: x, x_row and slot_token unused, the
-  // latter two nullptr); the down launch sets dependent (it chooses before
-  // its wait and reads row 8t of x for tile t). tile_expert and num_tiles
-  // are neither read nor written.
+  // latter two nullptr); the down launch sets dependent (before its wait it
+  // reads the expert of its tile that the gate/up's first CTA published,
+  // route.expert_of_tile, choosing itself only if that is late, and reads
+  // row 8t of x for tile t). tile_expert and num_tiles are neither read nor
+  // written (expert_of_tile may be the same buffer as tile_expert).
   MoeRouterRecords route = {};
 };
 // Whether the GEMV stages x in shared memory for tiles of tile_rows slots
