@@ -45,6 +45,23 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
 __device__ __forceinline__ void AllowDependentLaunch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void WaitForPrerequisiteGrids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
+// A flag another CTA (of this kernel or one running beside it) raises with a
+// release store: the value seen by up to `spins` acquire loads, `sleep_ns`
+// apart, stopping once it is at least `target`. Bounded, so a flag that never
+// comes costs time, never a hang; the caller takes the fallback.
+__device__ __forceinline__ uint32_t PollAtLeast(const uint32_t* flag, uint32_t target, int spins, unsigned sleep_ns) {
+  uint32_t seen = 0;
+  for (int i = 0; i < spins; ++i) {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+    if (seen >= target) break;
+    __nanosleep(sleep_ns);
+  }
+  return seen;
+}
+__device__ __forceinline__ void StoreRelease(uint32_t* flag, uint32_t value) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+
 // Launches `kernel` as a programmatic dependent of the kernel before it on
 // `stream`: its launch and start overlap that kernel's tail. The kernel must
 // call WaitForPrerequisiteGrids before touching memory earlier work writes

@@ -95,15 +95,8 @@ __device__ __forceinline__ kernels::OneTokenChoice& FoldedChoice() {
 __device__ __forceinline__ int PublishedExpert(const MoeRouterRecords& q, int tile) {
   __shared__ int published;
   if (q.tiles_ready == nullptr) return -1;
-  if (threadIdx.x == 0) {
-    uint32_t seen = 0;
-    for (int i = 0; i < 1024; ++i) {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(q.tiles_ready) : "memory");
-      if (seen != 0) break;
-      __nanosleep(64);
-    }
-    published = seen != 0 ? __ldcg(q.expert_of_tile + tile) : -1;
-  }
+  if (threadIdx.x == 0)
+    published = kernels::PollAtLeast(q.tiles_ready, 1, 1024, 64) != 0 ? __ldcg(q.expert_of_tile + tile) : -1;
   __syncthreads();
   return published;
 }
@@ -115,15 +108,8 @@ __device__ __forceinline__ int PublishedExpert(const MoeRouterRecords& q, int ti
 // and never hangs.
 __device__ __forceinline__ void WaitForKnownTiles(const GroupedAwqGemvParams& p) {
   __shared__ int ready;
-  if (threadIdx.x == 0) {
-    uint32_t seen = 0;
-    for (int i = 0; i < 8192; ++i) {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(p.known_ready) : "memory");
-      if (seen >= p.known_ready_target) break;
-      __nanosleep(128);
-    }
-    ready = seen >= p.known_ready_target;
-  }
+  if (threadIdx.x == 0)
+    ready = kernels::PollAtLeast(p.known_ready, p.known_ready_target, 8192, 128) >= p.known_ready_target;
   __syncthreads();
   if (!ready) kernels::WaitForPrerequisiteGrids();
 }
@@ -191,7 +177,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
       }
       __syncthreads();
       if (threadIdx.x == 0)
-        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.route.tiles_ready), "r"(1u) : "memory");
+        kernels::StoreRelease(p.route.tiles_ready, 1);
     }
     if (p.wait_first && p.route.topk_ids != nullptr && blockIdx.x == 0 && tile_index == 0 &&
         static_cast<int>(threadIdx.x) < choices) {
