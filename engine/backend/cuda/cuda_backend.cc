@@ -320,7 +320,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_early_shared_experts_ = options.moe_early_shared_experts;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     b->moe_fold_routing_ = options.moe_fold_routing;
-    b->moe_fold_combine_ = options.moe_fold_combine;
     if (options.moe_fold_routing) {
       ERNIE_ASSIGN_OR_RETURN(ws.moe_router_records,
                              Alloc<float>((c.hidden_size + 15) / 16 * MoeRouterRecordStride(

@@ -250,12 +250,6 @@ struct CudaBackendOptions {
   // AWQ step at batch 1 is ~2.8% faster on an H100 (NOTES.md v43; the H200
   // has not measured it).
   bool moe_fold_routing = true;
-  // With moe_fold_routing, at most 8 choices (the 21B-A3B's 6 + 2 shared):
-  // the down launch adds the token's weighted expert rows into the residual
-  // itself, its CTAs of a block of rows a thread-block cluster over the
-  // choices' tiles (kernels/moe_cluster_combine.cuh), so no combine launch
-  // follows the experts. The same sums as the combine launch, bit for bit.
-  bool moe_fold_combine = false;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

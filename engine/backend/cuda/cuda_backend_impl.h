@@ -105,8 +105,7 @@ struct Workspace {
   DeviceBuffer<float> moe_router_records;
   // [1] the same steps' flag: the gate/up launch published each tile's expert
   // in moe_tile_expert (MoeRouterRecords::tiles_ready; zeroed at start and by
-  // each MoE layer's o_proj), and with moe_fold_combine each choice's tile and
-  // weight in moe_topk_ids and moe_topk_weights.
+  // each MoE layer's combine).
   DeviceBuffer<uint32_t> moe_fold_ready;
   DeviceBuffer<uint16_t> moe_act;          // bf16 [S, Im] silu(gate) * up of each slot
   DeviceBuffer<float> moe_expert_out;      // [S, H] down projection of each slot
@@ -269,12 +268,9 @@ class CudaBackendImpl final : public CudaBackend {
     const float* x = nullptr;  // the token's float32 residual, normalised by their gate/up CTAs (2, 3)
     bool count_in = false;     // their down CTAs start once those have counted in (3)
   };
-  // `combine_into` (folded only, the records publishing the choices): the
-  // down launch adds the token's weighted rows there itself
-  // (GroupedAwqGemvParams::combine_into) and the caller launches no combine.
   absl::Status GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens, int32_t max_tiles,
                               int32_t tile_rows, int32_t expected_tiles, const EarlySharedExperts& early,
-                              const MoeRouterRecords* folded = nullptr, float* combine_into = nullptr);
+                              const MoeRouterRecords* folded = nullptr);
   // Whether tiles of tile_rows slots go to the tiled expert GEMMs (else the grouped GEMVs).
   bool ExpertsTiled(const DeviceMoeWeights& w, int32_t tile_rows) const;
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
@@ -337,7 +333,6 @@ class CudaBackendImpl final : public CudaBackend {
   bool moe_route_cluster_ = true;          // CudaBackendOptions::moe_route_cluster
   int moe_early_shared_experts_ = 0;       // CudaBackendOptions::moe_early_shared_experts
   bool moe_fold_routing_ = false;          // CudaBackendOptions::moe_fold_routing
-  bool moe_fold_combine_ = false;          // CudaBackendOptions::moe_fold_combine
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   CudaMemoryBreakdown memory_;
 

@@ -115,7 +115,6 @@ absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t la
                      GroupedAwqGemvStagesX(8, hidden, w.awq.group_size) &&
                      GroupedAwqGemvStagesX(8, width, w.awq.group_size);
   if (!folds) return MoeRouterRecords{};
-  const bool combine = moe_fold_combine_ && m.top_k + m.num_shared_experts <= kMoeClusterCombineMaxChoices;
   cudaError_t error = cudaSuccess;
   const int32_t count = AwqDecodeLinearRouterRecords(o_proj, lw.o_awq.view(), &error);
   ERNIE_CUDA_RETURN_IF_ERROR(error, absl::StrCat("sizing the MoE router records, layer ", layer));
@@ -133,16 +132,12 @@ absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t la
                           .norm_min = m.norm_min,
                           .tile_rows = 8,
                           .expert_of_tile = ws_.moe_tile_expert.data(),
-                          .tiles_ready = ws_.moe_fold_ready.data(),
-                          // The choices published for a down launch that combines (moe_fold_combine).
-                          .tile_of_choice = combine ? ws_.moe_topk_ids.data() : nullptr,
-                          .weight_of_choice = combine ? ws_.moe_topk_weights.data() : nullptr};
+                          .tiles_ready = ws_.moe_fold_ready.data()};
 }
 
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens,
                                              int32_t max_tiles, int32_t tile_rows, int32_t expected_tiles,
-                                             const EarlySharedExperts& early, const MoeRouterRecords* folded,
-                                             float* combine_into) {
+                                             const EarlySharedExperts& early, const MoeRouterRecords* folded) {
   const DeviceLayerWeights& lw = weights_.layers[static_cast<size_t>(layer)];
   const DeviceMoeWeights& w = lw.moe;
   cudaStream_t s = stream_.get();
@@ -210,8 +205,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .known_expert0 = static_cast<int32_t>(config_.moe.num_experts),
                                             .known_ready = count_in ? ws_.moe_shared_ready.data() : nullptr,
                                             .known_ready_target = ready_target,
-                                            .route = route,
-                                            .combine_into = combine_into},
+                                            .route = route},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }
@@ -325,11 +319,7 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
         .tile0 = known_shared_tile0,
         .x = shared_during_routing ? ws_.x.data() + int64_t{begin} * hidden : nullptr,
         .count_in = shared_during_routing && moe_early_shared_experts_ == 3};
-    // A folded routing that published its choices: the down launch adds into the residual itself.
-    const bool combined = folded != nullptr && folded->tile_of_choice != nullptr && accumulate && !w.awq.empty();
-    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, n, max_tiles, tile_rows, expected_tiles, early, folded,
-                                         combined ? oc : nullptr));
-    if (combined) continue;
+    ERNIE_RETURN_IF_ERROR(GroupedExperts(layer, hc_bf16, n, max_tiles, tile_rows, expected_tiles, early, folded));
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchMoeCombine({.expert_out = ws_.moe_expert_out.data(),
                                                  .slot_of = ws_.moe_slot_of.data(),
                                                  .topk_weights = ws_.moe_topk_weights.data(),
@@ -338,9 +328,11 @@ absl::Status CudaBackendImpl::MoeBlock(int64_t layer, int32_t tokens, uint16_t* 
                                                  .tokens = n,
                                                  .hidden = hidden,
                                                  .top_k = choices,
-                                                 // The early shared experts' count, zeroed for the next layer
-                                                 // (a folded routing's flag: its o_proj zeroes it).
-                                                 .reset = early.count_in ? ws_.moe_shared_ready.data() : nullptr,
+                                                 // The flag the folded gate/up launch raised, or the early shared
+                                                 // experts' count: zeroed for the next layer.
+                                                 .reset = folded != nullptr ? folded->tiles_ready
+                                                          : early.count_in  ? ws_.moe_shared_ready.data()
+                                                                            : nullptr,
                                                  .route = folded != nullptr ? *folded : MoeRouterRecords{}},
                                                 s),
                                absl::StrCat("MoE combine kernel, layer ", layer));

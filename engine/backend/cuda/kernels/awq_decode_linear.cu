@@ -156,10 +156,6 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
         if constexpr (kRecords) residual_rows[r] = out;  // (m = 1)
       }
       if constexpr (kRecords) {
-        // The folded routing's flag (moe_routing.h MoeRouterRecords::tiles_ready), zeroed after the wait,
-        // before this layer's gate/up raises it.
-        if (blockIdx.x == 0 && threadIdx.x == 0 && p.router_records.tiles_ready != nullptr)
-          *p.router_records.tiles_ready = 0;
         kernels::CpAsyncWait<0>();  // the router's columns (long landed)
         __syncthreads();
         kernels::WriteRouterRecord<32 * kLinearWarps>(p.router_records, residual_rows, cta_row0, live_rows,

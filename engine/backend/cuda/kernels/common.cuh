@@ -83,14 +83,14 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, si
 }
 
 // The launch configuration of a programmatic dependent (LaunchDependent) in
-// thread-block clusters of `cluster` CTAs (the grid a multiple of it in each
-// dimension), its attributes in `attrs`; also what cluster occupancy queries take.
+// thread-block clusters of `cluster_x` CTAs along x (the grid's x a multiple
+// of it), its attributes in `attrs`; also what cluster occupancy queries take.
 inline cudaLaunchConfig_t DependentClusterConfig(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                                                 dim3 cluster, cudaLaunchAttribute (&attrs)[2]) {
+                                                 unsigned cluster_x, cudaLaunchAttribute (&attrs)[2]) {
   attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = cluster.x;
-  attrs[0].val.clusterDim.y = cluster.y;
-  attrs[0].val.clusterDim.z = cluster.z;
+  attrs[0].val.clusterDim.x = cluster_x;
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
   attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
@@ -103,13 +103,12 @@ inline cudaLaunchConfig_t DependentClusterConfig(dim3 grid, dim3 block, size_t s
   return config;
 }
 
-// LaunchDependent in thread-block clusters of `cluster` CTAs (a plain
-// count: that many along x).
+// LaunchDependent in thread-block clusters of `cluster_x` CTAs along x.
 template <typename... Params, typename... Args>
 cudaError_t LaunchDependentInClusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
-                                      cudaStream_t stream, dim3 cluster, Args... args) {
+                                      cudaStream_t stream, unsigned cluster_x, Args... args) {
   cudaLaunchAttribute attrs[2];
-  const cudaLaunchConfig_t config = DependentClusterConfig(grid, block, shared_bytes, stream, cluster, attrs);
+  const cudaLaunchConfig_t config = DependentClusterConfig(grid, block, shared_bytes, stream, cluster_x, attrs);
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 

@@ -8,7 +8,6 @@
 #include "engine/backend/cuda/kernels/grouped_awq_gemv.h"
 #include "engine/backend/cuda/kernels/grouped_epilogue.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
-#include "engine/backend/cuda/kernels/moe_cluster_combine.cuh"
 #include "engine/backend/cuda/kernels/moe_router_records.cuh"
 #include "engine/backend/cuda/kernels/tma.cuh"
 
@@ -89,37 +88,15 @@ __device__ __forceinline__ kernels::OneTokenChoice& FoldedChoice() {
   return choice;
 }
 
-// The combining down launch's choices (kCombine only), in shared memory.
-__device__ __forceinline__ kernels::ClusterCombineChoices& CombineChoices() {
-  __shared__ kernels::ClusterCombineChoices choices;
-  return choices;
-}
-
 // The down launch's expert of tile `tile` as the gate/up launch's first CTA
 // published it (MoeRouterRecords::expert_of_tile), or -1 when the flag did
 // not come within ~100 us (the caller then chooses from the records: never
-// wrong, never a hang). Every thread; thread 0 polls. kCombine: the
-// choices' tiles and weights too (MoeRouterRecords::tile_of_choice), into
-// CombineChoices(), all requested at once.
-template <bool kCombine>
+// wrong, never a hang). Every thread; thread 0 polls.
 __device__ __forceinline__ int PublishedExpert(const MoeRouterRecords& q, int tile) {
   __shared__ int published;
   if (q.tiles_ready == nullptr) return -1;
-  if (threadIdx.x == 0) {
-    published = -1;
-    if (kernels::PollAtLeast(q.tiles_ready, 1, 1024, 64) != 0) {
-      published = __ldcg(q.expert_of_tile + tile);
-      if constexpr (kCombine) {
-        kernels::ClusterCombineChoices& c = CombineChoices();
-#pragma unroll
-        for (int j = 0; j < kernels::kClusterCombineMaxChoices; ++j) {
-          if (j >= q.top_k + q.shared_experts) break;
-          c.tile[j] = __ldcg(q.tile_of_choice + j);
-          c.weight[j] = __ldcg(q.weight_of_choice + j);
-        }
-      }
-    }
-  }
+  if (threadIdx.x == 0)
+    published = kernels::PollAtLeast(q.tiles_ready, 1, 1024, 64) != 0 ? __ldcg(q.expert_of_tile + tile) : -1;
   __syncthreads();
   return published;
 }
@@ -156,11 +133,8 @@ __device__ __forceinline__ void WaitForKnownTiles(const GroupedAwqGemvParams& p)
 // stages the normed residual row itself; the down launch (dependent) chooses
 // before its wait, so its weights stream in under the gate/up's tail as
 // they do with a routing launch's tables.
-// kCombine: a folded down launch that adds its token's weighted rows into
-// the residual itself, in clusters over the tiles (GroupedAwqGemvParams::
-// combine_into; moe_cluster_combine.cuh).
 template <int kTiles, int kScaleHalves, bool kStageX, bool kKnownTiles, bool kLean = false, bool kWholeChunks = false,
-          bool kFolded = false, bool kCombine = false>
+          bool kFolded = false>
 __global__ void __launch_bounds__(32 * kLinearWarps, kLean                                ? kernels::kAwqLeanCtasPerSm
                                                      : kTiles == 1 && kScaleHalves == 4 ? 2
                                                                                         : 1)
@@ -179,7 +153,6 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   // A down launch's known tiles: x when the gate/up's known CTAs have counted in.
   const bool counted_in = kStageX && !p.wait_first && in_known && p.known_ready != nullptr;
   static_assert(!kFolded || (kTiles == 1 && kStageX && !kKnownTiles), "the folded routing's launches");
-  static_assert(!kCombine || kFolded, "only a folded down launch combines");
   if (p.wait_first && !self_normed) {
     if (is_known && threadIdx.x == 0) PrefetchKnownExpertSlice(p, p.known_expert0 + known, k_slices, group_shift);
     kernels::WaitForPrerequisiteGrids();
@@ -192,24 +165,14 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
     // Every tile of the grid is a choice (max_tiles: the choices).
     kernels::OneTokenChoice& choice = FoldedChoice();
     const int choices = p.route.top_k + p.route.shared_experts;
-    expert = p.dependent ? PublishedExpert<kCombine>(p.route, tile_index) : -1;
+    expert = p.dependent ? PublishedExpert(p.route, tile_index) : -1;
     if (expert < 0) {
       kernels::ChooseFromRouterRecords(p.route, choice);
       expert = choice.expert_of_tile[tile_index];
-      if constexpr (kCombine) {
-        if (static_cast<int>(threadIdx.x) < choices) {  // read after the epilogue's barriers
-          CombineChoices().tile[threadIdx.x] = choice.tile_of_choice[threadIdx.x];
-          CombineChoices().weight[threadIdx.x] = choice.weight_of_choice[threadIdx.x];
-        }
-      }
     }
     if (p.wait_first && p.route.tiles_ready != nullptr && blockIdx.x == 0 && tile_index == 0) {
       if (static_cast<int>(threadIdx.x) < choices) {
         p.route.expert_of_tile[threadIdx.x] = choice.expert_of_tile[threadIdx.x];
-        if (p.route.tile_of_choice != nullptr) {
-          p.route.tile_of_choice[threadIdx.x] = choice.tile_of_choice[threadIdx.x];
-          p.route.weight_of_choice[threadIdx.x] = choice.weight_of_choice[threadIdx.x];
-        }
         __threadfence();
       }
       __syncthreads();
@@ -309,11 +272,6 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
       x_sums, kTiles, k, group_shift, slice, k_slices, acc, stage_x,
       kFolded ? !p.wait_first : !self_normed && !counted_in);
   const int64_t cta_row0 = int64_t{blockIdx.x} * tiles_per_cta * 16;
-  if constexpr (kCombine) {
-    kernels::CombineRowsInCluster(acc, red, k_slices, cta_row0, p.w.n, p.route.top_k + p.route.shared_experts,
-                                  CombineChoices(), p.combine_into);
-    return;
-  }
   kernels::StoreGroupedTile<kTiles>(acc, red, k_slices, cta_row0, p.w.n, slot0, p.epilogue, p.y);
   if (self_normed && p.known_done != nullptr) {
     // Every thread's stores before the count (the down launch reads them once it is complete).
@@ -326,10 +284,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
 }
 
 template <int kTiles, int kScaleHalves, bool kStageX = false, bool kKnownTiles = false, bool kLean = false,
-          bool kWholeChunks = false, bool kFolded = false, bool kCombine = false>
+          bool kWholeChunks = false, bool kFolded = false>
 cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   constexpr auto kKernel =
-      GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles, kLean, kWholeChunks, kFolded, kCombine>;
+      GroupedAwqGemvKernel<kTiles, kScaleHalves, kStageX, kKnownTiles, kLean, kWholeChunks, kFolded>;
   cudaError_t error = cudaSuccess;
   // (Occupancy as without staging: at most 44 KB of x and 4 KB of sums fit two CTAs an SM.)
   const int64_t resident = kernels::ResidentCtas<kKernel>(&error);
@@ -358,10 +316,6 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
   const int64_t tiles_per_cta = cta_warps / k_slices;
   const dim3 grid(static_cast<unsigned>((row_tiles + tiles_per_cta - 1) / tiles_per_cta),
                   static_cast<unsigned>(p.max_tiles));
-  if constexpr (kCombine)  // a cluster a block of rows: its tiles (the choices), rank = tile
-    return kernels::LaunchDependentInClusters(kKernel, grid, dim3(32 * cta_warps), staged, stream,
-                                              dim3(1, static_cast<unsigned>(p.max_tiles), 1), p, k_slices,
-                                              group_shift);
   if (p.dependent || p.wait_first)
     return kernels::LaunchDependent(kKernel, grid, dim3(32 * cta_warps), staged, stream, p, k_slices, group_shift);
   kKernel<<<grid, 32 * cta_warps, staged, stream>>>(p, k_slices, group_shift);
@@ -370,23 +324,21 @@ cudaError_t LaunchTiles(const GroupedAwqGemvParams& p, int group_shift, cudaStre
 
 // The folded routing's launches (GroupedAwqGemvParams::route): the one-token
 // kernel with x staged, on the lean loop where the launch asks for it.
-template <int kScaleHalves, bool kCombine>
+template <int kScaleHalves>
 cudaError_t LaunchFolded(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
   if (!GroupedAwqGemvStagesX(8, p.w.k, p.w.group_size)) return cudaErrorInvalidValue;
   const bool whole = kernels::AwqWholeChunks(p.w.k);
   if constexpr (kScaleHalves == 4)
     if (p.lean)
-      return whole ? LaunchTiles<1, kScaleHalves, true, false, true, true, true, kCombine>(p, group_shift, stream)
-                   : LaunchTiles<1, kScaleHalves, true, false, true, false, true, kCombine>(p, group_shift, stream);
-  return whole ? LaunchTiles<1, kScaleHalves, true, false, false, true, true, kCombine>(p, group_shift, stream)
-               : LaunchTiles<1, kScaleHalves, true, false, false, false, true, kCombine>(p, group_shift, stream);
+      return whole ? LaunchTiles<1, kScaleHalves, true, false, true, true, true>(p, group_shift, stream)
+                   : LaunchTiles<1, kScaleHalves, true, false, true, false, true>(p, group_shift, stream);
+  return whole ? LaunchTiles<1, kScaleHalves, true, false, false, true, true>(p, group_shift, stream)
+               : LaunchTiles<1, kScaleHalves, true, false, false, false, true>(p, group_shift, stream);
 }
 
 template <int kScaleHalves>
 cudaError_t LaunchForGroup(const GroupedAwqGemvParams& p, int group_shift, cudaStream_t stream) {
-  if (p.route.on())
-    return p.combine_into != nullptr ? LaunchFolded<kScaleHalves, true>(p, group_shift, stream)
-                                     : LaunchFolded<kScaleHalves, false>(p, group_shift, stream);
+  if (p.route.on()) return LaunchFolded<kScaleHalves>(p, group_shift, stream);
   switch (p.tile_rows) {
     case 8:
       // Known tiles come with one-token steps only, whose tiles are of 8 slots.
@@ -453,12 +405,6 @@ cudaError_t LaunchGroupedAwqGemv(const GroupedAwqGemvParams& p, cudaStream_t str
         p.x_row != nullptr || p.slot_token != nullptr || (p.wait_first && r.hidden != p.w.k))
       return cudaErrorInvalidValue;
   }
-  // Combining in clusters: a folded down launch whose choices' tiles and weights are published, at most a
-  // portable cluster of tiles, rows of the residual (route.x's length).
-  if (p.combine_into != nullptr &&
-      (!p.route.on() || !p.dependent || p.route.tile_of_choice == nullptr ||
-       p.max_tiles > kernels::kClusterCombineMaxChoices || p.w.n != p.route.hidden))
-    return cudaErrorInvalidValue;
   if (kernels::AwqScaleHalves(p.w.group_size) == 4) return LaunchForGroup<4>(p, group_shift, stream);
   return LaunchForGroup<1>(p, group_shift, stream);
 }

@@ -127,13 +127,6 @@ struct GroupedAwqGemvParams {
   // row 8t of x for tile t). tile_expert and num_tiles are neither read nor
   // written (expert_of_tile may be the same buffer as tile_expert).
   MoeRouterRecords route = {};
-  // A folded down launch only (route on, dependent, route.tile_of_choice
-  // published, at most 8 choices): instead of storing each tile's rows in y
-  // (then unused), the CTAs of a block of rows form a cluster over the tiles
-  // and add the token's weighted sum of them into combine_into ([w.n], the
-  // residual row) as the combine launch would, bit for bit
-  // (kernels/moe_cluster_combine.cuh), so no combine launch follows.
-  float* combine_into = nullptr;
 };
 // Whether the GEMV stages x in shared memory for tiles of tile_rows slots
 // at this k and group size (the template the known tiles' options need).

@@ -713,8 +713,6 @@ cudaError_t LaunchMoeRouteAndAlign(const MoeRouteParams& route, const MoeAlignPa
 bool MoeRouterRecordsValid(const MoeRouterRecords& r) {
   if (r.records == nullptr || r.x == nullptr || r.norm_weight == nullptr || r.router == nullptr ||
       r.correction_bias == nullptr || (r.expert_of_tile == nullptr) != (r.tiles_ready == nullptr) ||
-      (r.tile_of_choice == nullptr) != (r.weight_of_choice == nullptr) ||
-      (r.tile_of_choice != nullptr && r.tiles_ready == nullptr) ||
       !kernels::AlignedTo(r.records, 16) || !kernels::AlignedTo(r.x, 16))
     return false;
   return r.count >= 1 && r.hidden >= 4 && r.hidden % 4 == 0 && r.experts >= 1 &&

@@ -118,9 +118,6 @@ bool MoeOneTokenClusterRuns();
 // distinct choices sorted by id, tile_rows slots each, the first a row.
 __host__ __device__ constexpr int32_t MoeRouterRecordStride(int32_t experts) { return (experts + 4) / 4 * 4; }
 constexpr int32_t kMoeRouterRecordsMaxExperts = 64;
-// The most choices a down launch that combines in clusters takes (a
-// portable cluster size; GroupedAwqGemvParams::combine_into).
-constexpr int32_t kMoeClusterCombineMaxChoices = 8;
 struct MoeRouterRecords {
   // [count, MoeRouterRecordStride(experts)], 16-byte aligned: a record is the
   // experts' dots, then the sum of squares.
@@ -141,22 +138,15 @@ struct MoeRouterRecords {
   // expert_of_tile ([top_k + shared_experts]) and then sets *tiles_ready to 1
   // (a release), and the down launch's CTAs, which start only as the gate/up
   // CTAs leave the SMs, read their expert there (one L2 round trip) instead
-  // of choosing again (a bounded poll; without the flag they choose). Both
-  // or neither. The o_proj that writes the records zeroes the flag once it
-  // has waited for the kernel before it. Why a down CTA never sees the
-  // previous layer's flag: that o_proj's wait comes after the attention,
-  // the q|k|v and the previous layer's down (and combine) completed, each of
-  // those kernels waiting before it reads its input, so every earlier down
-  // CTA has read the flag before the zero; and this layer's down CTAs start
-  // only after the gate/up CTAs passed their wait for the o_proj, so after
-  // the zero and before or after this layer's 1.
+  // of choosing again (a bounded poll; without the flag they choose). The
+  // combine zeroes it (MoeCombineParams::reset). Both or neither. Why a down
+  // CTA never sees the previous layer's flag: it starts only after the
+  // gate/up's CTAs passed their wait, so after the o_proj completed, which
+  // waited for the attention, which waited for the q|k|v, which waited for
+  // the previous layer's combine (each of those kernels waits before it
+  // reads its input), so that zero is written before this layer's 1.
   int32_t* expert_of_tile = nullptr;
   uint32_t* tiles_ready = nullptr;
-  // With them, where both are set, the choices' tiles and weights
-  // ([top_k + shared_experts], MoeRouteParams' order), which a down launch
-  // that combines in clusters (GroupedAwqGemvParams::combine_into) reads.
-  int32_t* tile_of_choice = nullptr;
-  float* weight_of_choice = nullptr;
   // Optional (tests): the gate/up launch's first CTA writes the choices here
   // as MoeRouteParams leaves them (top_k + shared_experts ids and weights).
   int32_t* topk_ids = nullptr;
