@@ -158,6 +158,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
       (cta_warps > 0 && k_slices > 0 && cta_warps % k_slices != 0))
     return absl::InvalidArgumentError(absl::StrCat("moe_awq_gemv_cta_warps must be 0 - ", kGroupedAwqGemvMaxCtaWarps,
                                                    " and a multiple of moe_awq_gemv_k_slices, got ", cta_warps));
+  if (o.moe_router_record_cluster < 1 || o.moe_router_record_cluster > kMoeRouterRecordClusterMax)
+    return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster must be 1 - ",
+                                                   kMoeRouterRecordClusterMax, ", got ",
+                                                   o.moe_router_record_cluster));
   if (o.moe_early_shared_experts < 0 || o.moe_early_shared_experts > 3)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_early_shared_experts must be 0 - 3, got ", o.moe_early_shared_experts));
@@ -320,6 +324,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_early_shared_experts_ = options.moe_early_shared_experts;
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     b->moe_fold_routing_ = options.moe_fold_routing;
+    b->moe_fold_prefetch_shared_ = options.moe_fold_prefetch_shared;
+    b->moe_router_record_cluster_ = options.moe_router_record_cluster;
     if (options.moe_fold_routing) {
       ERNIE_ASSIGN_OR_RETURN(ws.moe_router_records,
                              Alloc<float>((c.hidden_size + 15) / 16 * MoeRouterRecordStride(

@@ -250,6 +250,14 @@ struct CudaBackendOptions {
   // AWQ step at batch 1 is ~2.8% faster on an H100 (NOTES.md v43; the H200
   // has not measured it).
   bool moe_fold_routing = true;
+  // With moe_fold_routing: the o_proj's clusters (and so its records) are
+  // the largest power of two up to this (1 - 8) that divides its CTAs;
+  // fewer CTAs a cluster make shorter barriers and more records to read.
+  int moe_router_record_cluster = 8;
+  // With moe_fold_routing: the gate/up launch's CTAs of the shared experts'
+  // tiles (known without a choice) ask the L2 for their weight slices before
+  // they wait for the o_proj, so fewer of its bytes come from HBM after it.
+  bool moe_fold_prefetch_shared = false;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

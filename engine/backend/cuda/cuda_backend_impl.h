@@ -333,6 +333,8 @@ class CudaBackendImpl final : public CudaBackend {
   bool moe_route_cluster_ = true;          // CudaBackendOptions::moe_route_cluster
   int moe_early_shared_experts_ = 0;       // CudaBackendOptions::moe_early_shared_experts
   bool moe_fold_routing_ = false;          // CudaBackendOptions::moe_fold_routing
+  bool moe_fold_prefetch_shared_ = false;  // CudaBackendOptions::moe_fold_prefetch_shared
+  int32_t moe_router_record_cluster_ = 8;  // CudaBackendOptions::moe_router_record_cluster
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens
   CudaMemoryBreakdown memory_;
 

@@ -116,7 +116,9 @@ absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t la
                      GroupedAwqGemvStagesX(8, width, w.awq.group_size);
   if (!folds) return MoeRouterRecords{};
   cudaError_t error = cudaSuccess;
-  const int32_t count = AwqDecodeLinearRouterRecords(o_proj, lw.o_awq.view(), &error);
+  DecodeLinearParams sizing = o_proj;  // the launch's clusters follow record_cluster
+  sizing.router_records.record_cluster = moe_router_record_cluster_;
+  const int32_t count = AwqDecodeLinearRouterRecords(sizing, lw.o_awq.view(), &error);
   ERNIE_CUDA_RETURN_IF_ERROR(error, absl::StrCat("sizing the MoE router records, layer ", layer));
   return MoeRouterRecords{.records = ws_.moe_router_records.data(),
                           .count = count,
@@ -131,6 +133,7 @@ absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t la
                           .shared_experts = static_cast<int32_t>(m.num_shared_experts),
                           .norm_min = m.norm_min,
                           .tile_rows = 8,
+                          .record_cluster = moe_router_record_cluster_,
                           .expert_of_tile = ws_.moe_tile_expert.data(),
                           .tiles_ready = ws_.moe_fold_ready.data()};
 }
@@ -183,7 +186,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .known_norm_weight = lw.post_attn_norm.data(),
                                                      .known_eps = config_.rms_norm_eps,
                                                      .known_done = count_in ? ws_.moe_shared_ready.data() : nullptr,
-                                                     .route = route},
+                                                     .route = route,
+                                                     .prefetch_shared = moe_fold_prefetch_shared_},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,

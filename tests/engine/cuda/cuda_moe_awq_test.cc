@@ -516,6 +516,32 @@ TEST_F(CudaAwqMoeTest, FoldedOneTokenRoutingGivesTheRoutingLaunchsLogits) {
   }
 }
 
+// The folded routing's launch options: the shared experts' CTAs asking the
+// L2 for their weights before they wait (moe_fold_prefetch_shared) change
+// no logit; smaller o_proj clusters (moe_router_record_cluster: more,
+// smaller records, summed in another order) give the routing launch's
+// logits to float rounding, as the default clusters do.
+TEST_F(CudaAwqMoeTest, FoldedRoutingsLaunchOptionsGiveItsLogits) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  for (const char* name : {"awq64", "awq32"}) {
+    auto m = LoadModel(Dir(name));
+    ASSERT_TRUE(m.ok()) << m.status();
+    const std::vector<float> launched = OneTokenStepLogits(**m, {.moe_fold_routing = false});
+    const std::vector<float> folded = OneTokenStepLogits(**m, {.moe_fold_routing = true});
+    const std::vector<float> prefetched =
+        OneTokenStepLogits(**m, {.moe_fold_routing = true, .moe_fold_prefetch_shared = true});
+    ASSERT_FALSE(folded.empty());
+    ASSERT_EQ(prefetched.size(), folded.size());
+    for (size_t i = 0; i < folded.size(); ++i) ASSERT_EQ(prefetched[i], folded[i]) << name << ", logit " << i;
+    for (const int cluster : {1, 2, 4}) {
+      const std::vector<float> clustered =
+          OneTokenStepLogits(**m, {.moe_fold_routing = true, .moe_router_record_cluster = cluster});
+      ASSERT_EQ(clustered.size(), launched.size());
+      EXPECT_LE(WorstPositionError(clustered, launched), 1e-4) << name << ", clusters of " << cluster;
+    }
+  }
+}
+
 TEST_F(CudaAwqMoeTest, DummyWeightsHaveTheCheckpointsShapesAndAreDeterministic) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   const auto backends =

@@ -208,9 +208,10 @@ LaunchShape ShapeOf(const DecodeLinearParams& p, cudaError_t* error) {
 }
 
 // The records launch's cluster: the largest power of two up to
-// kRouterRecordClusterMax that divides the CTAs.
-int RecordClusterSize(int64_t ctas) {
-  int size = kernels::kRouterRecordClusterMax;
+// MoeRouterRecords::record_cluster that divides the CTAs.
+int RecordClusterSize(int64_t ctas, const MoeRouterRecords& q) {
+  int size = 1;
+  while (2 * size <= q.record_cluster) size *= 2;
   while (ctas % size != 0) size /= 2;
   return size;
 }
@@ -223,7 +224,7 @@ cudaError_t Launch(const DecodeLinearParams& p, const AwqWeightsView& w, int gro
   const LaunchShape shape = ShapeOf<kScaleHalves, kWholeChunks, kRecords>(p, &error);
   if (error != cudaSuccess) return error;
   if constexpr (kRecords) {
-    const int cluster = RecordClusterSize(shape.ctas);
+    const int cluster = RecordClusterSize(shape.ctas, p.router_records);
     if (p.router_records.count != shape.ctas / cluster) return cudaErrorInvalidValue;
     return kernels::LaunchDependentInClusters(kernel, dim3(static_cast<unsigned>(shape.ctas)), dim3(32 * kLinearWarps),
                                               shared, stream, static_cast<unsigned>(cluster), p, w, shape.k_slices,
@@ -284,7 +285,7 @@ int32_t AwqDecodeLinearRouterRecords(const DecodeLinearParams& p, const AwqWeigh
   const LaunchShape shape =
       halves4 ? (whole_chunks ? ShapeOf<4, true, true>(p, error) : ShapeOf<4, false, true>(p, error))
               : (whole_chunks ? ShapeOf<1, true, true>(p, error) : ShapeOf<1, false, true>(p, error));
-  return static_cast<int32_t>(shape.ctas / RecordClusterSize(shape.ctas));
+  return static_cast<int32_t>(shape.ctas / RecordClusterSize(shape.ctas, p.router_records));
 }
 
 }  // namespace ernie::cuda

@@ -155,6 +155,9 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   static_assert(!kFolded || (kTiles == 1 && kStageX && !kKnownTiles), "the folded routing's launches");
   if (p.wait_first && !self_normed) {
     if (is_known && threadIdx.x == 0) PrefetchKnownExpertSlice(p, p.known_expert0 + known, k_slices, group_shift);
+    // A folded gate/up launch's shared experts' tiles (the last ones: ids experts .., above every routed id).
+    if (kFolded && p.prefetch_shared && tile_index >= p.route.top_k && threadIdx.x == 0)
+      PrefetchKnownExpertSlice(p, p.route.experts + (tile_index - p.route.top_k), k_slices, group_shift);
     kernels::WaitForPrerequisiteGrids();
   }
   kernels::AllowDependentLaunch();

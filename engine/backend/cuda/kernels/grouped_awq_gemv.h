@@ -127,6 +127,11 @@ struct GroupedAwqGemvParams {
   // row 8t of x for tile t). tile_expert and num_tiles are neither read nor
   // written (expert_of_tile may be the same buffer as tile_expert).
   MoeRouterRecords route = {};
+  // A folded gate/up launch (route on, wait_first): the CTAs of the shared
+  // experts' tiles, whose experts need no choice, ask the L2 for their
+  // weight slices before they wait for the o_proj
+  // (CudaBackendOptions::moe_fold_prefetch_shared).
+  bool prefetch_shared = false;
 };
 // Whether the GEMV stages x in shared memory for tiles of tile_rows slots
 // at this k and group size (the template the known tiles' options need).

@@ -19,7 +19,7 @@
 namespace ernie::cuda::kernels {
 
 // The o_proj launch's clusters: at most this many CTAs (a portable size).
-constexpr int kRouterRecordClusterMax = 8;
+constexpr int kRouterRecordClusterMax = kMoeRouterRecordClusterMax;
 
 // The router's and the norm's columns of rows [row0, row0 + rows) asked of
 // the L2 when the o_proj CTA starts, so that its dots at the end do not wait

@@ -717,7 +717,8 @@ bool MoeRouterRecordsValid(const MoeRouterRecords& r) {
     return false;
   return r.count >= 1 && r.hidden >= 4 && r.hidden % 4 == 0 && r.experts >= 1 &&
          r.experts <= kMoeRouterRecordsMaxExperts && r.top_k >= 1 && r.top_k <= r.experts && r.shared_experts >= 0 &&
-         r.top_k + r.shared_experts <= kMoeMaxTopK &&
+         r.top_k + r.shared_experts <= kMoeMaxTopK && r.record_cluster >= 1 &&
+         r.record_cluster <= kMoeRouterRecordClusterMax &&
          (r.tile_rows == 8 || r.tile_rows == 16 || r.tile_rows == 32 || r.tile_rows == 64);
 }
 

@@ -118,6 +118,7 @@ bool MoeOneTokenClusterRuns();
 // distinct choices sorted by id, tile_rows slots each, the first a row.
 __host__ __device__ constexpr int32_t MoeRouterRecordStride(int32_t experts) { return (experts + 4) / 4 * 4; }
 constexpr int32_t kMoeRouterRecordsMaxExperts = 64;
+constexpr int32_t kMoeRouterRecordClusterMax = 8;  // a portable cluster
 struct MoeRouterRecords {
   // [count, MoeRouterRecordStride(experts)], 16-byte aligned: a record is the
   // experts' dots, then the sum of squares.
@@ -134,6 +135,10 @@ struct MoeRouterRecords {
   int32_t shared_experts = 0;              // pseudo-experts experts .., weight 1, after the routed tiles
   float norm_min = 1e-12f;
   int32_t tile_rows = 8;                   // slots a tile
+  // The o_proj launch's clusters: the largest power of two up to this
+  // (1 .. kMoeRouterRecordClusterMax) that divides its CTAs, a record each
+  // (CudaBackendOptions::moe_router_record_cluster).
+  int32_t record_cluster = kMoeRouterRecordClusterMax;
   // Optional: the gate/up launch's first CTA publishes each tile's expert in
   // expert_of_tile ([top_k + shared_experts]) and then sets *tiles_ready to 1
   // (a release), and the down launch's CTAs, which start only as the gate/up
