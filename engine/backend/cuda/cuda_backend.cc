@@ -158,10 +158,10 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
       (cta_warps > 0 && k_slices > 0 && cta_warps % k_slices != 0))
     return absl::InvalidArgumentError(absl::StrCat("moe_awq_gemv_cta_warps must be 0 - ", kGroupedAwqGemvMaxCtaWarps,
                                                    " and a multiple of moe_awq_gemv_k_slices, got ", cta_warps));
-  if (o.moe_router_record_cluster < 1 || o.moe_router_record_cluster > kMoeRouterRecordClusterMax)
-    return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster must be 1 - ",
-                                                   kMoeRouterRecordClusterMax, ", got ",
-                                                   o.moe_router_record_cluster));
+  const int record_cluster = o.moe_router_record_cluster;
+  if (record_cluster < 1 || record_cluster > kMoeRouterRecordClusterMax || (record_cluster & (record_cluster - 1)) != 0)
+    return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster must be a power of two up to ",
+                                                   kMoeRouterRecordClusterMax, ", got ", record_cluster));
   if (o.moe_early_shared_experts < 0 || o.moe_early_shared_experts > 3)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_early_shared_experts must be 0 - 3, got ", o.moe_early_shared_experts));

@@ -251,7 +251,8 @@ struct CudaBackendOptions {
   // has not measured it).
   bool moe_fold_routing = true;
   // With moe_fold_routing: the o_proj's clusters (and so its records) are
-  // the largest power of two up to this (1 - 8) that divides its CTAs;
+  // the largest power of two up to this (1, 2, 4, 8 or 16: 16 is a
+  // non-portable cluster size that Hopper runs) that divides its CTAs;
   // fewer CTAs a cluster make shorter barriers and more records to read.
   int moe_router_record_cluster = 8;
   // With moe_fold_routing: the gate/up launch's CTAs of the shared experts'

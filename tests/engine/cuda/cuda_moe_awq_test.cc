@@ -337,6 +337,21 @@ make_model::DenseShape SmallMoeShape() {
           .moe = {.num_experts = 8, .top_k = 3, .num_shared_experts = 2, .intermediate_size = 64}};
 }
 
+// The same MoE layers under an attention as wide as the 0.3B's (16 query
+// heads of 128 over hidden 256): the int4 o_proj splits its k of 2,048 over
+// 8 warps and so runs 16 CTAs of 16 rows, enough for one record cluster of
+// 16 (MoeRouterRecords::record_cluster), which the narrow shape's 8 CTAs
+// never reach.
+make_model::DenseShape WideAttentionMoeShape() {
+  make_model::DenseShape s = SmallMoeShape();
+  s.name = "awq-moe-wide-attention-test";
+  s.hidden_size = 256;
+  s.num_hidden_layers = 2;
+  s.num_attention_heads = 16;
+  s.head_dim = 128;
+  return s;
+}
+
 class CudaAwqMoeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -347,6 +362,10 @@ class CudaAwqMoeTest : public ::testing::Test {
       const absl::Status q = QuantizeRtn(*dir_ / "float", *dir_ / absl::StrCat("awq", group), group);
       ASSERT_TRUE(q.ok()) << q;
     }
+    const absl::Status wide = WriteFloatCheckpoint(WideAttentionMoeShape(), *dir_ / "wide_float");
+    ASSERT_TRUE(wide.ok()) << wide;
+    const absl::Status q = QuantizeRtn(*dir_ / "wide_float", *dir_ / "wide_awq64", 64);
+    ASSERT_TRUE(q.ok()) << q;
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -518,12 +537,13 @@ TEST_F(CudaAwqMoeTest, FoldedOneTokenRoutingGivesTheRoutingLaunchsLogits) {
 
 // The folded routing's launch options: the shared experts' CTAs asking the
 // L2 for their weights before they wait (moe_fold_prefetch_shared) change
-// no logit; smaller o_proj clusters (moe_router_record_cluster: more,
-// smaller records, summed in another order) give the routing launch's
-// logits to float rounding, as the default clusters do.
+// no logit; other o_proj clusters (moe_router_record_cluster: more,
+// smaller records or fewer, larger ones, summed in another order) give the
+// routing launch's logits to float rounding, as the default clusters do
+// (the wide-attention model's o_proj runs one cluster of 16).
 TEST_F(CudaAwqMoeTest, FoldedRoutingsLaunchOptionsGiveItsLogits) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  for (const char* name : {"awq64", "awq32"}) {
+  for (const char* name : {"awq64", "awq32", "wide_awq64"}) {
     auto m = LoadModel(Dir(name));
     ASSERT_TRUE(m.ok()) << m.status();
     const std::vector<float> launched = OneTokenStepLogits(**m, {.moe_fold_routing = false});
@@ -533,7 +553,8 @@ TEST_F(CudaAwqMoeTest, FoldedRoutingsLaunchOptionsGiveItsLogits) {
     ASSERT_FALSE(folded.empty());
     ASSERT_EQ(prefetched.size(), folded.size());
     for (size_t i = 0; i < folded.size(); ++i) ASSERT_EQ(prefetched[i], folded[i]) << name << ", logit " << i;
-    for (const int cluster : {1, 2, 4}) {
+    EXPECT_LE(WorstPositionError(folded, launched), 1e-4) << name;
+    for (const int cluster : {1, 2, 4, 16}) {
       const std::vector<float> clustered =
           OneTokenStepLogits(**m, {.moe_fold_routing = true, .moe_router_record_cluster = cluster});
       ASSERT_EQ(clustered.size(), launched.size());

@@ -256,6 +256,10 @@ cudaError_t PrepareAwqDecodeLinear(int32_t max_k, int32_t max_rows) {
                             AwqDecodeLinearKernel<1, false, true>, AwqDecodeLinearKernel<4, false, true>,
                             AwqDecodeLinearKernel<1, true, true>, AwqDecodeLinearKernel<4, true, true>})
     if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  // The records launches' clusters may be of 16 CTAs (MoeRouterRecords::record_cluster).
+  for (const auto kernel : {AwqDecodeLinearKernel<1, false, true>, AwqDecodeLinearKernel<4, false, true>,
+                            AwqDecodeLinearKernel<1, true, true>, AwqDecodeLinearKernel<4, true, true>})
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   return e;
 }
 

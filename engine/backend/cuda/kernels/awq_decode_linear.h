@@ -35,8 +35,8 @@ cudaError_t PrepareAwqDecodeLinear(int32_t max_k, int32_t max_rows);
 cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsView& w, cudaStream_t stream);
 
 // The records a launch of p with router records writes (its CTAs over its
-// clusters of up to 8): what the readers' MoeRouterRecords::count must be,
-// and the launch checks. `*error` is set when the device could not be asked.
+// clusters of up to p.router_records.record_cluster): what the readers'
+// MoeRouterRecords::count must be, and the launch checks. `*error` is set when the device could not be asked.
 int32_t AwqDecodeLinearRouterRecords(const DecodeLinearParams& p, const AwqWeightsView& w, cudaError_t* error);
 
 }  // namespace ernie::cuda

@@ -18,7 +18,7 @@
 
 namespace ernie::cuda::kernels {
 
-// The o_proj launch's clusters: at most this many CTAs (a portable size).
+// The o_proj launch's clusters: at most this many CTAs (MoeRouterRecords::record_cluster).
 constexpr int kRouterRecordClusterMax = kMoeRouterRecordClusterMax;
 
 // The router's and the norm's columns of rows [row0, row0 + rows) asked of
