@@ -325,6 +325,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     b->moe_fold_routing_ = options.moe_fold_routing;
     b->moe_fold_prefetch_shared_ = options.moe_fold_prefetch_shared;
+    b->moe_fold_prefetch_down_ = options.moe_fold_prefetch_down;
     b->moe_router_record_cluster_ = options.moe_router_record_cluster;
     if (options.moe_fold_routing) {
       ERNIE_ASSIGN_OR_RETURN(ws.moe_router_records,

@@ -259,6 +259,10 @@ struct CudaBackendOptions {
   // tiles (known without a choice) ask the L2 for their weight slices before
   // they wait for the o_proj, so fewer of its bytes come from HBM after it.
   bool moe_fold_prefetch_shared = false;
+  // With moe_fold_routing: the down launch's CTAs ask the L2 for their
+  // expert's weight slice as soon as they know the expert (under the gate/up
+  // launch's tail), not only for their first chunks.
+  bool moe_fold_prefetch_down = false;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

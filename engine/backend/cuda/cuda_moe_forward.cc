@@ -209,7 +209,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                             .known_expert0 = static_cast<int32_t>(config_.moe.num_experts),
                                             .known_ready = count_in ? ws_.moe_shared_ready.data() : nullptr,
                                             .known_ready_target = ready_target,
-                                            .route = route},
+                                            .route = route,
+                                            .prefetch_slice = moe_fold_prefetch_down_},
                                            s),
                       absl::StrCat("MoE AWQ experts' down kernel, layer ", layer));
   }

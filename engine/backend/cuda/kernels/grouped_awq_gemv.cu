@@ -173,6 +173,8 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
       kernels::ChooseFromRouterRecords(p.route, choice);
       expert = choice.expert_of_tile[tile_index];
     }
+    // A down launch's whole slice asked of the L2 under the gate/up's tail (its first chunks come to registers).
+    if (p.dependent && p.prefetch_slice && threadIdx.x == 0) PrefetchKnownExpertSlice(p, expert, k_slices, group_shift);
     if (p.wait_first && p.route.tiles_ready != nullptr && blockIdx.x == 0 && tile_index == 0) {
       if (static_cast<int>(threadIdx.x) < choices) {
         p.route.expert_of_tile[threadIdx.x] = choice.expert_of_tile[threadIdx.x];

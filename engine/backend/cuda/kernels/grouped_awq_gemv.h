@@ -132,6 +132,10 @@ struct GroupedAwqGemvParams {
   // weight slices before they wait for the o_proj
   // (CudaBackendOptions::moe_fold_prefetch_shared).
   bool prefetch_shared = false;
+  // A folded down launch (route on, dependent): each CTA asks the L2 for its
+  // expert's weight slice once it knows the expert, before it waits for the
+  // gate/up launch (CudaBackendOptions::moe_fold_prefetch_down).
+  bool prefetch_slice = false;
 };
 // Whether the GEMV stages x in shared memory for tiles of tile_rows slots
 // at this k and group size (the template the known tiles' options need).

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 41, call 3: o_proj record clusters of 16 (non-portable) against 8, with and without the shared experts'
-# L2 prefetch: cuda_moe_awq_test (the wide-attention model runs one cluster of 16), the 21B-A3B AWQ at batch 1
+# L2 prefetch, and the down CTAs' slices asked of the L2 (moe_fold_prefetch_down): cuda_moe_awq_test (the wide-attention model runs one cluster of 16), the 21B-A3B AWQ at batch 1
 # alternated (three rounds), a timeline; on an H200 also main's issue figures.
 # From the repository root, carry [".device/pack", this script].
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
@@ -25,6 +25,8 @@ for round in 1 2 3; do
   bench "clusters of 16 r$round" --moe-router-record-cluster 16 --moe-fold-prefetch-shared 0
   bench "8 + prefetch r$round" --moe-router-record-cluster 8 --moe-fold-prefetch-shared 1
   bench "16 + prefetch r$round" --moe-router-record-cluster 16 --moe-fold-prefetch-shared 1
+  bench "8 + prefetch + down r$round" --moe-router-record-cluster 8 --moe-fold-prefetch-shared 1 \
+    --moe-fold-prefetch-down 1
   bench "routing launch r$round" --moe-fold-routing 0
 done
 echo "A/B done at $(( $(date +%s) - start )) s"
