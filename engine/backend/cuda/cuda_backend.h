@@ -258,7 +258,10 @@ struct CudaBackendOptions {
   // With moe_fold_routing: the gate/up launch's CTAs of the shared experts'
   // tiles (known without a choice) ask the L2 for their weight slices before
   // they wait for the o_proj, so fewer of its bytes come from HBM after it.
-  bool moe_fold_prefetch_shared = false;
+  // On by default: the 21B-A3B AWQ batch-1 step 1.484 - 1.494 ms against
+  // 1.502 - 1.509 on an H100, three rounds alternated (NOTES.md v44; the
+  // H200 has not measured it).
+  bool moe_fold_prefetch_shared = true;
   // With moe_fold_routing: the down launch's CTAs ask the L2 for their
   // expert's weight slice as soon as they know the expert (under the gate/up
   // launch's tail), not only for their first chunks.

@@ -537,8 +537,9 @@ TEST_F(CudaAwqMoeTest, FoldedOneTokenRoutingGivesTheRoutingLaunchsLogits) {
 
 // The folded routing's launch options: the shared experts' gate/up CTAs
 // and the down CTAs asking the L2 for their weights before they wait
-// (moe_fold_prefetch_shared, moe_fold_prefetch_down) change no logit; other o_proj clusters (moe_router_record_cluster: more,
-// smaller records or fewer, larger ones, summed in another order) give the
+// (moe_fold_prefetch_shared, moe_fold_prefetch_down) change no logit;
+// other o_proj clusters (moe_router_record_cluster: more, smaller records
+// or fewer, larger ones, summed in another order) give the
 // routing launch's logits to float rounding, as the default clusters do
 // (the wide-attention model's o_proj runs one cluster of 16).
 TEST_F(CudaAwqMoeTest, FoldedRoutingsLaunchOptionsGiveItsLogits) {
@@ -547,7 +548,8 @@ TEST_F(CudaAwqMoeTest, FoldedRoutingsLaunchOptionsGiveItsLogits) {
     auto m = LoadModel(Dir(name));
     ASSERT_TRUE(m.ok()) << m.status();
     const std::vector<float> launched = OneTokenStepLogits(**m, {.moe_fold_routing = false});
-    const std::vector<float> folded = OneTokenStepLogits(**m, {.moe_fold_routing = true});
+    const std::vector<float> folded =
+        OneTokenStepLogits(**m, {.moe_fold_routing = true, .moe_fold_prefetch_shared = false});
     const std::vector<float> prefetched = OneTokenStepLogits(
         **m, {.moe_fold_routing = true, .moe_fold_prefetch_shared = true, .moe_fold_prefetch_down = true});
     ASSERT_FALSE(folded.empty());
