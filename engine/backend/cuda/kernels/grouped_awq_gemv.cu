@@ -20,8 +20,9 @@ using kernels::kLinearWarps;
 static_assert(kGroupedAwqGemvMaxCtaWarps == kLinearWarps, "the header's bound is the kernel's CTA");
 
 // The weights and records of this CTA's row tiles, asked of the L2, when its
-// tile's expert is known before the routing ends (GroupedAwqGemvParams::
-// known_tiles). A CTA's row tiles are consecutive, so each is one range.
+// tile's expert is known before the kernel waits (GroupedAwqGemvParams::
+// known_tiles, prefetch_shared, prefetch_slice). A CTA's row tiles are
+// consecutive, so each is one range.
 __device__ __forceinline__ void PrefetchKnownExpertSlice(const GroupedAwqGemvParams& p, int64_t expert, int k_slices,
                                                          int group_shift) {
   const int64_t row_tiles = (int64_t{p.w.n} + 15) / 16;
