@@ -327,6 +327,16 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_fold_prefetch_shared_ = options.moe_fold_prefetch_shared;
     b->moe_fold_prefetch_down_ = options.moe_fold_prefetch_down;
     b->moe_router_record_cluster_ = options.moe_router_record_cluster;
+    // Clusters above the portable 8 need a device that runs them: a clear error at start, not at a step.
+    if (options.moe_fold_routing && c.awq.has_value() && options.moe_router_record_cluster > 8) {
+      cudaError_t error = cudaSuccess;
+      const bool runs = AwqDecodeLinearRunsRecordClusters(options.moe_router_record_cluster,
+                                                          static_cast<int32_t>(c.q_size()), &error);
+      ERNIE_CUDA_RETURN_IF_ERROR(error, "cudaOccupancyMaxActiveClusters (the o_proj's record clusters)");
+      if (!runs)
+        return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster ", options.moe_router_record_cluster,
+                                                       ": this device cannot run thread-block clusters that large"));
+    }
     if (options.moe_fold_routing) {
       ERNIE_ASSIGN_OR_RETURN(ws.moe_router_records,
                              Alloc<float>((c.hidden_size + 15) / 16 * MoeRouterRecordStride(

@@ -252,8 +252,9 @@ struct CudaBackendOptions {
   bool moe_fold_routing = true;
   // With moe_fold_routing: the o_proj's clusters (and so its records) are
   // the largest power of two up to this (1, 2, 4, 8 or 16: 16 is a
-  // non-portable cluster size that Hopper runs) that divides its CTAs;
-  // fewer CTAs a cluster make shorter barriers and more records to read.
+  // non-portable cluster size that Hopper runs; a device that cannot is
+  // refused at start) that divides its CTAs; fewer CTAs a cluster make
+  // shorter barriers and more records to read.
   int moe_router_record_cluster = 8;
   // With moe_fold_routing: the gate/up launch's CTAs of the shared experts'
   // tiles (known without a choice) ask the L2 for their weight slices before

@@ -283,6 +283,18 @@ cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsV
   return LaunchFor<false>(p, w, group_shift, stream);
 }
 
+bool AwqDecodeLinearRunsRecordClusters(int32_t cluster, int32_t k, cudaError_t* error) {
+  // The records kernel with the most shared memory (groups below 128: the most unit sums) at one row.
+  constexpr auto kernel = AwqDecodeLinearKernel<1, false, true>;
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = kernels::DependentClusterConfig(
+      dim3(static_cast<unsigned>(cluster)), dim3(32 * kLinearWarps), static_cast<size_t>(StagedBytes(1, k, 1)),
+      nullptr, static_cast<unsigned>(cluster), attrs);
+  int clusters = 0;
+  *error = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+  return *error == cudaSuccess && clusters > 0;
+}
+
 int32_t AwqDecodeLinearRouterRecords(const DecodeLinearParams& p, const AwqWeightsView& w, cudaError_t* error) {
   const bool whole_chunks = kernels::AwqWholeChunks(p.k);
   const bool halves4 = kernels::AwqScaleHalves(w.group_size) == 4;

@@ -38,5 +38,9 @@ cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsV
 // clusters of up to p.router_records.record_cluster): what the readers'
 // MoeRouterRecords::count must be, and the launch checks. `*error` is set when the device could not be asked.
 int32_t AwqDecodeLinearRouterRecords(const DecodeLinearParams& p, const AwqWeightsView& w, cudaError_t* error);
+// Whether this device runs the records launch in clusters of `cluster` CTAs
+// at input width k (16 is a non-portable size; after PrepareAwqDecodeLinear).
+// `*error` is set when the device could not be asked.
+bool AwqDecodeLinearRunsRecordClusters(int32_t cluster, int32_t k, cudaError_t* error);
 
 }  // namespace ernie::cuda
