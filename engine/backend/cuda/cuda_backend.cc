@@ -328,7 +328,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_fold_prefetch_down_ = options.moe_fold_prefetch_down;
     b->moe_router_record_cluster_ = options.moe_router_record_cluster;
     // Clusters above the portable 8 need a device that runs them: a clear error at start, not at a step.
-    if (options.moe_fold_routing && c.awq.has_value() && options.moe_router_record_cluster > 8) {
+    if (options.moe_fold_routing && c.awq.has_value() &&
+        options.moe_router_record_cluster > kMoeRouterRecordClusterPortable) {
       cudaError_t error = cudaSuccess;
       const bool runs = AwqDecodeLinearRunsRecordClusters(options.moe_router_record_cluster,
                                                           static_cast<int32_t>(c.q_size()), &error);

@@ -36,7 +36,8 @@ cudaError_t LaunchAwqDecodeLinear(const DecodeLinearParams& p, const AwqWeightsV
 
 // The records a launch of p with router records writes (its CTAs over its
 // clusters of up to p.router_records.record_cluster): what the readers'
-// MoeRouterRecords::count must be, and the launch checks. `*error` is set when the device could not be asked.
+// MoeRouterRecords::count must be, and the launch checks. `*error` is set
+// when the device could not be asked.
 int32_t AwqDecodeLinearRouterRecords(const DecodeLinearParams& p, const AwqWeightsView& w, cudaError_t* error);
 // Whether this device runs the records launch in clusters of `cluster` CTAs
 // at input width k (16 is a non-portable size; after PrepareAwqDecodeLinear).

@@ -18,9 +18,6 @@
 
 namespace ernie::cuda::kernels {
 
-// The o_proj launch's clusters: at most this many CTAs (MoeRouterRecords::record_cluster).
-constexpr int kRouterRecordClusterMax = kMoeRouterRecordClusterMax;
-
 // The router's and the norm's columns of rows [row0, row0 + rows) asked of
 // the L2 when the o_proj CTA starts, so that its dots at the end do not wait
 // on HBM: one range an expert (the router is [experts, hidden]). Thread 0.
@@ -69,7 +66,7 @@ __device__ void WriteRouterRecord(const MoeRouterRecords& q, const float* rows, 
                                   const RouterColumns* columns) {
   static_assert(kThreads % 32 == 0, "whole warps");
   constexpr int kStride = MoeRouterRecordStride(kMoeRouterRecordsMaxExperts);
-  __shared__ float received[kRouterRecordClusterMax][kStride];  // the first CTA's: every rank's dots
+  __shared__ float received[kMoeRouterRecordClusterMax][kStride];  // the first CTA's: every rank's dots
   const uint32_t rank = ClusterRank(), size = ClusterSize();
   const int experts = q.experts, quarter = (live + 3) / 4;
   ClusterWait();  // every CTA of the cluster runs: its shared memory may be written

@@ -120,6 +120,7 @@ __host__ __device__ constexpr int32_t MoeRouterRecordStride(int32_t experts) { r
 constexpr int32_t kMoeRouterRecordsMaxExperts = 64;
 // The o_proj's record clusters: at most 16 CTAs (8 is the portable size;
 // Hopper runs 16 where the kernel allows non-portable sizes).
+constexpr int32_t kMoeRouterRecordClusterPortable = 8;
 constexpr int32_t kMoeRouterRecordClusterMax = 16;
 struct MoeRouterRecords {
   // [count, MoeRouterRecordStride(experts)], 16-byte aligned: a record is the
@@ -140,7 +141,7 @@ struct MoeRouterRecords {
   // The o_proj launch's clusters: the largest power of two up to this
   // (1 .. kMoeRouterRecordClusterMax) that divides its CTAs, a record each
   // (CudaBackendOptions::moe_router_record_cluster).
-  int32_t record_cluster = 8;
+  int32_t record_cluster = kMoeRouterRecordClusterPortable;
   // Optional: the gate/up launch's first CTA publishes each tile's expert in
   // expert_of_tile ([top_k + shared_experts]) and then sets *tiles_ready to 1
   // (a release), and the down launch's CTAs, which start only as the gate/up
