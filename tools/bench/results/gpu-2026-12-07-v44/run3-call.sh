@@ -20,7 +20,7 @@ bench() {  # bench LABEL ARGS...
   echo "moe [$label] $ms"
 }
 for round in 1 2 3; do
-  [ $(( $(date +%s) - start )) -gt 120 ] && break
+  [ $(( $(date +%s) - start )) -gt 250 ] && break
   bench "clusters of 8 r$round" --moe-router-record-cluster 8 --moe-fold-prefetch-shared 0
   bench "clusters of 16 r$round" --moe-router-record-cluster 16 --moe-fold-prefetch-shared 0
   bench "8 + prefetch r$round" --moe-router-record-cluster 8 --moe-fold-prefetch-shared 1
