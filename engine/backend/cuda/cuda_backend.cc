@@ -159,8 +159,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("moe_awq_gemv_cta_warps must be 0 - ", kGroupedAwqGemvMaxCtaWarps,
                                                    " and a multiple of moe_awq_gemv_k_slices, got ", cta_warps));
   const int record_cluster = o.moe_router_record_cluster;
-  if (record_cluster < 1 || record_cluster > kMoeRouterRecordClusterMax || (record_cluster & (record_cluster - 1)) != 0)
-    return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster must be a power of two up to ",
+  if (record_cluster != -1 && (record_cluster < 1 || record_cluster > kMoeRouterRecordClusterMax ||
+                               (record_cluster & (record_cluster - 1)) != 0))
+    return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster must be -1 or a power of two up to ",
                                                    kMoeRouterRecordClusterMax, ", got ", record_cluster));
   if (o.moe_early_shared_experts < 0 || o.moe_early_shared_experts > 3)
     return absl::InvalidArgumentError(
@@ -186,6 +187,28 @@ absl::Status SelectDevice(int device) {
                                                       ") is compute capability ", prop.major, ".", prop.minor,
                                                       "; this build carries sm_90a (Hopper) code only"));
   return absl::OkStatus();
+}
+
+// The o_proj's record cluster size (CudaBackendOptions::moe_router_record_cluster). Sizes above the portable 8 need
+// a device that runs them: one asked for by name and not runnable is a clear error at start, not at a step; the
+// default (-1) takes 16 where it runs and 8 elsewhere.
+absl::StatusOr<int32_t> ChooseRouterRecordCluster(const CudaBackendOptions& options, bool awq, int32_t o_proj_k) {
+  const int32_t asked = options.moe_router_record_cluster;
+  const int32_t wanted = asked == -1 ? kMoeRouterRecordClusterMax : asked;
+  // Only the AWQ o_proj of the folded routing writes records; elsewhere the size is unused.
+  if (!options.moe_fold_routing || !awq) return asked == -1 ? kMoeRouterRecordClusterPortable : asked;
+  if (wanted <= kMoeRouterRecordClusterPortable) return wanted;
+  cudaError_t error = cudaSuccess;
+  const bool runs = AwqDecodeLinearRunsRecordClusters(wanted, o_proj_k, &error);
+  if (asked == -1) {
+    (void)cudaGetLastError();  // a refused query leaves its error as the last one; the fallback needs none
+    return runs ? wanted : kMoeRouterRecordClusterPortable;
+  }
+  ERNIE_CUDA_RETURN_IF_ERROR(error, "cudaOccupancyMaxActiveClusters (the o_proj's record clusters)");
+  if (!runs)
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe_router_record_cluster ", asked, ": this device cannot run thread-block clusters that large"));
+  return wanted;
 }
 
 template <typename T>
@@ -326,18 +349,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_fold_routing_ = options.moe_fold_routing;
     b->moe_fold_prefetch_shared_ = options.moe_fold_prefetch_shared;
     b->moe_fold_prefetch_down_ = options.moe_fold_prefetch_down;
-    b->moe_router_record_cluster_ = options.moe_router_record_cluster;
-    // Clusters above the portable 8 need a device that runs them: a clear error at start, not at a step.
-    if (options.moe_fold_routing && c.awq.has_value() &&
-        options.moe_router_record_cluster > kMoeRouterRecordClusterPortable) {
-      cudaError_t error = cudaSuccess;
-      const bool runs = AwqDecodeLinearRunsRecordClusters(options.moe_router_record_cluster,
-                                                          static_cast<int32_t>(c.q_size()), &error);
-      ERNIE_CUDA_RETURN_IF_ERROR(error, "cudaOccupancyMaxActiveClusters (the o_proj's record clusters)");
-      if (!runs)
-        return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster ", options.moe_router_record_cluster,
-                                                       ": this device cannot run thread-block clusters that large"));
-    }
+    ERNIE_ASSIGN_OR_RETURN(b->moe_router_record_cluster_,
+                           ChooseRouterRecordCluster(options, c.awq.has_value(), static_cast<int32_t>(c.q_size())));
     if (options.moe_fold_routing) {
       ERNIE_ASSIGN_OR_RETURN(ws.moe_router_records,
                              Alloc<float>((c.hidden_size + 15) / 16 * MoeRouterRecordStride(

@@ -254,8 +254,11 @@ struct CudaBackendOptions {
   // the largest power of two up to this (1, 2, 4, 8 or 16: 16 is a
   // non-portable cluster size that Hopper runs; a device that cannot is
   // refused at start) that divides its CTAs; fewer CTAs a cluster make
-  // shorter barriers and more records to read.
-  int moe_router_record_cluster = 8;
+  // shorter barriers and more records to read. -1 (the default): 16 where
+  // the device runs clusters of 16, else the portable 8. On an H100 16
+  // took the 21B-A3B AWQ step at batch 1 to 1.470 - 1.478 ms from 8's
+  // 1.488 - 1.493 (three rounds alternated, NOTES.md v45).
+  int moe_router_record_cluster = -1;
   // With moe_fold_routing: the gate/up launch's CTAs of the shared experts'
   // tiles (known without a choice) ask the L2 for their weight slices before
   // they wait for the o_proj, so fewer of its bytes come from HBM after it.

@@ -12,7 +12,7 @@
 //                    [--log FILE]
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0] [--moe-awq-gemv-lean 0] [--moe-route-cluster 1]
-//                    [--moe-fold-routing 1] [--moe-router-record-cluster 8] [--moe-fold-prefetch-shared 0]
+//                    [--moe-fold-routing 1] [--moe-router-record-cluster 16] [--moe-fold-prefetch-shared 0]
 //                    [--moe-fold-prefetch-down 0]
 //                    [--moe-early-shared 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
@@ -645,7 +645,7 @@ int main(int argc, char** argv) {
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
                  "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--moe-awq-gemv-lean 0|1] [--moe-route-cluster 0|1] [--moe-early-shared 0-3] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16] [--engine-streams 1,64] [--engine-rounds 2]\n"
-                 "       [--moe-fold-routing 0|1] [--moe-router-record-cluster 1|2|4|8|16]\n"
+                 "       [--moe-fold-routing 0|1] [--moe-router-record-cluster -1|1|2|4|8|16]\n"
                  "       [--moe-fold-prefetch-shared 0|1] [--moe-fold-prefetch-down 0|1]\n";
     return 2;
   }
