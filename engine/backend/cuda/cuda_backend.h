@@ -270,6 +270,12 @@ struct CudaBackendOptions {
   // expert's weight slice as soon as they know the expert (under the gate/up
   // launch's tail), not only for their first chunks.
   bool moe_fold_prefetch_down = false;
+  // With moe_fold_routing: the o_proj's CTAs, which start beside the
+  // attention while the HBM has little to read, ask the L2 for an even share
+  // of the shared experts' weights: 0 none, 1 their down projections, 2 their
+  // gate/up and down projections (a choice-free third of a layer's expert
+  // bytes at the 21B-A3B's 2 shared of 8). Off by default until measured.
+  int moe_fold_prefetch_early = 0;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.
