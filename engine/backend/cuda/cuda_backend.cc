@@ -352,6 +352,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_fold_routing_ = options.moe_fold_routing;
     b->moe_fold_prefetch_shared_ = options.moe_fold_prefetch_shared;
     b->moe_fold_prefetch_early_ = options.moe_fold_prefetch_early;
+    b->moe_fold_copy_x_early_ = options.moe_fold_copy_x_early;
     b->moe_fold_prefetch_down_ = options.moe_fold_prefetch_down;
     ERNIE_ASSIGN_OR_RETURN(b->moe_router_record_cluster_,
                            ChooseRouterRecordCluster(options, c.awq.has_value(), static_cast<int32_t>(c.q_size())));

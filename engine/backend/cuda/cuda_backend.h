@@ -276,6 +276,11 @@ struct CudaBackendOptions {
   // gate/up and down projections (a choice-free third of a layer's expert
   // bytes at the 21B-A3B's 2 shared of 8). Off by default until measured.
   int moe_fold_prefetch_early = 0;
+  // With moe_fold_routing: each gate/up CTA copies the residual row into
+  // shared memory right after its wait, under the records' round trip,
+  // instead of reading it from the L2 once its first weight loads are out
+  // (which the L1 returns first). Off by default until measured.
+  bool moe_fold_copy_x_early = false;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

@@ -199,7 +199,8 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .known_eps = config_.rms_norm_eps,
                                                      .known_done = count_in ? ws_.moe_shared_ready.data() : nullptr,
                                                      .route = route,
-                                                     .prefetch_shared = moe_fold_prefetch_shared_},
+                                                     .prefetch_shared = moe_fold_prefetch_shared_,
+                                                     .copy_x_early = moe_fold_copy_x_early_},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,

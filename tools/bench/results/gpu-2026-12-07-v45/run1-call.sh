@@ -2,7 +2,8 @@
 # Session 42, call 1: the record clusters' new default (-1: 16 where the device runs it) under
 # cuda_moe_awq_test and cuda_backend_batching_test; then the grouped int4 GEMV's launch shape at batch 1
 # under the fold (k split x CTA warps x lean loop, each forced for both the gate/up and the down launch),
-# one round; the o_proj's early L2 ranges (--moe-fold-prefetch-early 1|2) alternated with the default, three rounds; on an H200 also main's issue figures.
+# one round; the o_proj's early L2 ranges (--moe-fold-prefetch-early 1|2) and the gate/up's early residual copy
+# (--moe-fold-copy-x-early 1) alternated with the default, three rounds; on an H200 also main's issue figures.
 # From the repository root, carry [".device/pack"].
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
 start=$(date +%s)
@@ -21,11 +22,13 @@ bench() {  # bench LABEL ARGS...
   echo "moe [$label] $ms"
 }
 for round in 1 2 3; do
-  [ $(( $(date +%s) - start )) -gt 300 ] && break
+  [ $(( $(date +%s) - start )) -gt 330 ] && break
   bench "default r$round"
   bench "cluster 8 r$round" --moe-router-record-cluster 8
   bench "early 1 r$round" --moe-fold-prefetch-early 1
   bench "early 2 r$round" --moe-fold-prefetch-early 2
+  bench "copy x early r$round" --moe-fold-copy-x-early 1
+  bench "copy x early + early 1 r$round" --moe-fold-copy-x-early 1 --moe-fold-prefetch-early 1
 done
 for kw in "1 8" "4 8" "8 8" "1 4" "2 4" "4 4" "2 6" "1 6" "2 2" "1 2"; do
   [ $(( $(date +%s) - start )) -gt 420 ] && break
@@ -35,6 +38,12 @@ done
 bench "not lean" --moe-awq-gemv-lean 0
 bench "not lean k 4 warps 8" --moe-awq-gemv-lean 0 --moe-awq-gemv-k-slices 4 --moe-awq-gemv-cta-warps 8
 bench "default r4"
+for args in "" "--moe-fold-copy-x-early 1 --moe-fold-prefetch-early 1"; do
+  [ $(( $(date +%s) - start )) -gt 470 ] && break
+  echo "== timeline [$args]"
+  timeout 40 "$d/bin/ernie-bench-cuda" --model /tmp/ernie-21b-a3b-awq --load-format dummy --check-tokens 0 \
+    --batch-sizes 1 --timeline-batches 1 $args 2>&1 | sed -n '/^timeline/,/first kernels/p' | cut -c1-150 | head -10
+done
 echo "A/B done at $(( $(date +%s) - start )) s"
 if [[ "$gpu" == *H200* ]]; then
   bench "H200 batch 2, default" --batch-sizes 2
