@@ -163,6 +163,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
                                (record_cluster & (record_cluster - 1)) != 0))
     return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster must be -1 or a power of two up to ",
                                                    kMoeRouterRecordClusterMax, ", got ", record_cluster));
+  if (o.kv_prefetch_max_seqs < 0)
+    return absl::InvalidArgumentError(absl::StrCat("kv_prefetch_max_seqs must not be negative, got ",
+                                                   o.kv_prefetch_max_seqs));
   if (o.moe_fold_prefetch_early < 0 || o.moe_fold_prefetch_early > 2)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_fold_prefetch_early must be 0, 1 or 2, got ", o.moe_fold_prefetch_early));
@@ -247,6 +250,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->attn_scale_ = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   b->max_attention_splits_ = options.max_attention_splits;
   b->unsplit_attention_max_context_ = options.unsplit_attention_max_context;
+  b->kv_prefetch_max_seqs_ = options.kv_prefetch_max_seqs;
   b->unsplit_attention_min_pairs_ = options.unsplit_attention_min_pairs;
   b->wide_decode_attention_max_pairs_ = WideDecodeAttentionMaxPairs(options.wide_decode_attention_max_pairs, c);
   b->decode_swap_ab_ = options.decode_attention_swap_ab;

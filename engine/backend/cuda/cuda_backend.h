@@ -281,6 +281,13 @@ struct CudaBackendOptions {
   // instead of reading it from the L2 once its first weight loads are out
   // (which the L1 returns first). Off by default until measured.
   bool moe_fold_copy_x_early = false;
+  // Decode steps of at most kv_prefetch_max_seqs sequences (on the fused
+  // decode linears): the q|k|v launch's first CTAs ask the L2 for the keys
+  // and values of earlier steps that the attention after it reads
+  // (DecodeRotaryKv::prefetch_items), since the attention's own CTAs start
+  // too late to have them from HBM by the time q is ready. 0: off (the
+  // default until measured).
+  int kv_prefetch_max_seqs = 0;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

@@ -46,6 +46,8 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                              "embedding gather kernel");
   // ws_.gate_up holds the SiLU output here: float32 [tokens, I].
   float* act = ws_.gate_up.data();
+  // (The item count is part of the step's graph key.)
+  const bool prefetch_kv = inputs_.num_items() <= kv_prefetch_max_seqs_;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
     ERNIE_RETURN_IF_ERROR(DecodeLinear({.x_f32 = ws_.x.data(),
@@ -62,7 +64,10 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                        .slots = inputs_.slots(),
                                        .inv_freq = ws_.inv_freq.data(),
                                        .cache = LayerCache(layer),
-                                       .num_heads = static_cast<int32_t>(c.num_heads)}},
+                                       .num_heads = static_cast<int32_t>(c.num_heads),
+                                       .prefetch_items = prefetch_kv ? inputs_.items() : nullptr,
+                                       .prefetch_block_tables = prefetch_kv ? inputs_.block_tables() : nullptr,
+                                       .prefetch_num_items = prefetch_kv ? inputs_.num_items() : 0}},
                            w.qkv_awq, "decode qkv + rotary kernel", layer));
     ERNIE_RETURN_IF_ERROR(Attention(layer));
     DecodeLinearParams o_proj = {.x_bf16 = Bf16(ws_.attn),

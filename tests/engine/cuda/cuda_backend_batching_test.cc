@@ -124,6 +124,43 @@ TEST_F(CudaBatchingTest, DecodeStepOfSeveralSequencesMatchesTheCpu) {
   ExpectSameStep({tokens, pos, seqs, rows});
 }
 
+// The q|k|v launch asking the L2 for the attention's earlier keys
+// (kv_prefetch_max_seqs) changes no logit: one sequence decoding (and
+// computing 3-token chunks, which take it too), then a decode step of three
+// sequences whose key ranges the launch's CTAs share out.
+TEST_F(CudaBatchingTest, KeyPrefetchChangesNoLogit) {
+  auto on = CreateCudaBackend(*model_, {.block_size = 4,
+                                        .num_blocks = 64,
+                                        .max_tokens_per_step = 96,
+                                        .max_logit_rows = 5,
+                                        .unsplit_attention_max_context = 0,
+                                        .fused_decode_max_rows = cuda::kDecodeLinearMaxRows,
+                                        .kv_prefetch_max_seqs = 8});  // gpu_ with the prefetch
+  ASSERT_TRUE(on.ok()) << on.status();
+  const auto prompt = Prompt(70, 8);
+  for (int32_t chunk : {1, 3}) {
+    const auto table = ConsecutiveBlocks(70, 4, chunk == 1 ? 0 : 20);
+    const auto off_logits = TeacherForced(*gpu_, prompt, 0, chunk, table);
+    const auto on_logits = TeacherForced(**on, prompt, 0, chunk, table);
+    ASSERT_EQ(on_logits.size(), off_logits.size());
+    for (size_t i = 0; i < on_logits.size(); ++i)
+      ASSERT_EQ(on_logits[i], off_logits[i]) << "chunk " << chunk << ", logit " << i;
+  }
+  const auto a = Prompt(40, 5), b = Prompt(7, 6), c = Prompt(21, 7);
+  const auto table_a = ConsecutiveBlocks(40, 4, 40);
+  const std::vector<int32_t> table_b = {60, 61}, table_c = {50, 51, 52, 53, 54, 55};
+  std::vector<float> off_logits(3 * static_cast<size_t>(vocab_)), on_logits(off_logits.size(), std::nanf(""));
+  for (CudaBackend* be : {gpu_.get(), on->get()}) {
+    TeacherForced(*be, std::span(a).first(39), 0, 39, table_a);
+    TeacherForced(*be, std::span(b).first(6), 0, 6, table_b);
+    TeacherForced(*be, std::span(c).first(20), 0, 20, table_c);
+    const std::vector<int32_t> tokens = {a[39], b[6], c[20]}, pos = {39, 6, 20}, rows = {0, 1, 2};
+    const SequenceSlice seqs[] = {{0, 1, 39, table_a}, {1, 1, 6, table_b}, {2, 1, 20, table_c}};
+    ASSERT_TRUE(be->Forward({tokens, pos, seqs, rows}, be == gpu_.get() ? off_logits : on_logits).ok());
+  }
+  for (size_t i = 0; i < on_logits.size(); ++i) ASSERT_EQ(on_logits[i], off_logits[i]) << "three sequences, logit " << i;
+}
+
 // Backend::WarmUp captures a decode graph for every batch size (two for
 // those whose attention splits: short contexts run unsplit); a later decode
 // step of such a size replays one, captures nothing, and still matches the CPU.
@@ -270,6 +307,7 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_awq_gemv_k_slices = 2, .moe_awq_gemv_cta_warps = 3},
                 "moe_awq_gemv_cta_warps");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_early_shared_experts = 4}, "moe_early_shared_experts");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .kv_prefetch_max_seqs = -1}, "kv_prefetch_max_seqs");
   for (const int early : {-1, 3})
     ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_fold_prefetch_early = early}, "moe_fold_prefetch_early");
   for (const int cluster : {-2, 0, 3, 32})

@@ -539,7 +539,8 @@ TEST_F(CudaAwqMoeTest, FoldedOneTokenRoutingGivesTheRoutingLaunchsLogits) {
 // the down CTAs and the o_proj's CTAs asking the L2 for weights before they
 // wait (moe_fold_prefetch_shared, moe_fold_prefetch_down,
 // moe_fold_prefetch_early) and the gate/up CTAs' early copy of the residual
-// row (moe_fold_copy_x_early) change no logit;
+// row (moe_fold_copy_x_early), and the q|k|v launch asking the L2 for the
+// attention's earlier keys (kv_prefetch_max_seqs), change no logit;
 // other o_proj clusters (moe_router_record_cluster: more, smaller records
 // or fewer, larger ones, summed in another order) give the
 // routing launch's logits to float rounding, as the default clusters (16
@@ -558,7 +559,8 @@ TEST_F(CudaAwqMoeTest, FoldedRoutingsLaunchOptionsGiveItsLogits) {
                                                                      .moe_fold_prefetch_shared = true,
                                                                      .moe_fold_prefetch_down = true,
                                                                      .moe_fold_prefetch_early = early,
-                                                                     .moe_fold_copy_x_early = early == 2});
+                                                                     .moe_fold_copy_x_early = early == 2,
+                                                                     .kv_prefetch_max_seqs = early == 2 ? 8 : 0});
       ASSERT_EQ(prefetched.size(), folded.size());
       for (size_t i = 0; i < folded.size(); ++i)
         ASSERT_EQ(prefetched[i], folded[i]) << name << ", early ranges " << early << ", logit " << i;

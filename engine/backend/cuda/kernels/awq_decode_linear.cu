@@ -111,6 +111,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
     AwqDecodeLinearKernel(DecodeLinearParams p, AwqWeightsView w, int k_slices, int group_shift) {
   if constexpr (kRecords) kernels::ClusterArrive();  // waited for before the records' remote stores
   kernels::AllowDependentLaunch();   // launched as a dependent: see LaunchDependent
+  if (!kRecords && p.epilogue == DecodeEpilogue::kRotaryKv) kernels::PrefetchEarlierKv(p.rotary);
   extern __shared__ uint4 xs_raw[];  // [m, k] bf16 input rows
   __shared__ float red[kLinearWarps * 16 * 8];
   auto* xs = reinterpret_cast<__nv_bfloat16*>(xs_raw);

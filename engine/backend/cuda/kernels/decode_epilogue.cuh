@@ -9,8 +9,31 @@
 
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "engine/backend/cuda/kernels/rotary.cuh"
+#include "engine/backend/cuda/kernels/tma.cuh"
 
 namespace ernie::cuda::kernels {
+
+// kRotaryKv with prefetch_items (DecodeRotaryKv): thread 0 of CTA b asks the
+// L2 for ranges b, b + gridDim.x, ... of the items' earlier keys, a range a
+// block's K or V of every KV head ([block][head][row][dim]: one span), the
+// items in order. Every CTA calls it when it starts; the first CTAs, which
+// start first, take the ranges.
+__device__ __forceinline__ void PrefetchEarlierKv(const DecodeRotaryKv& q) {
+  if (q.prefetch_items == nullptr || threadIdx.x != 0) return;
+  const PagedKvView& kv = q.cache;
+  const auto block_bytes = static_cast<uint32_t>(int64_t{kv.num_kv_heads} * kv.block_size * kv.head_dim * 2);
+  int range = static_cast<int>(blockIdx.x);
+  for (int i = 0; i < q.prefetch_num_items; ++i) {
+    const AttentionWorkItem item = q.prefetch_items[i];
+    const int ranges = 2 * ((item.first_new_position + kv.block_size - 1) / kv.block_size);
+    for (; range < ranges; range += static_cast<int>(gridDim.x)) {
+      const int32_t block = q.prefetch_block_tables[item.block_table_offset + range / 2];
+      if (block < 0 || block >= kv.num_blocks) continue;  // (never: the tables' blocks are the cache's)
+      PrefetchToL2((range % 2 == 0 ? kv.k : kv.v) + KvOffset(kv, block, 0, 0), block_bytes);
+    }
+    range -= ranges;
+  }
+}
 
 // kRotaryKv for input row r and the output pair (a, a + 1), a even, with
 // values va, vb (bias added): rotated by kernels::RotatePair, as

@@ -138,6 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   // not depend on earlier kernels, so the first chunks of this warp's rows
   // load while the kernel before still runs; the input waits for it.
   kernels::AllowDependentLaunch();
+  if (p.epilogue == DecodeEpilogue::kRotaryKv) kernels::PrefetchEarlierKv(p.rotary);
   const int lane = threadIdx.x % 32;
   const bool silu = p.epilogue == DecodeEpilogue::kSiluMul;
   const int pairs = silu ? p.n / 2 : (p.n + 1) / 2;
@@ -388,6 +389,7 @@ bool RotaryKvParamsValid(const DecodeRotaryKv& q, int64_t n) {
   return q.positions != nullptr && q.slots != nullptr && q.inv_freq != nullptr && q.cache.k != nullptr &&
          q.cache.v != nullptr && q.cache.block_size > 0 && q.cache.head_dim > 0 && q.cache.head_dim % 2 == 0 &&
          q.num_heads > 0 && q.cache.num_kv_heads > 0 &&
+         (q.prefetch_items == nullptr || (q.prefetch_block_tables != nullptr && q.prefetch_num_items >= 1)) &&
          n == int64_t{q.num_heads + 2 * q.cache.num_kv_heads} * q.cache.head_dim;
 }
 

@@ -46,6 +46,16 @@ struct DecodeRotaryKv {
   const float* inv_freq = nullptr;     // [head_dim / 2], as RotaryKvWriteParams
   PagedKvView cache;                   // this layer's keys and values
   int32_t num_heads = 0;               // n = (num_heads + 2 cache.num_kv_heads) * cache.head_dim
+  // Optional (CudaBackendOptions::kv_prefetch_max_seqs): the step's attention
+  // items and block tables (PagedAttentionParams'), or nullptr. The launch's
+  // first CTAs then ask the L2 for the keys and values of earlier steps that
+  // the attention after it reads, a block's K or V a CTA, before they wait:
+  // at a few sequences the attention's CTAs start only as this launch's
+  // leave (the timelines: about 1 us before it ends), too late for their own
+  // early loads of those keys to come from HBM in time.
+  const AttentionWorkItem* prefetch_items = nullptr;
+  const int32_t* prefetch_block_tables = nullptr;
+  int32_t prefetch_num_items = 0;
 };
 
 struct DecodeLinearParams {
