@@ -25,19 +25,23 @@ class CudaBatchingTest : public ::testing::Test {
     auto c = cpu::CpuBackend::Create(*model_, {.num_threads = 2, .block_size = 4, .num_blocks = 64, .max_tokens_per_step = 96});
     ASSERT_TRUE(c.ok()) << c.status();
     cpu_ = std::move(*c);
-    // Fused decode kernels up to 8 tokens a step (the default stops at 1,
-    // where they stop paying): multi-sequence decode steps below run them.
-    // Attention split by the item count however short the context (the
-    // default runs these tests' short contexts unsplit), so split-KV runs.
-    auto g = CreateCudaBackend(*model_, {.block_size = 4,
-                                         .num_blocks = 64,
-                                         .max_tokens_per_step = 96,
-                                         .max_logit_rows = 5,
-                                         .unsplit_attention_max_context = 0,
-                                         .fused_decode_max_rows = cuda::kDecodeLinearMaxRows});
+    auto g = CreateCudaBackend(*model_, GpuOptions());
     ASSERT_TRUE(g.ok()) << g.status();
     gpu_ = std::move(*g);
     vocab_ = cpu_->vocab_size();
+  }
+
+  // gpu_'s: fused decode kernels up to 8 tokens a step (the default stops
+  // at 1, where they stop paying): multi-sequence decode steps below run
+  // them. Attention split by the item count however short the context (the
+  // default runs these tests' short contexts unsplit), so split-KV runs.
+  static CudaBackendOptions GpuOptions() {
+    return {.block_size = 4,
+            .num_blocks = 64,
+            .max_tokens_per_step = 96,
+            .max_logit_rows = 5,
+            .unsplit_attention_max_context = 0,
+            .fused_decode_max_rows = cuda::kDecodeLinearMaxRows};
   }
 
   std::vector<int32_t> Prompt(int n, int salt) const {
@@ -129,13 +133,9 @@ TEST_F(CudaBatchingTest, DecodeStepOfSeveralSequencesMatchesTheCpu) {
 // computing 3-token chunks, which take it too), then a decode step of three
 // sequences whose key ranges the launch's CTAs share out.
 TEST_F(CudaBatchingTest, KeyPrefetchChangesNoLogit) {
-  auto on = CreateCudaBackend(*model_, {.block_size = 4,
-                                        .num_blocks = 64,
-                                        .max_tokens_per_step = 96,
-                                        .max_logit_rows = 5,
-                                        .unsplit_attention_max_context = 0,
-                                        .fused_decode_max_rows = cuda::kDecodeLinearMaxRows,
-                                        .kv_prefetch_max_seqs = 8});  // gpu_ with the prefetch
+  CudaBackendOptions prefetching = GpuOptions();
+  prefetching.kv_prefetch_max_seqs = 8;
+  auto on = CreateCudaBackend(*model_, prefetching);
   ASSERT_TRUE(on.ok()) << on.status();
   const auto prompt = Prompt(70, 8);
   for (int32_t chunk : {1, 3}) {
