@@ -32,7 +32,7 @@ bench() {  # bench LABEL ARGS...
   echo "moe [$label] $ms"
 }
 for round in 1 2 3; do
-  [ $(( $(date +%s) - start )) -gt 360 ] && break
+  [ $(( $(date +%s) - start )) -gt 240 ] && break
   bench "default r$round"
   bench "cluster 8 r$round" --moe-router-record-cluster 8
   bench "early 1 r$round" --moe-fold-prefetch-early 1
@@ -46,7 +46,7 @@ for round in 1 2 3; do
   dense "0.3b awq kv prefetch r$round" /tmp/ernie-0.3b-awq --kv-prefetch-max-seqs 8
 done
 for kw in "1 8" "4 8" "8 8" "1 4" "2 4" "4 4" "2 6" "1 6" "2 2" "1 2"; do
-  [ $(( $(date +%s) - start )) -gt 440 ] && break
+  [ $(( $(date +%s) - start )) -gt 320 ] && break
   set -- $kw
   bench "k $1 warps $2" --moe-awq-gemv-k-slices "$1" --moe-awq-gemv-cta-warps "$2"
 done
@@ -54,7 +54,7 @@ bench "not lean" --moe-awq-gemv-lean 0
 bench "not lean k 4 warps 8" --moe-awq-gemv-lean 0 --moe-awq-gemv-k-slices 4 --moe-awq-gemv-cta-warps 8
 bench "default r4"
 for args in "" "--moe-fold-copy-x-early 1 --moe-fold-prefetch-early 1"; do
-  [ $(( $(date +%s) - start )) -gt 490 ] && break
+  [ $(( $(date +%s) - start )) -gt 360 ] && break
   echo "== timeline [$args]"
   timeout 40 "$d/bin/ernie-bench-cuda" --model /tmp/ernie-21b-a3b-awq --load-format dummy --check-tokens 0 \
     --batch-sizes 1 --timeline-batches 1 $args 2>&1 | sed -n '/^timeline/,/first kernels/p' | cut -c1-150 | head -10
