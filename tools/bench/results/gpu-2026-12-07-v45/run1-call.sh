@@ -32,7 +32,7 @@ bench() {  # bench LABEL ARGS...
   echo "moe [$label] $ms"
 }
 for round in 1 2 3; do
-  [ $(( $(date +%s) - start )) -gt 240 ] && break
+  [ $(( $(date +%s) - start )) -gt 170 ] && break
   bench "default r$round"
   bench "cluster 8 r$round" --moe-router-record-cluster 8
   bench "early 1 r$round" --moe-fold-prefetch-early 1
@@ -45,8 +45,8 @@ for round in 1 2 3; do
   dense "0.3b awq r$round" /tmp/ernie-0.3b-awq
   dense "0.3b awq kv prefetch r$round" /tmp/ernie-0.3b-awq --kv-prefetch-max-seqs 8
 done
-for kw in "1 8" "4 8" "8 8" "1 4" "2 4" "4 4" "2 6" "1 6" "2 2" "1 2"; do
-  [ $(( $(date +%s) - start )) -gt 320 ] && break
+for kw in "1 8" "4 8" "2 4" "4 4" "2 6" "1 6" "8 8"; do
+  [ $(( $(date +%s) - start )) -gt 230 ] && break
   set -- $kw
   bench "k $1 warps $2" --moe-awq-gemv-k-slices "$1" --moe-awq-gemv-cta-warps "$2"
 done
@@ -54,7 +54,7 @@ bench "not lean" --moe-awq-gemv-lean 0
 bench "not lean k 4 warps 8" --moe-awq-gemv-lean 0 --moe-awq-gemv-k-slices 4 --moe-awq-gemv-cta-warps 8
 bench "default r4"
 for args in "" "--moe-fold-copy-x-early 1 --moe-fold-prefetch-early 1"; do
-  [ $(( $(date +%s) - start )) -gt 360 ] && break
+  [ $(( $(date +%s) - start )) -gt 260 ] && break
   echo "== timeline [$args]"
   timeout 40 "$d/bin/ernie-bench-cuda" --model /tmp/ernie-21b-a3b-awq --load-format dummy --check-tokens 0 \
     --batch-sizes 1 --timeline-batches 1 $args 2>&1 | sed -n '/^timeline/,/first kernels/p' | cut -c1-150 | head -10
@@ -64,12 +64,12 @@ if [[ "$gpu" == *H200* ]]; then
   bench "H200 batch 2, default" --batch-sizes 2
   bench "H200 routing launch" --moe-fold-routing 0
   ERNIE_AB_MODELS="bf16" ERNIE_AB_BATCHES=1,64,256 ERNIE_AB_ROUNDS=1 \
-    ERNIE_AB_VARIANTS=";" timeout $(( 560 - $(date +%s) + start )) tools/gpu-test run --ab-before --no-tests \
+    ERNIE_AB_VARIANTS=";" timeout $(( 420 - $(date +%s) + start )) tools/gpu-test run --ab-before --no-tests \
     > /tmp/ab.out 2>&1
   echo "ab rc $? at $(( $(date +%s) - start )) s"
   grep -E "^==|^ +[0-9]+ " "$OUT/ab_before.txt" | head -20
   for shape in square_8192 wide_4096x14336; do
-    [ $(( $(date +%s) - start )) -gt 575 ] && break
+    [ $(( $(date +%s) - start )) -gt 440 ] && break
     timeout 12 "$d/bin/ernie-bench-gemv" --shape "$shape" --ms 1 2>&1 | grep -v '^{' | grep -v probe | tail -3
   done
 fi
