@@ -273,7 +273,7 @@ struct CudaBackendOptions {
   // With moe_fold_routing: the o_proj's CTAs, which start beside the
   // attention while the HBM has little to read, ask the L2 for an even share
   // of the shared experts' weights: 0 none, 1 their down projections, 2 their
-  // gate/up and down projections (a choice-free third of a layer's expert
+  // gate/up and down projections (a choice-free quarter of a layer's expert
   // bytes at the 21B-A3B's 2 shared of 8). Off by default until measured.
   int moe_fold_prefetch_early = 0;
   // With moe_fold_routing: each gate/up CTA copies the residual row into
