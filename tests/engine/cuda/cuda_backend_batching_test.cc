@@ -41,7 +41,8 @@ class CudaBatchingTest : public ::testing::Test {
             .max_tokens_per_step = 96,
             .max_logit_rows = 5,
             .unsplit_attention_max_context = 0,
-            .fused_decode_max_rows = cuda::kDecodeLinearMaxRows};
+            .fused_decode_max_rows = cuda::kDecodeLinearMaxRows,
+            .kv_prefetch_max_seqs = 0};  // the prefetch test's before
   }
 
   std::vector<int32_t> Prompt(int n, int salt) const {
