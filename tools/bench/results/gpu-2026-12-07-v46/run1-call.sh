@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 43, call 1: on an H200 first the issues' figures (the 0.3b bf16 and AWQ at 1, 64, 256; the 21B-A3B
 # AWQ at 1, 16, 64, 256 and bf16 at 1, 256; the int4 GEMV's two large shapes), then the kept-off options
-# alternated with the default (three rounds), then cuda_moe_awq_test and cuda_backend_batching_test.
+# alternated with the default (three rounds), the grouped GEMV's launch shapes, then cuda_moe_awq_test and cuda_backend_batching_test.
 # On an H100 the A/B first. From the repository root, carry [".device/pack"].
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
 start=$(date +%s)
@@ -40,7 +40,17 @@ ab() {
   done
   echo "ab done at $(( $(date +%s) - start )) s"
 }
-if [[ "$gpu" == *H200* ]]; then figures; ab; else ab; figures; fi
+sweep() {  # the grouped int4 GEMV's launch shape at batch 1 under the fold, and the routing launch
+  for kw in "1 8" "4 8" "2 4" "4 4" "2 6" "8 8"; do
+    [ $(( $(date +%s) - start )) -gt 300 ] && break
+    set -- $kw
+    run "moe k $1 warps $2" /tmp/moe-awq 1 --moe-awq-gemv-k-slices "$1" --moe-awq-gemv-cta-warps "$2"
+  done
+  run "moe routing launch" /tmp/moe-awq 1 --moe-fold-routing 0
+  run "moe default r4" /tmp/moe-awq 1
+  echo "sweep done at $(( $(date +%s) - start )) s"
+}
+if [[ "$gpu" == *H200* ]]; then figures; ab; sweep; else ab; figures; fi
 ERNIE_GPU_TESTS="cuda_moe_awq_test cuda_backend_batching_test" timeout 100 tools/gpu-test run --no-peer > /tmp/tests.out 2>&1
 echo "tests rc $? at $(( $(date +%s) - start )) s"
 grep -E "PASSED|FAILED|passed|failed|Error|error:|Failure" /tmp/tests.out | tail -8
