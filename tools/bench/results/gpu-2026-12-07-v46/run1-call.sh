@@ -35,6 +35,7 @@ ab() {
     run "moe early 1 r$round" /tmp/moe-awq 1 --moe-fold-prefetch-early 1
     run "moe copy x early r$round" /tmp/moe-awq 1 --moe-fold-copy-x-early 1
     run "moe cluster 8 r$round" /tmp/moe-awq 1 --moe-router-record-cluster 8
+    run "moe no shared prefetch r$round" /tmp/moe-awq 1 --moe-fold-prefetch-shared 0
     run "0.3b bf16 r$round" /tmp/d 1,2
     run "0.3b bf16 no kv prefetch r$round" /tmp/d 1,2 --kv-prefetch-max-seqs 0
   done
