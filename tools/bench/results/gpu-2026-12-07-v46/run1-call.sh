@@ -1,8 +1,11 @@
 #!/bin/bash
-# Session 43, call 1: on an H200 first the issues' figures (the 0.3b bf16 and AWQ at 1, 64, 256; the 21B-A3B
-# AWQ at 1, 16, 64, 256 and bf16 at 1, 256; the int4 GEMV's two large shapes), then the kept-off options
-# alternated with the default (three rounds), the grouped GEMV's launch shapes, then cuda_moe_awq_test and cuda_backend_batching_test.
-# On an H100 the A/B first. From the repository root, carry [".device/pack"].
+# Session 43, call 1. The new attention + o_proj launch (--attention-o-proj-rows): its test
+# (cuda_attention_o_proj_test, also under memcheck) and cuda_backend_batching_test; the 0.3b bf16
+# batch-1 step with it at 16 / 32 / 64 rows a CTA alternated with the default and the wide attention
+# alone, three rounds, and a timeline. On an H200 first the issues' figures (the 0.3b bf16 and AWQ at 1,
+# 64, 256; the 21B-A3B AWQ at 1, 16, 64, 256 and bf16 at 1, 256; the int4 GEMV's two large shapes) and,
+# after the A/B, the kept-off MoE options and the grouped GEMV's launch shapes.
+# From the repository root, carry [".device/pack"].
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
 start=$(date +%s)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
@@ -10,8 +13,7 @@ d=/tmp/ernie-gpu-pack
 mkdir -p "$d" && tar -C "$d" -xzf .device/pack/pack.tar.gz || echo "no pack"
 export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mk() { "$d/bin/ernie-make-model" "$@" --seed 1 --config-only >> /tmp/setup.out 2>&1; }
-mk /tmp/moe-awq --shape 21b-a3b --awq-group-size 128; mk /tmp/moe --shape 21b-a3b
-mk /tmp/d --shape 0.3b; mk /tmp/d-awq --shape 0.3b --awq-group-size 128
+mk /tmp/d --shape 0.3b
 run() {  # run LABEL MODEL BATCHES ARGS...: batch:step-ms pairs
   local label="$1" model="$2" batches="$3"; shift 3
   ms=$(timeout 90 "$d/bin/ernie-bench-cuda" --model "$model" --load-format dummy --check-tokens 0 \
@@ -19,6 +21,8 @@ run() {  # run LABEL MODEL BATCHES ARGS...: batch:step-ms pairs
   echo "[$label] $ms"
 }
 figures() {
+  mk /tmp/moe-awq --shape 21b-a3b --awq-group-size 128; mk /tmp/moe --shape 21b-a3b
+  mk /tmp/d-awq --shape 0.3b --awq-group-size 128
   run "0.3b bf16" /tmp/d 1,64,256
   run "0.3b awq" /tmp/d-awq 1,64,256
   run "moe awq" /tmp/moe-awq 1,16,64,256
@@ -28,32 +32,49 @@ figures() {
   done
   echo "figures done at $(( $(date +%s) - start )) s"
 }
-ab() {
+tests() {
+  ERNIE_GPU_TESTS="cuda_attention_o_proj_test cuda_backend_batching_test" timeout 150 tools/gpu-test run --no-peer \
+    > /tmp/tests.out 2>&1
+  echo "tests rc $? at $(( $(date +%s) - start )) s"
+  grep -E "PASSED|FAILED|passed|failed|Error|error:|Failure|Expected|Which is|o_proj \]" /tmp/tests.out | head -30
+  ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 compute-sanitizer --tool memcheck \
+    "$d/bin/cuda_attention_o_proj_test" --gtest_filter='*RepeatsBitForBit*:*ThreeSequences*' 2>&1 | tail -3
+  echo "memcheck at $(( $(date +%s) - start )) s"
+}
+fused_ab() {
   for round in 1 2 3; do
-    [ $(( $(date +%s) - start )) -gt 240 ] && break
+    [ $(( $(date +%s) - start )) -gt 330 ] && break
+    run "0.3b default r$round" /tmp/d 1
+    run "0.3b wide attention r$round" /tmp/d 1 --wide-decode-attention-max-pairs 8
+    for rows in 16 32 64; do run "0.3b attention+o_proj $rows r$round" /tmp/d 1 --attention-o-proj-rows $rows; done
+  done
+  run "0.3b default, 2 fused rows" /tmp/d 2 --fused-decode-max-rows 2
+  run "0.3b attention+o_proj 32, 2 items" /tmp/d 2 --fused-decode-max-rows 2 --attention-o-proj-rows 32 \
+    --attention-o-proj-max-items 2
+  for args in "" "--attention-o-proj-rows 32"; do
+    echo "== timeline [$args]"
+    timeout 40 "$d/bin/ernie-bench-cuda" --model /tmp/d --load-format dummy --check-tokens 0 \
+      --batch-sizes 1 --timeline-batches 1 $args 2>&1 | sed -n '/^timeline/,/first kernels/p' | cut -c1-150 | head -12
+  done
+  echo "fused A/B done at $(( $(date +%s) - start )) s"
+}
+moe_ab() {
+  for round in 1 2; do
+    [ $(( $(date +%s) - start )) -gt 430 ] && break
     run "moe default r$round" /tmp/moe-awq 1
     run "moe early 1 r$round" /tmp/moe-awq 1 --moe-fold-prefetch-early 1
     run "moe copy x early r$round" /tmp/moe-awq 1 --moe-fold-copy-x-early 1
     run "moe cluster 8 r$round" /tmp/moe-awq 1 --moe-router-record-cluster 8
     run "moe no shared prefetch r$round" /tmp/moe-awq 1 --moe-fold-prefetch-shared 0
-    run "0.3b bf16 r$round" /tmp/d 1,2
-    run "0.3b bf16 no kv prefetch r$round" /tmp/d 1,2 --kv-prefetch-max-seqs 0
   done
-  echo "ab done at $(( $(date +%s) - start )) s"
-}
-sweep() {  # the grouped int4 GEMV's launch shape at batch 1 under the fold, and the routing launch
-  for kw in "1 8" "4 8" "2 4" "4 4" "2 6" "8 8"; do
-    [ $(( $(date +%s) - start )) -gt 300 ] && break
+  for kw in "1 8" "4 8" "2 4" "4 4"; do
+    [ $(( $(date +%s) - start )) -gt 470 ] && break
     set -- $kw
     run "moe k $1 warps $2" /tmp/moe-awq 1 --moe-awq-gemv-k-slices "$1" --moe-awq-gemv-cta-warps "$2"
   done
   run "moe routing launch" /tmp/moe-awq 1 --moe-fold-routing 0
-  run "moe default r4" /tmp/moe-awq 1
-  echo "sweep done at $(( $(date +%s) - start )) s"
+  echo "moe A/B done at $(( $(date +%s) - start )) s"
 }
-if [[ "$gpu" == *H200* ]]; then figures; ab; sweep; else ab; figures; fi
-ERNIE_GPU_TESTS="cuda_moe_awq_test cuda_backend_batching_test" timeout 100 tools/gpu-test run --no-peer > /tmp/tests.out 2>&1
-echo "tests rc $? at $(( $(date +%s) - start )) s"
-grep -E "PASSED|FAILED|passed|failed|Error|error:|Failure" /tmp/tests.out | tail -8
+if [[ "$gpu" == *H200* ]]; then figures; tests; fused_ab; moe_ab; else tests; fused_ab; fi
 echo "done at $(( $(date +%s) - start )) s"
 find "$OUT" -type f -delete
