@@ -83,9 +83,6 @@ struct BackendStepCounters {
   // Of all of those, the steps run as one persistent decode kernel (the
   // CUDA backend's batch-1 decode of a dense bf16 model).
   int64_t persistent_steps = 0;
-  // Steps whose decode layers ran the attention and o_proj as one launch
-  // (the CUDA backend's CudaBackendOptions::attention_o_proj_rows).
-  int64_t attention_o_proj_steps = 0;
 };
 
 // The newest launched step's sampled ids, as a backend's next launch needs

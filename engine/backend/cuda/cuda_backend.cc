@@ -163,13 +163,6 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
                                (record_cluster & (record_cluster - 1)) != 0))
     return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster must be -1 or a power of two up to ",
                                                    kMoeRouterRecordClusterMax, ", got ", record_cluster));
-  if (o.attention_o_proj_rows != 0 && o.attention_o_proj_rows != 16 && o.attention_o_proj_rows != 32 &&
-      o.attention_o_proj_rows != kAttentionOProjMaxRows)
-    return absl::InvalidArgumentError(
-        absl::StrCat("attention_o_proj_rows must be 0, 16, 32 or 64, got ", o.attention_o_proj_rows));
-  if (o.attention_o_proj_max_items < 1)
-    return absl::InvalidArgumentError(
-        absl::StrCat("attention_o_proj_max_items must be at least 1, got ", o.attention_o_proj_max_items));
   if (o.kv_prefetch_max_seqs < 0)
     return absl::InvalidArgumentError(absl::StrCat("kv_prefetch_max_seqs must not be negative, got ",
                                                    o.kv_prefetch_max_seqs));
@@ -258,7 +251,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->max_attention_splits_ = options.max_attention_splits;
   b->unsplit_attention_max_context_ = options.unsplit_attention_max_context;
   b->kv_prefetch_max_seqs_ = options.kv_prefetch_max_seqs;
-  b->attention_o_proj_max_items_ = options.attention_o_proj_max_items;
   b->unsplit_attention_min_pairs_ = options.unsplit_attention_min_pairs;
   b->wide_decode_attention_max_pairs_ = WideDecodeAttentionMaxPairs(options.wide_decode_attention_max_pairs, c);
   b->decode_swap_ab_ = options.decode_attention_swap_ab;
@@ -445,7 +437,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   }
   ERNIE_ASSIGN_OR_RETURN(b->kv_cache_, Alloc<uint16_t>(b->kv_shape_.total_bytes() / 2, "KV cache"));
   ERNIE_RETURN_IF_ERROR(b->SetUpPersistentDecode(options));  // needs the cache's address
-  b->attention_o_proj_rows_ = b->AttentionOProjRows(options.attention_o_proj_rows);
   b->memory_ = CudaMemoryBreakdown{.weights = b->weights_.bytes(),
                                    .kv_cache = static_cast<int64_t>(b->kv_cache_.bytes()),
                                    .workspace = ws.bytes() + (10 * t + table_entries) * 4 + b->sampler_.bytes() +

@@ -290,16 +290,6 @@ struct CudaBackendOptions {
   // 0.477 on an H100, three rounds alternated; batch 2 and the 21B-A3B AWQ
   // at batch 1 unchanged (NOTES.md v45).
   int kv_prefetch_max_seqs = 1;
-  // Decode steps of single tokens of at most attention_o_proj_max_items
-  // sequences whose attention runs unsplit (on the fused decode linears):
-  // the attention and a bf16 o_proj in one launch (kernels/mma_attention.h
-  // LaunchAttentionOProj), `attention_o_proj_rows` rows of o_proj a CTA
-  // (16, 32 or 64), so the o_proj no longer waits at a kernel boundary for
-  // a launch of a few CTAs. 0: off (the default until measured). Layers with
-  // int4 o_proj weights or a folded MoE routing, and shapes the kernel does
-  // not take (more than 8 query heads or KV heads), keep the two launches.
-  int attention_o_proj_rows = 0;
-  int attention_o_proj_max_items = 1;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

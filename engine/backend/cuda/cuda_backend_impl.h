@@ -141,8 +141,7 @@ class CudaBackendImpl final : public CudaBackend {
     return {.graph_replays = graphs_.replays(),
             .graph_captures = graphs_.captured(),
             .eager_steps = graphs_.direct_runs() + ungraphed_steps_,
-            .persistent_steps = persistent_steps_,
-            .attention_o_proj_steps = attention_o_proj_steps_};
+            .persistent_steps = persistent_steps_};
   }
   absl::Status Forward(const StepBatch& batch, std::span<float> logits) override;
   bool SupportsDeviceSampling() const override { return true; }
@@ -215,17 +214,6 @@ class CudaBackendImpl final : public CudaBackend {
   // folds them into its qkv GEMV).
   // The kernel shape follows the uploaded step's items (AttentionItemsOf).
   absl::Status Attention(int64_t layer);
-  // The attention's parameters for this step and layer (ws_.qkv to ws_.attn).
-  PagedAttentionParams AttentionParams(int64_t layer) const;
-  // The attention and o_proj in one launch (cuda_attention_o_proj.cc,
-  // CudaBackendOptions::attention_o_proj_rows): the rows a CTA takes, or 0
-  // where the model's shape or the options rule it out (set at start);
-  // whether a step of `num_items` items takes it (a function of the graph
-  // key, as the wide kernel's choice is); and the launch, x += o_proj(attention).
-  int32_t AttentionOProjRows(int32_t asked) const;
-  bool StepTakesAttentionOProj(bool single_token, int32_t num_items) const;
-  bool LayerTakesAttentionOProj(const DeviceLayerWeights& w) const;
-  absl::Status AttentionOProj(int64_t layer);
   // Split-KV CTAs per (item, KV head) for a step of `num_items` attention
   // items, by that count alone (a captured graph fits every context); 1 is
   // no split. The graph warm-up asks it for steps not yet uploaded.
@@ -328,7 +316,6 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t decode_max_rows_ = 0;        // steps of at most this many tokens take the fused decode kernels
   int32_t persistent_decode_skip_ = 0;         // PersistentDecodeParams::skip (a diagnostic, from the environment)
   int64_t persistent_steps_ = 0;               // steps that took it, for step_counters()
-  int64_t attention_o_proj_steps_ = 0;         // steps that took LaunchAttentionOProj, for step_counters()
   int64_t persistent_decode_max_context_ = 0;  // one-token steps up to this context take the persistent kernel; 0: off
   int32_t cluster_decode_max_rows_ = 0;  // and, above decode_max_rows_, up to this many (cluster kernel)
   int32_t small_batch_gemm_max_rows_ = 0;  // CudaBackendOptions::small_batch_gemm_max_rows
@@ -350,9 +337,6 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t moe_fold_prefetch_early_ = 0;    // CudaBackendOptions::moe_fold_prefetch_early
   bool moe_fold_copy_x_early_ = false;     // CudaBackendOptions::moe_fold_copy_x_early
   int32_t kv_prefetch_max_seqs_ = 0;       // CudaBackendOptions::kv_prefetch_max_seqs
-  int32_t attention_o_proj_rows_ = 0;      // CudaBackendOptions::attention_o_proj_rows, 0 where the shape can't
-  int32_t attention_o_proj_max_items_ = 0;  // CudaBackendOptions::attention_o_proj_max_items
-  bool step_attention_o_proj_ = false;     // this step's dense bf16 layers take LaunchAttentionOProj (RunStep)
   bool moe_fold_prefetch_down_ = false;    // CudaBackendOptions::moe_fold_prefetch_down
   int32_t moe_router_record_cluster_ = 8;  // chosen at start from CudaBackendOptions::moe_router_record_cluster
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens

@@ -7,8 +7,6 @@
 //                                                rotary + KV write in its epilogue
 //   paged attention                              as cuda_forward.cc
 //   x    += attn W_o^T + b_o                     decode GEMV, residual add in its epilogue
-//                                                (or both in one launch at one or few
-//                                                sequences: cuda_attention_o_proj.cc)
 //   act   = silu(g) * u, [g|u] = RMSNorm(x) W_gu^T   norm prologue, SiLU epilogue
 //   x    += act W_down^T + b_down                 residual add epilogue
 // and the logit pass: logits = RMSNorm(x[row]) lm_head^T for the logit rows.
@@ -71,6 +69,7 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                        .prefetch_block_tables = prefetch_kv ? inputs_.block_tables() : nullptr,
                                        .prefetch_num_items = prefetch_kv ? inputs_.num_items() : 0}},
                            w.qkv_awq, "decode qkv + rotary kernel", layer));
+    ERNIE_RETURN_IF_ERROR(Attention(layer));
     DecodeLinearParams o_proj = {.x_bf16 = Bf16(ws_.attn),
                                  .w = Bf16(w.o_proj),
                                  .bias = OrNull(w.o_bias),
@@ -79,14 +78,9 @@ absl::Status CudaBackendImpl::EnqueueDecodeLayers(int32_t tokens) {
                                  .n = hidden,
                                  .k = static_cast<int32_t>(c.q_size()),
                                  .epilogue = DecodeEpilogue::kAddResidual};
-    if (step_attention_o_proj_ && LayerTakesAttentionOProj(w)) {
-      ERNIE_RETURN_IF_ERROR(AttentionOProj(layer));  // the same x += o_proj(attention) in one launch
-    } else {
-      ERNIE_RETURN_IF_ERROR(Attention(layer));
-      // A folded routing's records come with the residual they are of.
-      ERNIE_ASSIGN_OR_RETURN(o_proj.router_records, FoldedRouterRecords(layer, tokens, o_proj));
-      ERNIE_RETURN_IF_ERROR(DecodeLinear(o_proj, w.o_awq, "decode o_proj kernel", layer));
-    }
+    // A folded routing's records come with the residual they are of.
+    ERNIE_ASSIGN_OR_RETURN(o_proj.router_records, FoldedRouterRecords(layer, tokens, o_proj));
+    ERNIE_RETURN_IF_ERROR(DecodeLinear(o_proj, w.o_awq, "decode o_proj kernel", layer));
     if (w.is_moe) {
       // The router writes h = RMSNorm(x) for the experts as it normalises x
       // itself (or, folded, each expert launch normalises x); the combine

@@ -72,34 +72,30 @@ int64_t CudaBackendImpl::ShortAttentionContext(bool single_token, int32_t num_it
   return context;
 }
 
-PagedAttentionParams CudaBackendImpl::AttentionParams(int64_t layer) const {
+absl::Status CudaBackendImpl::Attention(int64_t layer) {
   const ModelConfig& c = config_;
+  cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
   // A function of the item count and the graph key's short-context bit, so
   // a captured graph fits every context its key admits.
   const int32_t splits = step_unsplit_attention_ ? 1 : SplitsByItemCount(inputs_.num_items());
-  return {.q = ws_.qkv.data(),
-          .q_row_stride = qkv_width,
-          .cache = LayerCache(layer),
-          .items = inputs_.items(),
-          .block_tables = inputs_.block_tables(),
-          .positions = inputs_.positions(),
-          .out = Bf16(ws_.attn),
-          .scale = attn_scale_,
-          .num_items = inputs_.num_items(),
-          .num_heads = static_cast<int32_t>(c.num_heads),
-          .num_kv_heads = static_cast<int32_t>(c.num_kv_heads),
-          .head_dim = static_cast<int32_t>(c.head_dim),
-          .num_splits = splits,
-          .partial_out = ws_.attn_partial_out.data(),
-          .partial_ml = ws_.attn_partial_ml.data(),
-          .decode_swap_ab = decode_swap_ab_,
-          .wide_decode = step_wide_attention_};
-}
-
-absl::Status CudaBackendImpl::Attention(int64_t layer) {
-  cudaStream_t s = stream_.get();
-  const PagedAttentionParams attention = AttentionParams(layer);
+  const PagedAttentionParams attention{.q = ws_.qkv.data(),
+                                       .q_row_stride = qkv_width,
+                                       .cache = LayerCache(layer),
+                                       .items = inputs_.items(),
+                                       .block_tables = inputs_.block_tables(),
+                                       .positions = inputs_.positions(),
+                                       .out = Bf16(ws_.attn),
+                                       .scale = attn_scale_,
+                                       .num_items = inputs_.num_items(),
+                                       .num_heads = static_cast<int32_t>(c.num_heads),
+                                       .num_kv_heads = static_cast<int32_t>(c.num_kv_heads),
+                                       .head_dim = static_cast<int32_t>(c.head_dim),
+                                       .num_splits = splits,
+                                       .partial_out = ws_.attn_partial_out.data(),
+                                       .partial_ml = ws_.attn_partial_ml.data(),
+                                       .decode_swap_ab = decode_swap_ab_,
+                                       .wide_decode = step_wide_attention_};
   // Items of one token each (a decode step: the graph key's items == tokens)
   // take the tensor-core kernel's key-split shape; decodes beside prefill
   // chunks the mixed kernel.
@@ -321,8 +317,6 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
   const bool single_token = tokens == inputs_.num_items();
   step_unsplit_attention_ = int64_t{max_position} + 1 <= ShortAttentionContext(single_token, inputs_.num_items());
   step_wide_attention_ = step_unsplit_attention_ && WideDecodeAttention(single_token, inputs_.num_items());
-  // (EnqueueDecodeLayers' path only: the unfused one keeps its o_proj epilogues.)
-  step_attention_o_proj_ = decode && StepTakesAttentionOProj(single_token, inputs_.num_items());
   if (TakesPersistentDecode(tokens, rows, max_position)) {  // (rows <= 1, so one lm_head pass)
     // One launch, graphed or not: the graph saves only its launch.
     ++persistent_steps_;
@@ -335,7 +329,6 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
     }
     return rows > 0 ? consume_pass(0, rows) : absl::OkStatus();
   }
-  if (step_attention_o_proj_) ++attention_o_proj_steps_;
   if (tokens <= graph_max_tokens_ && rows <= logit_rows_per_pass_) {
     const uint64_t key = GraphCache::Key(tokens, inputs_.num_items(), rows, step_unsplit_attention_);
     ERNIE_RETURN_IF_ERROR(graphs_.Run(key, stream_.get(), [&] {

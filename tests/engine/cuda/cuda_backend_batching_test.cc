@@ -309,9 +309,6 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
                 "moe_awq_gemv_cta_warps");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_early_shared_experts = 4}, "moe_early_shared_experts");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .kv_prefetch_max_seqs = -1}, "kv_prefetch_max_seqs");
-  for (const int rows : {-1, 8, 48, 128})
-    ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .attention_o_proj_rows = rows}, "attention_o_proj_rows");
-  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .attention_o_proj_max_items = 0}, "attention_o_proj_max_items");
   for (const int early : {-1, 3})
     ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_fold_prefetch_early = early}, "moe_fold_prefetch_early");
   for (const int cluster : {-2, 0, 3, 32})

@@ -14,7 +14,7 @@
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0] [--moe-awq-gemv-lean 0] [--moe-route-cluster 1]
 //                    [--moe-fold-routing 1] [--moe-router-record-cluster 16] [--moe-fold-prefetch-shared 0]
 //                    [--moe-fold-prefetch-down 0] [--moe-fold-prefetch-early 0] [--moe-fold-copy-x-early 0]
-//                    [--kv-prefetch-max-seqs 0] [--attention-o-proj-rows 16] [--attention-o-proj-max-items 1]
+//                    [--kv-prefetch-max-seqs 0]
 //                    [--moe-early-shared 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
 //                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
@@ -161,8 +161,6 @@ struct Args {
   int moe_fold_prefetch_early = ernie::CudaBackendOptions{}.moe_fold_prefetch_early;
   int moe_fold_copy_x_early = ernie::CudaBackendOptions{}.moe_fold_copy_x_early ? 1 : 0;
   int kv_prefetch_max_seqs = ernie::CudaBackendOptions{}.kv_prefetch_max_seqs;
-  int attention_o_proj_rows = ernie::CudaBackendOptions{}.attention_o_proj_rows;
-  int attention_o_proj_max_items = ernie::CudaBackendOptions{}.attention_o_proj_max_items;
   int moe_awq_gemv_lean = ernie::CudaBackendOptions{}.moe_awq_gemv_lean ? 1 : 0;
   int moe_early_shared = ernie::CudaBackendOptions{}.moe_early_shared_experts;
   std::vector<int> timeline_batches;  // --timeline-batches: in-graph kernel timelines of these decode steps
@@ -227,10 +225,6 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->moe_fold_prefetch_early)) return false;  // the backend says which values
     } else if (f == "--kv-prefetch-max-seqs") {
       if (!absl::SimpleAtoi(v, &a->kv_prefetch_max_seqs)) return false;  // the backend says which values
-    } else if (f == "--attention-o-proj-rows") {
-      if (!absl::SimpleAtoi(v, &a->attention_o_proj_rows)) return false;  // the backend says which values
-    } else if (f == "--attention-o-proj-max-items") {
-      if (!absl::SimpleAtoi(v, &a->attention_o_proj_max_items)) return false;
     } else if (f == "--moe-fold-copy-x-early") {
       if (!absl::SimpleAtoi(v, &a->moe_fold_copy_x_early) ||
           (a->moe_fold_copy_x_early != 0 && a->moe_fold_copy_x_early != 1))
@@ -665,8 +659,7 @@ int main(int argc, char** argv) {
                  "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--moe-awq-gemv-lean 0|1] [--moe-route-cluster 0|1] [--moe-early-shared 0-3] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16] [--engine-streams 1,64] [--engine-rounds 2]\n"
                  "       [--moe-fold-routing 0|1] [--moe-router-record-cluster -1|1|2|4|8|16]\n"
                  "       [--moe-fold-prefetch-shared 0|1] [--moe-fold-prefetch-down 0|1] [--moe-fold-prefetch-early 0|1|2]\n"
-                 "       [--moe-fold-copy-x-early 0|1] [--kv-prefetch-max-seqs N]\n"
-                 "       [--attention-o-proj-rows 0|16|32|64] [--attention-o-proj-max-items N]\n";
+                 "       [--moe-fold-copy-x-early 0|1] [--kv-prefetch-max-seqs N]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -747,9 +740,7 @@ int main(int argc, char** argv) {
                 .moe_fold_prefetch_down = args.moe_fold_prefetch_down == 1,
                 .moe_fold_prefetch_early = args.moe_fold_prefetch_early,
                 .moe_fold_copy_x_early = args.moe_fold_copy_x_early == 1,
-                .kv_prefetch_max_seqs = args.kv_prefetch_max_seqs,
-                .attention_o_proj_rows = args.attention_o_proj_rows,
-                .attention_o_proj_max_items = args.attention_o_proj_max_items});
+                .kv_prefetch_max_seqs = args.kv_prefetch_max_seqs});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
     return 1;
@@ -778,8 +769,6 @@ int main(int argc, char** argv) {
                         {"moe_fold_prefetch_early", args.moe_fold_prefetch_early},
                         {"moe_fold_copy_x_early", args.moe_fold_copy_x_early},
                         {"kv_prefetch_max_seqs", args.kv_prefetch_max_seqs},
-                        {"attention_o_proj_rows", args.attention_o_proj_rows},
-                        {"attention_o_proj_max_items", args.attention_o_proj_max_items},
                         {"architecture", (*model)->config.architecture_name},
                         {"parameters", (*model)->config.ParameterCount()},
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.

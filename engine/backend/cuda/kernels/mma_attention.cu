@@ -4,8 +4,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <cooperative_groups.h>
-
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/linear_mma.cuh"
 #include "engine/backend/cuda/kernels/mma_attention.h"
@@ -14,7 +12,6 @@ namespace ernie::cuda {
 
 namespace {
 
-namespace cg = cooperative_groups;
 using kernels::PackBf16x2;
 
 constexpr int kWarps = 4;
@@ -95,15 +92,14 @@ struct KeySpan {
 
 // Every thread calls it. An empty span (a split past a short context: the
 // merge skips it) returns at once, before any barrier, and the CTA returns;
-// otherwise the table is staged and the CTA synchronised. The split is
-// blockIdx.z unless `split` says (the attention + o_proj grid's z is the item).
+// otherwise the table is staged and the CTA synchronised.
 template <int kThreads = kWarps * 32>
 __device__ __forceinline__ KeySpan StageKeySpan(const PagedAttentionParams& p, const AttentionWorkItem& item,
-                                                int context, int32_t* staged, int split = -1) {
+                                                int context, int32_t* staged) {
   KeySpan k;
   k.table = p.block_tables + item.block_table_offset;
   const int per_split = KeysPerSplit(context, p.num_splits);
-  k.begin = (split >= 0 ? split : static_cast<int>(blockIdx.z)) * per_split;
+  k.begin = blockIdx.z * per_split;
   k.end = min(context, k.begin + per_split);
   k.num_tiles = (k.end - k.begin + kTileKeys - 1) / kTileKeys;
   k.first_block = k.begin / p.cache.block_size;
@@ -252,11 +248,10 @@ __device__ __forceinline__ void LoadFirstKvTilesAroundWait(const PagedAttentionP
 // query rows (warp w's at red_o[w][r][D], red_ml[w][r][max, sum], kRowsPerWarp
 // rows a warp) merged per (row, dim), then stored as the split's partials or
 // as the bf16 output. The caller synchronised after staging them.
-// kToShared (unsplit only): the bf16 output goes to shared_out[r][D] instead.
-template <int D, int kRowsPerWarp, int kCtaWarps = kWarps, bool kToShared = false>
+template <int D, int kRowsPerWarp, int kCtaWarps = kWarps>
 __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p, const AttentionWorkItem& item,
                                                    int kv_head, int group, int rows, const float* red_o,
-                                                   const float* red_ml, __nv_bfloat16* shared_out = nullptr) {
+                                                   const float* red_ml) {
   // A row's warp weights 2^(m_w - M) (over 1/l unless this CTA writes a
   // split's partials) and where its output goes, once a row: computed per
   // (row, dim) element with a division, they were a fifth of a decode CTA's
@@ -264,7 +259,7 @@ __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p
   __shared__ float weight[kRowsPerWarp][kCtaWarps];
   __shared__ int64_t out_at[kRowsPerWarp];  // the row's first element in partial_out or out
   const int64_t cta = (int64_t{blockIdx.x} * p.num_kv_heads + kv_head) * p.num_splits + blockIdx.z;
-  const bool partial = !kToShared && p.num_splits > 1;
+  const bool partial = p.num_splits > 1;
   if (threadIdx.x < rows) {
     const int r = threadIdx.x;
     float m = -INFINITY;
@@ -284,8 +279,6 @@ __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p
       out_at[r] = (cta * kMmaAttentionRows + r) * D;
       p.partial_ml[(cta * kMmaAttentionRows + r) * 2] = m;
       p.partial_ml[(cta * kMmaAttentionRows + r) * 2 + 1] = l;
-    } else if (kToShared) {
-      out_at[r] = int64_t{r} * D;
     } else {
       const RowPlace at = PlaceOf(item, kv_head, group, r);
       out_at[r] = (at.token * p.num_heads + at.head) * D;
@@ -306,7 +299,7 @@ __device__ __forceinline__ void MergeWarpsAndStore(const PagedAttentionParams& p
       *reinterpret_cast<float4*>(p.partial_out + out_at[r] + d) = value;
     } else {
       const __nv_bfloat162 lo = __floats2bfloat162_rn(value.x, value.y), hi = __floats2bfloat162_rn(value.z, value.w);
-      *reinterpret_cast<uint2*>((kToShared ? shared_out : p.out) + out_at[r] + d) =
+      *reinterpret_cast<uint2*>(p.out + out_at[r] + d) =
           make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
     }
   }
@@ -649,10 +642,10 @@ __device__ __forceinline__ void SwapAbDecodeTile(const __nv_bfloat16* k_s, int w
 // softmax staged in shared memory (over the tiles: the caller synchronised
 // after reading them), and kCtaWarps partials merged and stored
 // (MergeWarpsAndStore).
-template <int D, int kCtaWarps, bool kToShared = false>
+template <int D, int kCtaWarps>
 __device__ __forceinline__ void MergeSwapAbWarpsAndStore(const PagedAttentionParams& p, const AttentionWorkItem& item,
                                                          int kv_head, int group, SwapAbState<D>& st,
-                                                         unsigned char* shared_raw, __nv_bfloat16* shared_out = nullptr) {
+                                                         unsigned char* shared_raw) {
   constexpr int kDimTiles = D / 16;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
 #pragma unroll
@@ -676,7 +669,7 @@ __device__ __forceinline__ void MergeSwapAbWarpsAndStore(const PagedAttentionPar
     red_ml[(warp * 8 + 2 * c + 1) * 2 + 1] = st.l[1];
   }
   __syncthreads();
-  MergeWarpsAndStore<D, 8, kCtaWarps, kToShared>(p, item, kv_head, group, group, red_o, red_ml, shared_out);
+  MergeWarpsAndStore<D, 8, kCtaWarps>(p, item, kv_head, group, group, red_o, red_ml);
 }
 
 // Decode steps (single-token items) of at most 8 query heads a KV head, with
@@ -752,27 +745,28 @@ constexpr size_t WideSharedBytes() {
   return std::max(tiles, merge);
 }
 
-// The wide kernel's keys of (item, kv_head): every round's tiles staged and
-// read into st, which the caller merges. The first round requests the keys
-// of earlier steps before the programmatic wait (LoadFirstKvTilesAroundWait),
-// and its closing CpAsyncWait<0> waits for every copy the thread issued
-// before it too. False (before any barrier or wait) when the span is empty.
 template <int D>
-__device__ __forceinline__ bool WideDecodeRounds(const PagedAttentionParams& p, const AttentionWorkItem& item,
-                                                 int kv_head, int group, int split, unsigned char* shared_raw,
-                                                 int32_t* staged_table, SwapAbState<D>& st) {
+__global__ void __launch_bounds__(kWideWarps * 32, 1) MmaWideDecodeAttentionKernel(PagedAttentionParams p) {
   constexpr int kGroupThreads = kWarps * 32;  // the threads that copy one tile
+  extern __shared__ __align__(16) unsigned char shared_raw[];
   auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // [tile of the round][K, V][kTileKeys][kRow]
+  __shared__ int32_t staged_table[kStagedTableEntries];        // blocks first_block ..
+
+  kernels::AllowDependentLaunch();
+  const AttentionWorkItem item = p.items[blockIdx.x];  // one token (the launcher checks)
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;  // <= 8 (the launcher checks)
   const int warp = threadIdx.x / 32;
   const int my_tile = warp / kWarps;        // the tile of each round this warp's group copies and reads
   const int warp_key0 = warp % kWarps * 16;  // the warp's keys of it
 
   const int pos_q = p.positions[item.token_begin];
-  const KeySpan span = StageKeySpan<kWideWarps * 32>(p, item, pos_q + 1, staged_table, split);
-  if (span.begin >= span.end) return false;  // (one split holds every key: not taken)
+  const KeySpan span = StageKeySpan<kWideWarps * 32>(p, item, pos_q + 1, staged_table);
+  if (span.begin >= span.end) return;  // (one split holds every key: not taken)
   const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
   const int first_new = item.first_new_position;
 
+  SwapAbState<D> st;
   uint32_t qb[D / 16][2];
   const float scale = p.scale * kLog2e;
   for (int round = 0; round < num_tiles; round += kWideTiles) {
@@ -801,91 +795,7 @@ __device__ __forceinline__ bool WideDecodeRounds(const PagedAttentionParams& p, 
     }
     __syncthreads();  // the next round's copies, or the merge's staging, overwrite the tiles
   }
-  return true;
-}
-
-template <int D>
-__global__ void __launch_bounds__(kWideWarps * 32, 1) MmaWideDecodeAttentionKernel(PagedAttentionParams p) {
-  extern __shared__ __align__(16) unsigned char shared_raw[];
-  __shared__ int32_t staged_table[kStagedTableEntries];  // blocks first_block ..
-
-  kernels::AllowDependentLaunch();
-  const AttentionWorkItem item = p.items[blockIdx.x];  // one token (the launcher checks)
-  const int kv_head = blockIdx.y;
-  const int group = p.num_heads / p.num_kv_heads;  // <= 8 (the launcher checks)
-  SwapAbState<D> st;
-  if (!WideDecodeRounds<D>(p, item, kv_head, group, /*split=*/-1, shared_raw, staged_table, st)) return;
   MergeSwapAbWarpsAndStore<D, kWideWarps>(p, item, kv_head, group, st, shared_raw);
-}
-
-// LaunchAttentionOProj's kernel (mma_attention.h). Grid (num_kv_heads,
-// row groups, items), clusters of num_kv_heads along x, kWideWarps warps:
-// the wide kernel's attention of (item z, KV head x) into shared memory as
-// bf16, then its product with the o_proj columns of that KV head's query
-// heads (staged before the wait: weights depend on no kernel) for the
-// group's rows; the cluster's KV heads' sums added in rank order, each
-// rank adding every num_kv_heads-th row into x.
-template <int D>
-__global__ void __launch_bounds__(kWideWarps * 32, 1)
-    MmaAttentionOProjKernel(PagedAttentionParams p, AttentionOProjParams o) {
-  extern __shared__ __align__(16) unsigned char shared_raw[];  // the wide kernel's tiles, then w_s
-  __shared__ int32_t staged_table[kStagedTableEntries];
-  __shared__ __align__(16) __nv_bfloat16 attn_s[kSwapAbMaxGroup * D];  // the KV head's query heads' output
-  __shared__ float sums_s[kAttentionOProjMaxRows];                     // this KV head's share of each row
-  auto* w_s = reinterpret_cast<__nv_bfloat16*>(shared_raw + WideSharedBytes<D>());  // [rows_per_cta][width]
-
-  kernels::AllowDependentLaunch();
-  const int kv_head = blockIdx.x;
-  const int group = p.num_heads / p.num_kv_heads;
-  const int width = group * D;  // this KV head's o_proj columns
-  const int row0 = blockIdx.y * o.rows_per_cta;
-  const int rows = min(o.rows_per_cta, o.n - row0);
-  const AttentionWorkItem item = p.items[blockIdx.z];  // one token (the launcher's caller checks)
-
-  // The weights first, before the wait: they stream in under the kernel before.
-  const int chunks = width / 8;  // 16-byte pieces of a row's columns
-  const __nv_bfloat16* w_cols = o.w + int64_t{kv_head} * width;
-  for (int i = threadIdx.x; i < o.rows_per_cta * chunks; i += kWideWarps * 32) {
-    const int r = i / chunks, c = i % chunks * 8;
-    const bool valid = r < rows;  // rows past n are zeros
-    kernels::CpAsync16OrZero(w_s + r * width + c, w_cols + int64_t{row0 + (valid ? r : 0)} * o.k + c, valid);
-  }
-  kernels::CpAsyncCommit();
-
-  SwapAbState<D> st;
-  if (WideDecodeRounds<D>(p, item, kv_head, group, /*split=*/0, shared_raw, staged_table, st)) {
-    MergeSwapAbWarpsAndStore<D, kWideWarps, true>(p, item, kv_head, group, st, shared_raw, attn_s);
-  } else {  // (no keys: never at decode, whose item holds its own key)
-    kernels::WaitForPrerequisiteGrids();
-    kernels::CpAsyncWait<0>();
-    for (int i = threadIdx.x; i < width; i += kWideWarps * 32) attn_s[i] = __float2bfloat16(0.0f);
-  }
-  __syncthreads();  // attn_s and w_s complete
-
-  // Each warp's rows: lanes take 8 columns at a time, then the warp's sum.
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < o.rows_per_cta; r += kWideWarps) {
-    float sum = 0.0f;
-    for (int c = lane * 8; c < width; c += 32 * 8) {
-      float wf[8], af[8];
-      kernels::WidenBf16x8(*reinterpret_cast<const uint4*>(w_s + r * width + c), wf);
-      kernels::WidenBf16x8(*reinterpret_cast<const uint4*>(attn_s + c), af);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) sum = fmaf(wf[j], af[j], sum);
-    }
-    sum = kernels::WarpSum(sum);
-    if (lane == 0) sums_s[r] = sum;
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every KV head's sums visible to the cluster
-  const int heads = p.num_kv_heads;  // the cluster's size; rank h is KV head h
-  for (int r = kv_head + heads * static_cast<int>(threadIdx.x); r < rows; r += heads * kWideWarps * 32) {
-    float total = 0.0f;
-    for (int h = 0; h < heads; ++h) total += cluster.map_shared_rank(sums_s, h)[r];
-    float& x = o.x[int64_t{item.token_begin} * o.n + row0 + r];
-    x = x + (total + (o.bias != nullptr ? o.bias[row0 + r] : 0.0f));
-  }
-  cluster.sync();  // no CTA leaves while another still reads its sums
 }
 
 // Grid (num_items, num_kv_heads): out = sum_z 2^(m_z - M) o_z / sum_z 2^(m_z - M) l_z
@@ -1060,36 +970,6 @@ cudaError_t LaunchWideDecode(const PagedAttentionParams& p, cudaStream_t stream)
   return kernels::LaunchDependent(MmaWideDecodeAttentionKernel<D>, grid, dim3(kWideWarps * 32), kShared, stream, p);
 }
 
-// LaunchAttentionOProj's dynamic shared memory: the wide kernel's, then the rows' weights.
-template <int D>
-size_t AttentionOProjSharedBytes(const PagedAttentionParams& p, const AttentionOProjParams& o) {
-  return WideSharedBytes<D>() + size_t{static_cast<uint32_t>(o.rows_per_cta)} *
-                                    static_cast<uint32_t>(p.num_heads / p.num_kv_heads) * D * sizeof(__nv_bfloat16);
-}
-
-template <int D>
-bool AttentionOProjFits(const PagedAttentionParams& p, const AttentionOProjParams& o) {
-  cudaFuncAttributes attributes;
-  int device = 0, most = 0;
-  if (cudaFuncGetAttributes(&attributes, MmaAttentionOProjKernel<D>) != cudaSuccess ||
-      cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-    return false;
-  return attributes.sharedSizeBytes + AttentionOProjSharedBytes<D>(p, o) <= static_cast<size_t>(most);
-}
-
-template <int D>
-cudaError_t LaunchAttentionOProjOf(const PagedAttentionParams& p, const AttentionOProjParams& o, cudaStream_t stream) {
-  const size_t shared = AttentionOProjSharedBytes<D>(p, o);
-  const cudaError_t set =
-      cudaFuncSetAttribute(MmaAttentionOProjKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
-  if (set != cudaSuccess) return set;
-  const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>((o.n + o.rows_per_cta - 1) / o.rows_per_cta),
-                  static_cast<unsigned>(p.num_items));
-  return kernels::LaunchDependentInClusters(MmaAttentionOProjKernel<D>, grid, dim3(kWideWarps * 32), shared, stream,
-                                            static_cast<unsigned>(p.num_kv_heads), p, o);
-}
-
 template <int D>
 cudaError_t LaunchShape(const PagedAttentionParams& p, AttentionItems items, cudaStream_t stream) {
   const bool swap_ab = p.decode_swap_ab && p.num_heads / p.num_kv_heads <= kSwapAbMaxGroup;
@@ -1103,45 +983,6 @@ cudaError_t LaunchShape(const PagedAttentionParams& p, AttentionItems items, cud
 
 bool MmaAttentionSupportsHeadDim(int32_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
-}
-
-bool AttentionOProjSupports(const PagedAttentionParams& p, const AttentionOProjParams& o, const char** why) {
-  auto no = [&](const char* reason) {
-    if (why != nullptr) *why = reason;
-    return false;
-  };
-  if (!MmaAttentionSupportsHeadDim(p.head_dim)) return no("the tensor-core attention takes no such head_dim");
-  if (p.num_kv_heads <= 0 || p.num_kv_heads > kAttentionOProjMaxKvHeads || p.num_heads % p.num_kv_heads != 0)
-    return no("it takes 1 to 8 KV heads, each with the same number of query heads");
-  if (p.num_heads / p.num_kv_heads > kSwapAbMaxGroup) return no("it takes at most 8 query heads a KV head");
-  if (o.rows_per_cta != 16 && o.rows_per_cta != 32 && o.rows_per_cta != kAttentionOProjMaxRows)
-    return no("rows_per_cta must be 16, 32 or 64");
-  if (o.n <= 0 || o.k != p.num_heads * p.head_dim) return no("o_proj's k must be num_heads x head_dim");
-  if (o.k % 8 != 0 || o.w == nullptr || !kernels::Aligned16(o.w)) return no("o_proj's rows must be 16-byte aligned");
-  const bool fits = p.head_dim == 16    ? AttentionOProjFits<16>(p, o)
-                    : p.head_dim == 32  ? AttentionOProjFits<32>(p, o)
-                    : p.head_dim == 64  ? AttentionOProjFits<64>(p, o)
-                                        : AttentionOProjFits<128>(p, o);
-  if (!fits) return no("its rows of o_proj and the attention's tiles exceed the device's shared memory a CTA");
-  return true;
-}
-
-cudaError_t LaunchAttentionOProj(const PagedAttentionParams& p, const AttentionOProjParams& o, cudaStream_t stream) {
-  if (p.q == nullptr || p.items == nullptr || p.block_tables == nullptr || p.positions == nullptr ||
-      p.cache.k == nullptr || p.cache.v == nullptr || p.num_items <= 0 || p.num_splits != 1 || p.q_row_stride % 2 != 0 ||
-      p.cache.head_dim != p.head_dim || p.cache.num_kv_heads != p.num_kv_heads || o.x == nullptr ||
-      !AttentionOProjSupports(p, o, nullptr))
-    return cudaErrorInvalidValue;
-  switch (p.head_dim) {
-    case 16:
-      return LaunchAttentionOProjOf<16>(p, o, stream);
-    case 32:
-      return LaunchAttentionOProjOf<32>(p, o, stream);
-    case 64:
-      return LaunchAttentionOProjOf<64>(p, o, stream);
-    default:
-      return LaunchAttentionOProjOf<128>(p, o, stream);
-  }
 }
 
 AttentionItems AttentionItemsOf(int32_t num_items, int32_t single_token_items) {

@@ -71,39 +71,4 @@ AttentionItems AttentionItemsOf(int32_t num_items, int32_t single_token_items);
 // and [.., kMmaAttentionRows, 2].
 cudaError_t LaunchMmaAttention(const PagedAttentionParams& p, AttentionItems items, cudaStream_t stream);
 
-// The decode attention and o_proj in one launch: x += attention(q, K, V) W_o^T + b_o
-// for steps of single-token items at short contexts (CudaBackendOptions::
-// attention_o_proj_rows). At one or two sequences the attention is a few
-// CTAs whose output every o_proj CTA waits for, a dependent kernel boundary
-// (~2 us) a layer; here each CTA computes the wide decode kernel's attention
-// of one (item, KV head) itself and multiplies it by the o_proj columns of
-// that KV head's query heads for `rows_per_cta` rows of the output, loaded
-// into shared memory before its programmatic wait. The KV heads' CTAs of a
-// row group are a thread-block cluster (x: the KV head) whose partial sums
-// are added in KV-head order through distributed shared memory, so the
-// result does not depend on timing. The attention output is rounded to
-// bf16 before the product, as the unfused path's o_proj input is.
-// Grid (num_kv_heads, ceil(n / rows_per_cta), num_items); the attention
-// of an item is computed once per row group (its keys come from the L2).
-struct AttentionOProjParams {
-  const __nv_bfloat16* w = nullptr;  // [n, k]: o_proj's weight, k = num_heads * head_dim (16-byte aligned rows)
-  const float* bias = nullptr;       // [n] or nullptr
-  float* x = nullptr;                // [tokens, n]: the float32 residual stream, added to
-  int32_t n = 0;                     // hidden size
-  int32_t k = 0;
-  int32_t rows_per_cta = 16;         // kAttentionOProjRowChoices
-};
-
-// The row counts a CTA may take (multiples of the CTA's 16 warps).
-inline constexpr int32_t kAttentionOProjMaxRows = 64;
-inline constexpr int32_t kAttentionOProjMaxKvHeads = 8;  // a portable cluster
-
-// Whether LaunchAttentionOProj takes this shape (head_dim, query heads a KV
-// head, KV heads, o_proj size and rows a CTA), with `why` set when not.
-bool AttentionOProjSupports(const PagedAttentionParams& p, const AttentionOProjParams& o, const char** why);
-
-// `p` as for LaunchMmaAttention with single-token items and num_splits 1 (its
-// `out` unused); `o` as above. Launched as a programmatic dependent.
-cudaError_t LaunchAttentionOProj(const PagedAttentionParams& p, const AttentionOProjParams& o, cudaStream_t stream);
-
 }  // namespace ernie::cuda
