@@ -166,9 +166,6 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.kv_prefetch_max_seqs < 0)
     return absl::InvalidArgumentError(absl::StrCat("kv_prefetch_max_seqs must not be negative, got ",
                                                    o.kv_prefetch_max_seqs));
-  if (o.moe_fold_prefetch_early < 0 || o.moe_fold_prefetch_early > 2)
-    return absl::InvalidArgumentError(
-        absl::StrCat("moe_fold_prefetch_early must be 0, 1 or 2, got ", o.moe_fold_prefetch_early));
   if (o.moe_early_shared_experts < 0 || o.moe_early_shared_experts > 3)
     return absl::InvalidArgumentError(
         absl::StrCat("moe_early_shared_experts must be 0 - 3, got ", o.moe_early_shared_experts));
@@ -355,8 +352,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     b->moe_shared_gemm_min_tokens_ = options.moe_shared_gemm_min_tokens;
     b->moe_fold_routing_ = options.moe_fold_routing;
     b->moe_fold_prefetch_shared_ = options.moe_fold_prefetch_shared;
-    b->moe_fold_prefetch_early_ = options.moe_fold_prefetch_early;
-    b->moe_fold_copy_x_early_ = options.moe_fold_copy_x_early;
     b->moe_fold_prefetch_down_ = options.moe_fold_prefetch_down;
     ERNIE_ASSIGN_OR_RETURN(b->moe_router_record_cluster_,
                            ChooseRouterRecordCluster(options, c.awq.has_value(), static_cast<int32_t>(c.q_size())));

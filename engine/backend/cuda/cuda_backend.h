@@ -270,17 +270,6 @@ struct CudaBackendOptions {
   // expert's weight slice as soon as they know the expert (under the gate/up
   // launch's tail), not only for their first chunks.
   bool moe_fold_prefetch_down = false;
-  // With moe_fold_routing: the o_proj's CTAs, which start beside the
-  // attention while the HBM has little to read, ask the L2 for an even share
-  // of the shared experts' weights: 0 none, 1 their down projections, 2 their
-  // gate/up and down projections (a choice-free quarter of a layer's expert
-  // bytes at the 21B-A3B's 2 shared of 8). Off by default until measured.
-  int moe_fold_prefetch_early = 0;
-  // With moe_fold_routing: each gate/up CTA copies the residual row into
-  // shared memory right after its wait, under the records' round trip,
-  // instead of reading it from the L2 once its first weight loads are out
-  // (which the L1 returns first). Off by default until measured.
-  bool moe_fold_copy_x_early = false;
   // Decode steps of at most kv_prefetch_max_seqs sequences (on the fused
   // decode linears): the q|k|v launch's first CTAs ask the L2 for the keys
   // and values of earlier steps that the attention after it reads

@@ -334,8 +334,6 @@ class CudaBackendImpl final : public CudaBackend {
   int moe_early_shared_experts_ = 0;       // CudaBackendOptions::moe_early_shared_experts
   bool moe_fold_routing_ = false;          // CudaBackendOptions::moe_fold_routing
   bool moe_fold_prefetch_shared_ = false;  // CudaBackendOptions::moe_fold_prefetch_shared
-  int32_t moe_fold_prefetch_early_ = 0;    // CudaBackendOptions::moe_fold_prefetch_early
-  bool moe_fold_copy_x_early_ = false;     // CudaBackendOptions::moe_fold_copy_x_early
   int32_t kv_prefetch_max_seqs_ = 0;       // CudaBackendOptions::kv_prefetch_max_seqs
   bool moe_fold_prefetch_down_ = false;    // CudaBackendOptions::moe_fold_prefetch_down
   int32_t moe_router_record_cluster_ = 8;  // chosen at start from CudaBackendOptions::moe_router_record_cluster

@@ -120,7 +120,7 @@ absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t la
   sizing.router_records.record_cluster = moe_router_record_cluster_;
   const int32_t count = AwqDecodeLinearRouterRecords(sizing, lw.o_awq.view(), &error);
   ERNIE_CUDA_RETURN_IF_ERROR(error, absl::StrCat("sizing the MoE router records, layer ", layer));
-  MoeRouterRecords records{.records = ws_.moe_router_records.data(),
+  return MoeRouterRecords{.records = ws_.moe_router_records.data(),
                           .count = count,
                           .x = ws_.x.data(),
                           .norm_weight = lw.post_attn_norm.data(),
@@ -136,18 +136,6 @@ absl::StatusOr<MoeRouterRecords> CudaBackendImpl::FoldedRouterRecords(int64_t la
                           .record_cluster = moe_router_record_cluster_,
                           .expert_of_tile = ws_.moe_tile_expert.data(),
                           .tiles_ready = ws_.moe_fold_ready.data()};
-  // The shared experts' arrays: the pseudo-experts after the routed ones, one range each.
-  int range = 0;
-  auto add_shared = [&](const AwqExpertsView& v) {
-    const int64_t packed = AwqPackedWords(v.n, v.k), records_words = AwqRecordWords(v.n, v.k, v.group_size);
-    records.early_l2[range] = v.packed + m.num_experts * packed;
-    records.early_l2_bytes[range++] = static_cast<uint64_t>(m.num_shared_experts * packed * 4);
-    records.early_l2[range] = v.records + m.num_experts * records_words;
-    records.early_l2_bytes[range++] = static_cast<uint64_t>(m.num_shared_experts * records_words * 4);
-  };
-  if (moe_fold_prefetch_early_ >= 1 && m.num_shared_experts > 0) add_shared(w.awq.down());
-  if (moe_fold_prefetch_early_ >= 2 && m.num_shared_experts > 0) add_shared(w.awq.gate_up());
-  return records;
 }
 
 absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16* h, int32_t tokens,
@@ -199,8 +187,7 @@ absl::Status CudaBackendImpl::GroupedExperts(int64_t layer, const __nv_bfloat16*
                                                      .known_eps = config_.rms_norm_eps,
                                                      .known_done = count_in ? ws_.moe_shared_ready.data() : nullptr,
                                                      .route = route,
-                                                     .prefetch_shared = moe_fold_prefetch_shared_,
-                                                     .copy_x_early = moe_fold_copy_x_early_},
+                                                     .prefetch_shared = moe_fold_prefetch_shared_},
                                                     s),
                                absl::StrCat("MoE AWQ experts' gate/up kernel, layer ", layer));
     return CudaStatus(grouped({.x = act,

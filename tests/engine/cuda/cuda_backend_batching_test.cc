@@ -309,8 +309,6 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
                 "moe_awq_gemv_cta_warps");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_early_shared_experts = 4}, "moe_early_shared_experts");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .kv_prefetch_max_seqs = -1}, "kv_prefetch_max_seqs");
-  for (const int early : {-1, 3})
-    ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_fold_prefetch_early = early}, "moe_fold_prefetch_early");
   for (const int cluster : {-2, 0, 3, 32})
     ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .moe_router_record_cluster = cluster},
                   "moe_router_record_cluster");

@@ -535,12 +535,11 @@ TEST_F(CudaAwqMoeTest, FoldedOneTokenRoutingGivesTheRoutingLaunchsLogits) {
   }
 }
 
-// The folded routing's launch options: the shared experts' gate/up CTAs,
-// the down CTAs and the o_proj's CTAs asking the L2 for weights before they
-// wait (moe_fold_prefetch_shared, moe_fold_prefetch_down,
-// moe_fold_prefetch_early) and the gate/up CTAs' early copy of the residual
-// row (moe_fold_copy_x_early), and the q|k|v launch asking the L2 for the
-// attention's earlier keys (kv_prefetch_max_seqs), change no logit;
+// The folded routing's launch options: the shared experts' gate/up CTAs
+// and the down CTAs asking the L2 for their weights before they wait
+// (moe_fold_prefetch_shared, moe_fold_prefetch_down), and the q|k|v launch
+// asking the L2 for the attention's earlier keys (kv_prefetch_max_seqs),
+// change no logit;
 // other o_proj clusters (moe_router_record_cluster: more, smaller records
 // or fewer, larger ones, summed in another order) give the
 // routing launch's logits to float rounding, as the default clusters (16
@@ -553,17 +552,17 @@ TEST_F(CudaAwqMoeTest, FoldedRoutingsLaunchOptionsGiveItsLogits) {
     const std::vector<float> launched = OneTokenStepLogits(**m, {.moe_fold_routing = false});
     const std::vector<float> folded =
         OneTokenStepLogits(**m, {.moe_fold_routing = true, .moe_fold_prefetch_shared = false});
+    const std::vector<float> prefetched = OneTokenStepLogits(
+        **m, {.moe_fold_routing = true, .moe_fold_prefetch_shared = true, .moe_fold_prefetch_down = true});
     ASSERT_FALSE(folded.empty());
-    for (const int early : {1, 2}) {
+    for (const int kv_prefetch : {0, 8}) {
       const std::vector<float> prefetched = OneTokenStepLogits(**m, {.moe_fold_routing = true,
                                                                      .moe_fold_prefetch_shared = true,
                                                                      .moe_fold_prefetch_down = true,
-                                                                     .moe_fold_prefetch_early = early,
-                                                                     .moe_fold_copy_x_early = early == 2,
-                                                                     .kv_prefetch_max_seqs = early == 2 ? 8 : 0});
+                                                                     .kv_prefetch_max_seqs = kv_prefetch});
       ASSERT_EQ(prefetched.size(), folded.size());
       for (size_t i = 0; i < folded.size(); ++i)
-        ASSERT_EQ(prefetched[i], folded[i]) << name << ", early ranges " << early << ", logit " << i;
+        ASSERT_EQ(prefetched[i], folded[i]) << name << ", key prefetch " << kv_prefetch << ", logit " << i;
     }
     EXPECT_LE(WorstPositionError(folded, launched), 1e-4) << name;
     for (const int cluster : {1, 2, 4, 8, 16}) {

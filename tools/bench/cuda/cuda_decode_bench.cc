@@ -13,7 +13,7 @@
 //                    [--load-format auto|dummy] [--moe-max-tile-rows 0]
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0] [--moe-awq-gemv-lean 0] [--moe-route-cluster 1]
 //                    [--moe-fold-routing 1] [--moe-router-record-cluster 16] [--moe-fold-prefetch-shared 0]
-//                    [--moe-fold-prefetch-down 0] [--moe-fold-prefetch-early 0] [--moe-fold-copy-x-early 0]
+//                    [--moe-fold-prefetch-down 0]
 //                    [--kv-prefetch-max-seqs 0]
 //                    [--moe-early-shared 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
@@ -158,8 +158,6 @@ struct Args {
   int moe_router_record_cluster = ernie::CudaBackendOptions{}.moe_router_record_cluster;
   int moe_fold_prefetch_shared = ernie::CudaBackendOptions{}.moe_fold_prefetch_shared ? 1 : 0;
   int moe_fold_prefetch_down = ernie::CudaBackendOptions{}.moe_fold_prefetch_down ? 1 : 0;
-  int moe_fold_prefetch_early = ernie::CudaBackendOptions{}.moe_fold_prefetch_early;
-  int moe_fold_copy_x_early = ernie::CudaBackendOptions{}.moe_fold_copy_x_early ? 1 : 0;
   int kv_prefetch_max_seqs = ernie::CudaBackendOptions{}.kv_prefetch_max_seqs;
   int moe_awq_gemv_lean = ernie::CudaBackendOptions{}.moe_awq_gemv_lean ? 1 : 0;
   int moe_early_shared = ernie::CudaBackendOptions{}.moe_early_shared_experts;
@@ -221,14 +219,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->moe_fold_prefetch_down) ||
           (a->moe_fold_prefetch_down != 0 && a->moe_fold_prefetch_down != 1))
         return false;
-    } else if (f == "--moe-fold-prefetch-early") {
-      if (!absl::SimpleAtoi(v, &a->moe_fold_prefetch_early)) return false;  // the backend says which values
     } else if (f == "--kv-prefetch-max-seqs") {
       if (!absl::SimpleAtoi(v, &a->kv_prefetch_max_seqs)) return false;  // the backend says which values
-    } else if (f == "--moe-fold-copy-x-early") {
-      if (!absl::SimpleAtoi(v, &a->moe_fold_copy_x_early) ||
-          (a->moe_fold_copy_x_early != 0 && a->moe_fold_copy_x_early != 1))
-        return false;
     } else if (f == "--moe-early-shared") {
       if (!absl::SimpleAtoi(v, &a->moe_early_shared)) return false;  // the backend says which values
     } else if (f == "--moe-awq-gemv-cta-warps") {
@@ -658,8 +650,8 @@ int main(int argc, char** argv) {
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
                  "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--moe-awq-gemv-lean 0|1] [--moe-route-cluster 0|1] [--moe-early-shared 0-3] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16] [--engine-streams 1,64] [--engine-rounds 2]\n"
                  "       [--moe-fold-routing 0|1] [--moe-router-record-cluster -1|1|2|4|8|16]\n"
-                 "       [--moe-fold-prefetch-shared 0|1] [--moe-fold-prefetch-down 0|1] [--moe-fold-prefetch-early 0|1|2]\n"
-                 "       [--moe-fold-copy-x-early 0|1] [--kv-prefetch-max-seqs N]\n";
+                 "       [--moe-fold-prefetch-shared 0|1] [--moe-fold-prefetch-down 0|1]\n"
+                 "       [--kv-prefetch-max-seqs N]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -738,8 +730,6 @@ int main(int argc, char** argv) {
                 .moe_router_record_cluster = args.moe_router_record_cluster,
                 .moe_fold_prefetch_shared = args.moe_fold_prefetch_shared == 1,
                 .moe_fold_prefetch_down = args.moe_fold_prefetch_down == 1,
-                .moe_fold_prefetch_early = args.moe_fold_prefetch_early,
-                .moe_fold_copy_x_early = args.moe_fold_copy_x_early == 1,
                 .kv_prefetch_max_seqs = args.kv_prefetch_max_seqs});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
@@ -766,8 +756,6 @@ int main(int argc, char** argv) {
                         {"moe_router_record_cluster", args.moe_router_record_cluster},
                         {"moe_fold_prefetch_shared", args.moe_fold_prefetch_shared},
                         {"moe_fold_prefetch_down", args.moe_fold_prefetch_down},
-                        {"moe_fold_prefetch_early", args.moe_fold_prefetch_early},
-                        {"moe_fold_copy_x_early", args.moe_fold_copy_x_early},
                         {"kv_prefetch_max_seqs", args.kv_prefetch_max_seqs},
                         {"architecture", (*model)->config.architecture_name},
                         {"parameters", (*model)->config.ParameterCount()},

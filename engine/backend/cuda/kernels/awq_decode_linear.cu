@@ -127,7 +127,6 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kScaleHalves == 4 ? 2 : 1)
   const int live_rows = static_cast<int>(min(int64_t{rows_of_cta}, p.n - cta_row0));
   const bool columns_staged = rows_of_cta <= kernels::kRouterColumnsMaxRows;
   if constexpr (kRecords) {
-    kernels::PrefetchEarlyRanges(p.router_records);
     if (columns_staged)
       kernels::CopyRouterColumns(p.router_records, cta_row0, live_rows, StagedRouterColumns());
     else if (threadIdx.x == 0)

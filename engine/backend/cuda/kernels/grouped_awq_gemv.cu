@@ -37,37 +37,18 @@ __device__ __forceinline__ void PrefetchKnownExpertSlice(const GroupedAwqGemvPar
   kernels::PrefetchToL2(records, static_cast<uint32_t>((end - first) * record_words * 4));
 }
 
-// Where a folded gate/up CTA copies its float32 residual row early
-// (GroupedAwqGemvParams::copy_x_early): staged row 1's place, which one
-// token's tile leaves unused (its lanes of rows 1 - 7 read row 0), 4k bytes
-// of the 7 (2k + 16) there, 16-byte aligned (k is a multiple of 64).
-__device__ __forceinline__ float* EarlyResidualCopy(__nv_bfloat16* xs, int k) {
-  return reinterpret_cast<float*>(xs + (k + kernels::kAwqStagedRowPad));
-}
-// Every thread, right after the wait: the row's copies out, one commit group.
-__device__ __forceinline__ void CopyResidualRowAsync(const float* x_row, int k, float* dst) {
-  for (int q = threadIdx.x; q < k / 4; q += blockDim.x) kernels::CpAsync16(dst + 4 * q, x_row + 4 * q);
-  kernels::CpAsyncCommit();
-}
-
 // Row 0 of xs: w * (x * inv_rms) in bf16 (the routing's normed-row
 // expression) from the float32 row x_row (an L2 load: the kernel before's
-// output; or `copied`, CopyResidualRowAsync's copy of it, when not nullptr),
-// with its unit sums; the other rows zeros. All threads of the CTA; the
-// caller synchronises before reading xs.
+// output), with its unit sums; the other rows zeros. All threads of the
+// CTA; the caller synchronises before reading xs.
 template <int kScaleHalves>
 __device__ __forceinline__ void StageNormedRow(const float* x_row, const float* norm_weight, float inv_rms, int k,
-                                               __nv_bfloat16* xs, float* x_sums, const float* copied = nullptr) {
+                                               __nv_bfloat16* xs, float* x_sums) {
   const int quads = k / 4;
-  if (copied != nullptr) {
-    kernels::CpAsyncWait<0>();
-    __syncthreads();  // every thread's copies landed
-  }
   const auto* x = reinterpret_cast<const float4*>(x_row);
-  const auto* x_copied = reinterpret_cast<const float4*>(copied);
   const auto* w = reinterpret_cast<const float4*>(norm_weight);
   for (int q = threadIdx.x; q < quads; q += blockDim.x) {
-    const float4 v = copied != nullptr ? x_copied[q] : __ldcg(x + q), g = __ldg(w + q);
+    const float4 v = __ldcg(x + q), g = __ldg(w + q);
     const __nv_bfloat162 lo = __floats2bfloat162_rn(g.x * (v.x * inv_rms), g.y * (v.y * inv_rms));
     const __nv_bfloat162 hi = __floats2bfloat162_rn(g.z * (v.z * inv_rms), g.w * (v.w * inv_rms));
     reinterpret_cast<uint2*>(xs)[q] =
@@ -184,14 +165,10 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
   __shared__ float red[kLinearWarps * 16 * 8 * kTiles];  // the cross-warp sum
   extern __shared__ uint4 staged_x[];                     // kStageX: [8][k + pad] bf16
   int expert = 0;
-  const bool copies_x_early = kFolded && p.wait_first && p.copy_x_early;
   if constexpr (kFolded) {
     // Every tile of the grid is a choice (max_tiles: the choices).
     kernels::OneTokenChoice& choice = FoldedChoice();
     const int choices = p.route.top_k + p.route.shared_experts;
-    if (copies_x_early)  // under the records' round trip
-      CopyResidualRowAsync(p.route.x, p.w.k,
-                           EarlyResidualCopy(reinterpret_cast<__nv_bfloat16*>(staged_x), p.w.k));
     expert = p.dependent ? PublishedExpert(p.route, tile_index) : -1;
     if (expert < 0) {
       kernels::ChooseFromRouterRecords(p.route, choice);
@@ -270,8 +247,7 @@ __global__ void __launch_bounds__(32 * kLinearWarps, kLean                      
     if constexpr (kStageX) {
       if (kFolded && p.wait_first) {
         // (inv_rms read back here: a register held across the k loop's start spilled.)
-        StageNormedRow<kScaleHalves>(p.route.x, p.route.norm_weight, FoldedChoice().inv_rms, k, xs, x_sums,
-                                     copies_x_early ? EarlyResidualCopy(xs, k) : nullptr);
+        StageNormedRow<kScaleHalves>(p.route.x, p.route.norm_weight, FoldedChoice().inv_rms, k, xs, x_sums);
       } else if (kFolded) {
         kernels::StageAwqXRowsWithSums<kScaleHalves>(1, k, xs, x_sums, [&](int) { return p.x + slot0 * k; });
       } else if (self_normed) {

@@ -136,13 +136,6 @@ struct GroupedAwqGemvParams {
   // expert's weight slice once it knows the expert, before it waits for the
   // gate/up launch (CudaBackendOptions::moe_fold_prefetch_down).
   bool prefetch_slice = false;
-  // A folded gate/up launch: each CTA copies the float32 residual row
-  // (route.x) into shared memory as soon as it has waited, before it
-  // chooses, so the normed row is staged from there once the choice gives
-  // its norm; else the row is read from the L2 after the first weight loads
-  // are out, and the L1 returns it only after them
-  // (CudaBackendOptions::moe_fold_copy_x_early).
-  bool copy_x_early = false;
 };
 // Whether the GEMV stages x in shared memory for tiles of tile_rows slots
 // at this k and group size (the template the known tiles' options need).

@@ -29,22 +29,6 @@ __device__ __forceinline__ void PrefetchRouterColumns(const MoeRouterRecords& q,
     PrefetchToL2((e < q.experts ? q.router + int64_t{e} * q.hidden : q.norm_weight) + row0, bytes);
 }
 
-// This CTA's even share of the records' early ranges (MoeRouterRecords::
-// early_l2), asked of the L2: thread r < kEarlyRanges takes range r.
-__device__ __forceinline__ void PrefetchEarlyRanges(const MoeRouterRecords& q) {
-  if (threadIdx.x >= MoeRouterRecords::kEarlyRanges) return;
-  const uint64_t bytes = q.early_l2_bytes[threadIdx.x];
-  if (bytes == 0) return;
-  const uint64_t share = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~uint64_t{15};
-  const uint64_t begin = share * blockIdx.x;
-  if (begin >= bytes) return;
-  // One bulk prefetch takes a 32-bit size: a share past 4 GB (never one of these) in pieces.
-  constexpr uint64_t kPiece = uint64_t{1} << 30;
-  const auto* base = static_cast<const char*>(q.early_l2[threadIdx.x]) + begin;
-  for (uint64_t done = 0, size = min(share, bytes - begin); done < size; done += kPiece)
-    PrefetchToL2(base + done, static_cast<uint32_t>(min(kPiece, size - done)));
-}
-
 // The router's and the norm's columns of a CTA's rows, copied into shared
 // memory (cp.async, one commit group) when the o_proj CTA starts, for CTAs of
 // at most kRouterColumnsMaxRows rows (the 21B-A3B's o_proj: 16): its dots

@@ -715,10 +715,6 @@ bool MoeRouterRecordsValid(const MoeRouterRecords& r) {
       r.correction_bias == nullptr || (r.expert_of_tile == nullptr) != (r.tiles_ready == nullptr) ||
       !kernels::AlignedTo(r.records, 16) || !kernels::AlignedTo(r.x, 16))
     return false;
-  for (int i = 0; i < MoeRouterRecords::kEarlyRanges; ++i)
-    if ((r.early_l2_bytes[i] > 0 && r.early_l2[i] == nullptr) || !kernels::AlignedTo(r.early_l2[i], 16) ||
-        r.early_l2_bytes[i] % 16 != 0)
-      return false;
   return r.count >= 1 && r.hidden >= 4 && r.hidden % 4 == 0 && r.experts >= 1 &&
          r.experts <= kMoeRouterRecordsMaxExperts && r.top_k >= 1 && r.top_k <= r.experts && r.shared_experts >= 0 &&
          r.top_k + r.shared_experts <= kMoeMaxTopK && r.record_cluster >= 1 &&

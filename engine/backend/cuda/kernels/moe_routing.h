@@ -159,14 +159,6 @@ struct MoeRouterRecords {
   // as MoeRouteParams leaves them (top_k + shared_experts ids and weights).
   int32_t* topk_ids = nullptr;
   float* topk_weights = nullptr;
-  // Optional (CudaBackendOptions::moe_fold_prefetch_early): byte ranges
-  // (16-byte aligned, multiples of 16) that the o_proj's CTAs ask the L2 for
-  // when they start, an even share a CTA: the shared experts' weights, which
-  // need no choice. The o_proj's CTAs start beside the attention (4 CTAs at
-  // batch 1 on the 21B-A3B), when the HBM has little else to read.
-  static constexpr int kEarlyRanges = 4;
-  const void* early_l2[kEarlyRanges] = {};
-  uint64_t early_l2_bytes[kEarlyRanges] = {};
   bool on() const { return records != nullptr; }
 };
 // Host side: the records' pointers set and aligned, the sizes in range.
