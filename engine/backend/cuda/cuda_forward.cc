@@ -131,9 +131,6 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
   const DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
   const bool split_norms = NormEpiloguesFor(tokens);
-  // (The item count is part of the step's graph key.) Only the small-batch
-  // GEMM's rotary epilogue reads it; the other paths' rotary kernels ignore it.
-  const bool prefetch_kv = inputs_.num_items() <= kv_prefetch_max_seqs_;
   ERNIE_ASSIGN_OR_RETURN(
       const bool rotary_done,
       RunLinearWithEpilogue(Raw(ws_.h), tokens, c.hidden_size, w.qkv, w.qkv_awq, qkv_width, ws_.qkv.data(),
@@ -144,10 +141,7 @@ absl::Status CudaBackendImpl::AttentionBlock(int64_t layer, int32_t tokens) {
                                         .slots = inputs_.slots(),
                                         .inv_freq = ws_.inv_freq.data(),
                                         .cache = LayerCache(layer),
-                                        .num_heads = static_cast<int32_t>(c.num_heads),
-                                        .prefetch_items = prefetch_kv ? inputs_.items() : nullptr,
-                                        .prefetch_block_tables = prefetch_kv ? inputs_.block_tables() : nullptr,
-                                        .prefetch_num_items = prefetch_kv ? inputs_.num_items() : 0},
+                                        .num_heads = static_cast<int32_t>(c.num_heads)},
                              // Layer 0's input norm is the RMSNorm kernel's (EnqueueLayers).
                              .row_norm = split_norms && layer > 0 ? SplitRowNorm() : SmallBatchRowNorm{}}));
   ERNIE_RETURN_IF_ERROR(rotary_done ? Attention(layer) : RotaryAndAttention(layer, tokens));

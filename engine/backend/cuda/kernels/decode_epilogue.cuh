@@ -13,52 +13,25 @@
 
 namespace ernie::cuda::kernels {
 
-// kRotaryKv with prefetch_items (DecodeRotaryKv): one thread of CTA `cta` of
-// `ctas` asks the L2 for ranges cta, cta + ctas, ... of the items' earlier
-// keys, a range a block's K or V of every KV head ([block][head][row][dim]:
-// one span), the items in order. Every CTA calls it when it starts; the first
-// CTAs, which start first, take the ranges.
-__device__ __forceinline__ void PrefetchEarlierKvRanges(const DecodeRotaryKv& q, int cta, int ctas) {
-  if (q.prefetch_items == nullptr) return;
+// kRotaryKv with prefetch_items (DecodeRotaryKv): thread 0 of CTA b asks the
+// L2 for ranges b, b + gridDim.x, ... of the items' earlier keys, a range a
+// block's K or V of every KV head ([block][head][row][dim]: one span), the
+// items in order. Every CTA calls it when it starts; the first CTAs, which
+// start first, take the ranges.
+__device__ __forceinline__ void PrefetchEarlierKv(const DecodeRotaryKv& q) {
+  if (q.prefetch_items == nullptr || threadIdx.x != 0) return;
   const PagedKvView& kv = q.cache;
   const auto block_bytes = static_cast<uint32_t>(int64_t{kv.num_kv_heads} * kv.block_size * kv.head_dim * 2);
-  int range = cta;
+  int range = static_cast<int>(blockIdx.x);
   for (int i = 0; i < q.prefetch_num_items; ++i) {
     const AttentionWorkItem item = q.prefetch_items[i];
     const int ranges = 2 * ((item.first_new_position + kv.block_size - 1) / kv.block_size);
-    for (; range < ranges; range += ctas) {
+    for (; range < ranges; range += static_cast<int>(gridDim.x)) {
       const int32_t block = q.prefetch_block_tables[item.block_table_offset + range / 2];
       if (block < 0 || block >= kv.num_blocks) continue;  // (never: the tables' blocks are the cache's)
       PrefetchToL2((range % 2 == 0 ? kv.k : kv.v) + KvOffset(kv, block, 0, 0), block_bytes);
     }
     range -= ranges;
-  }
-}
-
-// The fused decode linears' form: thread 0 of CTA blockIdx.x of the 1-D grid.
-__device__ __forceinline__ void PrefetchEarlierKv(const DecodeRotaryKv& q) {
-  if (threadIdx.x == 0) PrefetchEarlierKvRanges(q, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
-}
-
-// The form for launches of many items (the small-batch GEMM, up to 64): a
-// whole warp of CTA `cta` of `ctas` takes items cta, cta + ctas, ..., its
-// lanes sharing each item's ranges, so the warp spends about one round of
-// dependent loads an item (the item, then its table entries) rather than
-// one a range or an item for every CTA, as PrefetchEarlierKvRanges' walk
-// over all items would.
-__device__ __forceinline__ void PrefetchEarlierKvWarp(const DecodeRotaryKv& q, int cta, int ctas) {
-  if (q.prefetch_items == nullptr) return;
-  const PagedKvView& kv = q.cache;
-  const auto block_bytes = static_cast<uint32_t>(int64_t{kv.num_kv_heads} * kv.block_size * kv.head_dim * 2);
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  for (int i = cta; i < q.prefetch_num_items; i += ctas) {
-    const AttentionWorkItem item = q.prefetch_items[i];
-    const int ranges = 2 * ((item.first_new_position + kv.block_size - 1) / kv.block_size);
-    for (int range = lane; range < ranges; range += 32) {
-      const int32_t block = q.prefetch_block_tables[item.block_table_offset + range / 2];
-      if (block < 0 || block >= kv.num_blocks) continue;  // (never: the tables' blocks are the cache's)
-      PrefetchToL2((range % 2 == 0 ? kv.k : kv.v) + KvOffset(kv, block, 0, 0), block_bytes);
-    }
   }
 }
 

@@ -145,13 +145,6 @@ __global__ void __launch_bounds__(kThreads)
     kernels::MbarrierArriveExpectBytes(&bars[1],
                                        static_cast<uint32_t>((slices - 1) * OwnerBlockBytes(slices, kXRows)));
   }
-  // (kv_prefetch_max_seqs) The last warp, not the one that issued the TMA
-  // loads, asks the L2 for the keys of earlier steps that the attention after
-  // this q|k|v launch reads, an item a CTA.
-  if (p.epilogue == SmallBatchEpilogue::kRotaryKv && threadIdx.x / 32 == kThreads / 32 - 1) {
-    const auto cta = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-    kernels::PrefetchEarlierKvWarp(p.rotary, cta, static_cast<int>(gridDim.x * gridDim.y * gridDim.z));
-  }
   kernels::AllowDependentLaunch();
   if constexpr (kInt4) {
     // kSiluMul: 32 gate rows (tiles 2 y, 2 y + 1) and the matching 32 up rows (n / 2 is a multiple of 32).
