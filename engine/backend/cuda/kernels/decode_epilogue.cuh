@@ -16,8 +16,9 @@ namespace ernie::cuda::kernels {
 // kRotaryKv with prefetch_items (DecodeRotaryKv): thread 0 of CTA b asks the
 // L2 for ranges b, b + gridDim.x, ... of the items' earlier keys, a range a
 // block's K or V of every KV head ([block][head][row][dim]: one span), the
-// items in order. Every CTA calls it when it starts; the first CTAs, which
-// start first, take the ranges.
+// items in order. Every CTA calls it before its programmatic wait (the bf16
+// linear after its first weight requests); the first CTAs, which start
+// first, take the ranges.
 __device__ __forceinline__ void PrefetchEarlierKv(const DecodeRotaryKv& q) {
   if (q.prefetch_items == nullptr || threadIdx.x != 0) return;
   const PagedKvView& kv = q.cache;

@@ -138,7 +138,6 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
   // not depend on earlier kernels, so the first chunks of this warp's rows
   // load while the kernel before still runs; the input waits for it.
   kernels::AllowDependentLaunch();
-  if (p.epilogue == DecodeEpilogue::kRotaryKv) kernels::PrefetchEarlierKv(p.rotary);
   const int lane = threadIdx.x % 32;
   const bool silu = p.epilogue == DecodeEpilogue::kSiluMul;
   const int pairs = silu ? p.n / 2 : (p.n + 1) / 2;
@@ -187,6 +186,9 @@ __global__ void __launch_bounds__(kWarps * 32) DecodeLinearKernel(DecodeLinearPa
     }
   }
 
+  // After this warp's weight requests, not before them: the prefetch's first
+  // step is a dependent load of the step's items, which thread 0 waits for.
+  if (p.epilogue == DecodeEpilogue::kRotaryKv) kernels::PrefetchEarlierKv(p.rotary);
   NormPrefetch norm;
   PrefetchNorm(p, norm);
 
