@@ -136,9 +136,6 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.wide_decode_attention_max_pairs < -1)
     return absl::InvalidArgumentError(absl::StrCat(
         "wide_decode_attention_max_pairs must be -1 (by model) or at least 0, got ", o.wide_decode_attention_max_pairs));
-  if (o.wide_decode_attention_warps != 8 && o.wide_decode_attention_warps != 16)
-    return absl::InvalidArgumentError(
-        absl::StrCat("wide_decode_attention_warps must be 8 or 16, got ", o.wide_decode_attention_warps));
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
@@ -253,7 +250,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->kv_prefetch_max_seqs_ = options.kv_prefetch_max_seqs;
   b->unsplit_attention_min_pairs_ = options.unsplit_attention_min_pairs;
   b->wide_decode_attention_max_pairs_ = WideDecodeAttentionMaxPairs(options.wide_decode_attention_max_pairs, c);
-  b->wide_decode_attention_warps_ = options.wide_decode_attention_warps;
   b->decode_swap_ab_ = options.decode_attention_swap_ab;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;

@@ -279,12 +279,6 @@ struct CudaBackendOptions {
   // 0.477 on an H100, three rounds alternated; batch 2 and the 21B-A3B AWQ
   // at batch 1 unchanged (NOTES.md v45).
   int kv_prefetch_max_seqs = 1;
-  // The wide decode kernel's warps (wide_decode_attention_max_pairs): 16,
-  // four 64-key tiles read side by side, or 8, two tiles a group of four
-  // warps in turn: half the registers, so the CTA can start beside the
-  // q|k|v launch's CTAs where the 16-warp one waits for them to leave
-  // (NOTES.md v46 - v47).
-  int wide_decode_attention_warps = 16;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.

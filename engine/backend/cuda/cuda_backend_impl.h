@@ -306,7 +306,6 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t unsplit_attention_max_context_ = 0;  // CudaBackendOptions::unsplit_attention_max_context
   int32_t unsplit_attention_min_pairs_ = 1;    // CudaBackendOptions::unsplit_attention_min_pairs
   int64_t wide_decode_attention_max_pairs_ = 0;  // CudaBackendOptions::wide_decode_attention_max_pairs
-  int32_t wide_decode_attention_warps_ = 16;      // CudaBackendOptions::wide_decode_attention_warps
   bool step_unsplit_attention_ = false;        // this step's contexts are all that short (RunStep)
   bool step_wide_attention_ = false;           // and it takes the wide decode kernel (RunStep)
   bool norm_epilogue_shapes_ = false;  // CudaBackendOptions::small_batch_norm_epilogues, and the model allows it

@@ -89,8 +89,7 @@ class AttentionKernelTest : public ::testing::TestWithParam<Shape> {
 
   // Runs one step of `seqs` through `kernel` ("mma" or "simt") with up to
   // `max_splits` splits; checks every query row against float64.
-  // wide: 0, or the wide decode kernel with that many warps (8 or 16).
-  void CheckStep(const std::vector<Seq>& seqs, bool mma, int splits, bool swap_ab = true, int wide = 0) {
+  void CheckStep(const std::vector<Seq>& seqs, bool mma, int splits, bool swap_ab = true, bool wide = false) {
     const Shape s = GetParam();
     const int group = s.num_heads / s.num_kv_heads;
     const int q_width = (s.num_heads + 2 * s.num_kv_heads) * s.head_dim;  // the fused qkv row
@@ -154,8 +153,7 @@ class AttentionKernelTest : public ::testing::TestWithParam<Shape> {
         .partial_out = partial_out.data(),
         .partial_ml = partial_ml.data(),
         .decode_swap_ab = swap_ab,
-        .wide_decode = wide != 0,
-        .wide_decode_warps = wide != 0 ? wide : 16};
+        .wide_decode = wide};
     ASSERT_GE(p.num_splits, 1);
     const cuda::AttentionItems items = cuda::AttentionItemsOf(inputs->num_items(), inputs->num_single_token_items());
     ASSERT_EQ(items == cuda::AttentionItems::kSingleToken, inputs->num_items() == num_tokens);
@@ -197,32 +195,31 @@ class AttentionKernelTest : public ::testing::TestWithParam<Shape> {
           }
           const double rel = std::sqrt(err / std::max(norm, 1e-30));
           worst = std::max(worst, rel);
-          ASSERT_LE(rel, bound) << (mma ? "mma" : "simt") << (swap_ab ? "" : " (no swap-AB)") << (wide != 0 ? " (wide)" : "")
+          ASSERT_LE(rel, bound) << (mma ? "mma" : "simt") << (swap_ab ? "" : " (no swap-AB)") << (wide ? " (wide)" : "")
                                 << " token " << t
                                 << " (position " << pos << ") head " << h << ", " << p.num_splits << " splits";
         }
       }
     }
     std::printf("[ attention ] %s D=%d heads %d/%d, %zu sequences, %d tokens, %d items, %d splits: worst row %.2e\n",
-                mma ? (wide == 16 ? "mmaw" : wide == 8 ? "mmw8" : swap_ab ? "mma " : "mma-") : "simt", s.head_dim, s.num_heads, s.num_kv_heads, seqs.size(), num_tokens,
+                mma ? (wide ? "mmaw" : swap_ab ? "mma " : "mma-") : "simt", s.head_dim, s.num_heads, s.num_kv_heads, seqs.size(), num_tokens,
                 p.num_items, p.num_splits, worst);
   }
 
   // The tensor-core kernel (decode steps of groups up to 8 on its swap-AB
-  // kernel, unsplit also on the wide one of 16 and of 8 warps, and again on the general kernel's
+  // kernel, unsplit also on the wide one, and again on the general kernel's
   // decode shape) and the CUDA-core one. The wide flag is ignored by
   // multi-token steps and split launches: those runs check it changes nothing.
   void CheckBothKernels(const std::vector<Seq>& seqs) {
     struct Kernel {
-      bool mma, swap_ab;
-      int wide;
+      bool mma, swap_ab, wide;
     };
-    for (const Kernel k : {Kernel{true, true, 0}, Kernel{true, true, 16}, Kernel{true, true, 8}, Kernel{true, false, 0},
-                           Kernel{false, false, 0}})
+    for (const Kernel k : {Kernel{true, true, false}, Kernel{true, true, true}, Kernel{true, false, false},
+                           Kernel{false, false, false}})
       for (const int splits : {1, 5, 32}) {
-        if (k.wide != 0 && splits == 32) continue;  // the same launches as at 5
+        if (k.wide && splits == 32) continue;  // the same launches as at 5
         SCOPED_TRACE(::testing::Message() << (k.mma ? "mma" : "simt") << (k.swap_ab ? " (swap-AB decode)" : "")
-                                          << (k.wide != 0 ? absl::StrCat(" (wide decode, ", k.wide, " warps)") : "") << ", up to " << splits << " splits");
+                                          << (k.wide ? " (wide decode)" : "") << ", up to " << splits << " splits");
         CheckStep(seqs, k.mma, splits, k.swap_ab, k.wide);
         if (::testing::Test::HasFatalFailure()) return;
       }

@@ -726,38 +726,28 @@ __device__ __forceinline__ void MmaDecodeAttentionBody(const PagedAttentionParam
 }
 
 // The swap-AB decode body for short contexts without split-KV
-// (PagedAttentionParams::wide_decode): kWideTiles 64-key tiles copied at
-// once (a CTA holds 256 keys) by kGroups groups of four warps, group g
-// copying and reading tiles g, g + kGroups, .. of each round, so the
-// context's keys are all requested together and their softmaxes computed
-// side by side; the warps' partial softmaxes are merged in shared memory at
-// the end: no split CTAs and no merge kernel (at batch 1 a dependent step of
-// ~2 us a layer, v31). Longer contexts take rounds of kWideTiles tiles
+// (PagedAttentionParams::wide_decode): kWideTiles groups of four warps, each
+// group copying and reading its own 64-key tile, so a CTA holds 256 keys at
+// once and its 16 warps' partial softmaxes are merged in shared memory at
+// the end: no split CTAs and no merge kernel (at batch 1 a dependent step
+// of ~2 us a layer, v31). Longer contexts take rounds of kWideTiles tiles
 // (correct at any length; the launcher's callers keep it to short ones).
 // The first round requests the keys of earlier steps before the
 // programmatic wait, as LoadFirstKvTilesAroundWait does.
-// kGroups 4 (16 warps, a tile a group) or 2 (8 warps, two tiles a group, the
-// second a commit group of its own that lands while the first is read):
-// the 16-warp CTA (512 threads) cannot start beside the 0.3b's q|k|v CTAs
-// (v46), so it waits for them to leave; the 8-warp one is half the
-// registers (PagedAttentionParams::wide_decode_warps).
 constexpr int kWideTiles = 4;
+constexpr int kWideWarps = kWarps * kWideTiles;
 static_assert(kWideTiles * kTileKeys == kWideDecodeAttentionKeys, "mma_attention.h's promise");
 
-template <int D, int kGroups>
+template <int D>
 constexpr size_t WideSharedBytes() {
   const size_t tiles = size_t{kWideTiles} * 2 * kTileKeys * kRowElems<D> * 2;
-  const size_t merge = size_t{kGroups} * kWarps * 8 * (D + 2) * 4;  // each warp's o, m and l (MergeSwapAbWarpsAndStore)
+  const size_t merge = size_t{kWideWarps} * 8 * (D + 2) * 4;  // each warp's o, m and l (MergeSwapAbWarpsAndStore)
   return std::max(tiles, merge);
 }
 
-template <int D, int kGroups>
-__global__ void __launch_bounds__(kGroups * kWarps * 32, 4 / kGroups)
-    MmaWideDecodeAttentionKernel(PagedAttentionParams p) {
-  static_assert(kWideTiles % kGroups == 0, "every group reads as many tiles of a round");
-  constexpr int kCtaWarps = kGroups * kWarps;
-  constexpr int kGroupTiles = kWideTiles / kGroups;  // tiles of a round each group copies and reads
-  constexpr int kGroupThreads = kWarps * 32;          // the threads that copy one tile
+template <int D>
+__global__ void __launch_bounds__(kWideWarps * 32, 1) MmaWideDecodeAttentionKernel(PagedAttentionParams p) {
+  constexpr int kGroupThreads = kWarps * 32;  // the threads that copy one tile
   extern __shared__ __align__(16) unsigned char shared_raw[];
   auto* tiles = reinterpret_cast<__nv_bfloat16*>(shared_raw);  // [tile of the round][K, V][kTileKeys][kRow]
   __shared__ int32_t staged_table[kStagedTableEntries];        // blocks first_block ..
@@ -767,11 +757,11 @@ __global__ void __launch_bounds__(kGroups * kWarps * 32, 4 / kGroups)
   const int kv_head = blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;  // <= 8 (the launcher checks)
   const int warp = threadIdx.x / 32;
-  const int my_group = warp / kWarps;        // this warp's group: tiles my_group + kGroups i of each round
-  const int warp_key0 = warp % kWarps * 16;  // the warp's keys of each tile
+  const int my_tile = warp / kWarps;        // the tile of each round this warp's group copies and reads
+  const int warp_key0 = warp % kWarps * 16;  // the warp's keys of it
 
   const int pos_q = p.positions[item.token_begin];
-  const KeySpan span = StageKeySpan<kCtaWarps * 32>(p, item, pos_q + 1, staged_table);
+  const KeySpan span = StageKeySpan<kWideWarps * 32>(p, item, pos_q + 1, staged_table);
   if (span.begin >= span.end) return;  // (one split holds every key: not taken)
   const int begin = span.begin, end = span.end, num_tiles = span.num_tiles;
   const int first_new = item.first_new_position;
@@ -780,49 +770,32 @@ __global__ void __launch_bounds__(kGroups * kWarps * 32, 4 / kGroups)
   uint32_t qb[D / 16][2];
   const float scale = p.scale * kLog2e;
   for (int round = 0; round < num_tiles; round += kWideTiles) {
-    // This group's i-th tile of the round, the keys at positions [from, to) of it (all: kRange false).
-    auto copy = [&](int i, auto range, int from, int to) {
-      const int tile = round + my_group + kGroups * i;
-      if (tile >= num_tiles) return;
-      LoadKvTileKeys<D, kWideTiles, decltype(range)::value, kGroupThreads, kCtaWarps * 32>(
+    const int tile = round + my_tile;
+    const bool holds = tile < num_tiles;
+    // This group's tile, the keys at positions [from, to) of it (all: kRange false).
+    auto copy = [&](auto range, int from, int to) {
+      LoadKvTileKeys<D, kWideTiles, decltype(range)::value, kGroupThreads, kWideWarps * 32>(
           p, span, staged_table, kv_head, tiles, tile, from, to);
     };
     if (round == 0) {
-      // Keys of earlier steps before the wait, this step's after it; a commit group a tile.
-#pragma unroll
-      for (int i = 0; i < kGroupTiles; ++i) copy(i, std::true_type{}, INT_MIN, first_new);
+      // Keys of earlier steps before the wait, this step's after it; one commit group.
+      if (holds) copy(std::true_type{}, INT_MIN, first_new);
       kernels::WaitForPrerequisiteGrids();  // q and this step's keys come from the kernel before
-#pragma unroll
-      for (int i = 0; i < kGroupTiles; ++i) {
-        copy(i, std::true_type{}, first_new, INT_MAX);
-        kernels::CpAsyncCommit();
-      }
-      LoadSwapAbQueries<D>(p, item, kv_head, group, qb);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kGroupTiles; ++i) {
-        copy(i, std::false_type{}, 0, 0);
-        kernels::CpAsyncCommit();
-      }
+      if (holds) copy(std::true_type{}, first_new, INT_MAX);
+    } else if (holds) {
+      copy(std::false_type{}, 0, 0);
     }
-#pragma unroll
-    for (int i = 0; i < kGroupTiles; ++i) {
-      // The round's i-th commit group of every thread landed (later ones may stay in flight).
-      if (i + 1 < kGroupTiles) {
-        kernels::CpAsyncWait<1>();
-      } else {
-        kernels::CpAsyncWait<0>();
-      }
-      __syncthreads();
-      const int slot = my_group + kGroups * i, tile = round + slot;
-      if (tile < num_tiles) {
-        const __nv_bfloat16* k_s = tiles + slot * 2 * kTileKeys * kRowElems<D>;
-        SwapAbDecodeTile<D>(k_s, warp_key0, begin + tile * kTileKeys + warp_key0, end, pos_q, scale, qb, st);
-      }
+    kernels::CpAsyncCommit();
+    if (round == 0) LoadSwapAbQueries<D>(p, item, kv_head, group, qb);
+    kernels::CpAsyncWait<0>();
+    __syncthreads();  // every group's copies landed
+    if (holds) {
+      const __nv_bfloat16* k_s = tiles + my_tile * 2 * kTileKeys * kRowElems<D>;
+      SwapAbDecodeTile<D>(k_s, warp_key0, begin + tile * kTileKeys + warp_key0, end, pos_q, scale, qb, st);
     }
     __syncthreads();  // the next round's copies, or the merge's staging, overwrite the tiles
   }
-  MergeSwapAbWarpsAndStore<D, kCtaWarps>(p, item, kv_head, group, st, shared_raw);
+  MergeSwapAbWarpsAndStore<D, kWideWarps>(p, item, kv_head, group, st, shared_raw);
 }
 
 // Grid (num_items, num_kv_heads): out = sum_z 2^(m_z - M) o_z / sum_z 2^(m_z - M) l_z
@@ -985,24 +958,23 @@ cudaError_t LaunchDecode(const PagedAttentionParams& p, cudaStream_t stream) {
   return Launch<D, 2>(KernelOf<D, 2>(kDecode, kSwapAb), p, stream);
 }
 
-template <int D, int kGroups>
+template <int D>
 cudaError_t LaunchWideDecode(const PagedAttentionParams& p, cudaStream_t stream) {
-  constexpr size_t kShared = WideSharedBytes<D, kGroups>();
-  auto* kernel = MmaWideDecodeAttentionKernel<D, kGroups>;
+  constexpr size_t kShared = WideSharedBytes<D>();
   if (kShared > 48 * 1024) {
-    const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+    const cudaError_t set =
+        cudaFuncSetAttribute(MmaWideDecodeAttentionKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
     if (set != cudaSuccess) return set;
   }
   const dim3 grid(static_cast<unsigned>(p.num_items), static_cast<unsigned>(p.num_kv_heads));
-  return kernels::LaunchDependent(kernel, grid, dim3(kGroups * kWarps * 32), kShared, stream, p);
+  return kernels::LaunchDependent(MmaWideDecodeAttentionKernel<D>, grid, dim3(kWideWarps * 32), kShared, stream, p);
 }
 
 template <int D>
 cudaError_t LaunchShape(const PagedAttentionParams& p, AttentionItems items, cudaStream_t stream) {
   const bool swap_ab = p.decode_swap_ab && p.num_heads / p.num_kv_heads <= kSwapAbMaxGroup;
   if (items != AttentionItems::kSingleToken) return Launch<D, 2>(KernelOf<D, 2>(items, swap_ab), p, stream);
-  if (swap_ab && p.wide_decode && p.num_splits == 1)
-    return p.wide_decode_warps == 8 ? LaunchWideDecode<D, 2>(p, stream) : LaunchWideDecode<D, 4>(p, stream);
+  if (swap_ab && p.wide_decode && p.num_splits == 1) return LaunchWideDecode<D>(p, stream);
   if (swap_ab) return LaunchDecode<D, true>(p, stream);
   return LaunchDecode<D, false>(p, stream);
 }

@@ -53,9 +53,6 @@ struct PagedAttentionParams {
   // of the four-warp one. Faster only at short contexts
   // (kWideDecodeAttentionKeys); correct at any.
   bool wide_decode = false;
-  // The wide kernel's warps: 16 (four tiles read side by side) or 8 (two
-  // groups of four warps, two tiles each; a CTA half the registers).
-  int32_t wide_decode_warps = 16;
 };
 
 // Splits per (item, KV head) for a step of `num_items` items on a device of
