@@ -89,8 +89,6 @@ absl::StatusOr<int64_t> CreateCudaServing(const WorkerConfig& c, const LoadedMod
       "workspace %.1f MiB",
       MiB(mem.weights), MiB(mem.kv_cache), kv.num_blocks, kv.block_size, kv.num_blocks * kv.block_size, sized_by,
       MiB(mem.workspace));
-  if (mem.l2_pinned > 0)
-    absl::StrAppendFormat(&out.kv_report, "; %.1f MiB of the lm_head kept in the L2 cache", MiB(mem.l2_pinned));
   if (model.dummy_weights) out.weight_bytes = mem.weights;  // no checkpoint to count
   out.backend = std::move(*backend);
   return kv.num_blocks * kv.block_size;

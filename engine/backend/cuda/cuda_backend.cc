@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/elementwise.h"
 #include "engine/backend/cuda/cuda_backend_impl.h"
-#include "engine/backend/cuda/l2_residency.h"
 #include "engine/backend/cuda/kernels/copy_blocks.h"
 #include "engine/backend/cuda/kernels/awq_decode_linear.h"
 #include "engine/backend/cuda/kernels/cluster_decode_linear.h"
@@ -137,10 +136,6 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.wide_decode_attention_max_pairs < -1)
     return absl::InvalidArgumentError(absl::StrCat(
         "wide_decode_attention_max_pairs must be -1 (by model) or at least 0, got ", o.wide_decode_attention_max_pairs));
-  if (o.l2_pinned_lm_head_bytes < -1)
-    return absl::InvalidArgumentError(
-        absl::StrCat("l2_pinned_lm_head_bytes must be -1 (as much as the device allows) or more, got ",
-                     o.l2_pinned_lm_head_bytes));
   if (o.max_attention_splits < 1 || o.max_attention_splits > kMaxAttentionSplits)
     return absl::InvalidArgumentError(
         absl::StrCat("max_attention_splits must be in [1, ", kMaxAttentionSplits, "], got ", o.max_attention_splits));
@@ -317,11 +312,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
     ERNIE_ASSIGN_OR_RETURN(b->weights_, UploadWeights(model.weights));
   }
 
-  ERNIE_ASSIGN_OR_RETURN(const L2Residency l2,
-                         PinInL2(b->stream_.get(), options.device, b->weights_.lm_head,
-                                 c.vocab_size * c.hidden_size * 2, options.l2_pinned_lm_head_bytes));
-  b->graphs_.set_access_policy_window(l2.window);
-
   const int64_t t = options.max_tokens_per_step;
   Workspace& ws = b->ws_;
   ERNIE_ASSIGN_OR_RETURN(ws.x, Alloc<float>(t * c.hidden_size, "residual stream"));
@@ -445,8 +435,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->memory_ = CudaMemoryBreakdown{.weights = b->weights_.bytes(),
                                    .kv_cache = static_cast<int64_t>(b->kv_cache_.bytes()),
                                    .workspace = ws.bytes() + (10 * t + table_entries) * 4 + b->sampler_.bytes() +
-                                                (int64_t{32} << 20),
-                                   .l2_pinned = static_cast<int64_t>(l2.window.num_bytes)};
+                                                (int64_t{32} << 20)};
   return std::unique_ptr<CudaBackend>(std::move(b));
 }
 

@@ -279,11 +279,6 @@ struct CudaBackendOptions {
   // 0.477 on an H100, three rounds alternated; batch 2 and the 21B-A3B AWQ
   // at batch 1 unchanged (NOTES.md v45).
   int kv_prefetch_max_seqs = 1;
-  // Bytes of the lm_head's first rows kept resident in the L2 cache across
-  // steps (l2_residency.h: the device's persisting set-aside and an access
-  // policy window on the backend's stream and its graphs' kernels): -1, as
-  // much as the device sets aside (about 3/4 of the L2 on Hopper); 0, none.
-  int64_t l2_pinned_lm_head_bytes = 0;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.
@@ -291,7 +286,6 @@ struct CudaMemoryBreakdown {
   int64_t weights = 0;
   int64_t kv_cache = 0;
   int64_t workspace = 0;  // activations, logits, step inputs, cuBLAS scratch
-  int64_t l2_pinned = 0;  // of the weights, bytes kept in the L2 (CudaBackendOptions::l2_pinned_lm_head_bytes)
 };
 
 class CudaBackend : public Backend {

@@ -1,7 +1,5 @@
 #include "engine/backend/cuda/graph_cache.h"
 
-#include <vector>
-
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/util/status_macros.h"
 
@@ -10,24 +8,6 @@ namespace ernie::cuda {
 GraphCache::~GraphCache() {
   for (auto& [key, exec] : graphs_)
     if (exec != nullptr) cudaGraphExecDestroy(exec);
-}
-
-cudaError_t GraphCache::StampWindow(cudaGraph_t graph) const {
-  if (window_.num_bytes == 0) return cudaSuccess;
-  size_t count = 0;
-  cudaError_t e = cudaGraphGetNodes(graph, nullptr, &count);
-  if (e != cudaSuccess) return e;
-  std::vector<cudaGraphNode_t> nodes(count);
-  e = cudaGraphGetNodes(graph, nodes.data(), &count);
-  cudaKernelNodeAttrValue value{};
-  value.accessPolicyWindow = window_;
-  for (size_t i = 0; e == cudaSuccess && i < count; ++i) {
-    cudaGraphNodeType type{};
-    e = cudaGraphNodeGetType(nodes[i], &type);
-    if (e == cudaSuccess && type == cudaGraphNodeTypeKernel)
-      e = cudaGraphKernelNodeSetAttribute(nodes[i], cudaKernelNodeAttributeAccessPolicyWindow, &value);
-  }
-  return e;
 }
 
 absl::Status GraphCache::Run(uint64_t key, cudaStream_t stream, const std::function<absl::Status()>& enqueue) {
@@ -44,9 +24,7 @@ absl::Status GraphCache::Run(uint64_t key, cudaStream_t stream, const std::funct
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     cudaGraphExec_t exec = nullptr;
-    if (captured.ok() && ended == cudaSuccess &&
-        (StampWindow(graph) != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess))
-      exec = nullptr;
+    if (captured.ok() && ended == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
     if (graph != nullptr) cudaGraphDestroy(graph);
     (void)cudaGetLastError();  // a failed capture is not an error of the step: it runs eagerly below
     if (exec != nullptr) ++captured_;

@@ -40,11 +40,6 @@ class GraphCache {
   int64_t replays() const { return replays_; }
   int64_t direct_runs() const { return direct_runs_; }
   void set_max_graphs(int max_graphs) { admission_.set_max_graphs(max_graphs); }
-  // An L2 access policy window (l2_residency.h) stamped on every kernel node
-  // of the graphs captured from now on, as the stream's attribute is on the
-  // kernels launched directly: whether a capture carries a stream's window
-  // into its nodes is not promised, so it is set on each. num_bytes 0: none.
-  void set_access_policy_window(const cudaAccessPolicyWindow& window) { window_ = window; }
 
   // `unsplit`: the step's attention runs without split-KV (short contexts);
   // `persistent`: the step is the one persistent decode kernel. Both change
@@ -55,11 +50,7 @@ class GraphCache {
   }
 
  private:
-  // Sets window_ on each kernel node of `graph`.
-  cudaError_t StampWindow(cudaGraph_t graph) const;
-
   GraphAdmission admission_;
-  cudaAccessPolicyWindow window_{};
   int captured_ = 0;
   int64_t replays_ = 0, direct_runs_ = 0;
   absl::flat_hash_map<uint64_t, cudaGraphExec_t> graphs_;  // nullptr: capture failed, run eagerly

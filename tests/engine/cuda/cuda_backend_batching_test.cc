@@ -5,10 +5,7 @@
 // batches and copies are refused; without a device the factory says so.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <numeric>
-
-#include <cuda_runtime_api.h>
 
 #include "engine/backend/cuda/kernels/decode_linear.h"
 #include "tests/engine/cuda/backend_runner.h"
@@ -165,37 +162,6 @@ TEST_F(CudaBatchingTest, KeyPrefetchChangesNoLogit) {
   for (size_t i = 0; i < on_logits.size(); ++i) ASSERT_EQ(on_logits[i], off_logits[i]) << "three sequences, logit " << i;
 }
 
-// The lm_head kept in the L2 (CudaBackendOptions::l2_pinned_lm_head_bytes)
-// is a cache policy: the same logits bit for bit, eagerly and through the
-// graphs its decode steps capture, and the whole (small) lm_head pinned on
-// a device that sets L2 aside.
-TEST_F(CudaBatchingTest, L2PinnedLmHeadChangesNoLogit) {
-  int device = 0, max_set_aside = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&max_set_aside, cudaDevAttrMaxPersistingL2CacheSize, device), cudaSuccess);
-  for (const int64_t asked : {int64_t{-1}, int64_t{4096}}) {
-    SCOPED_TRACE(::testing::Message() << "asked " << asked);
-    CudaBackendOptions pinning = GpuOptions();
-    pinning.l2_pinned_lm_head_bytes = asked;
-    auto on = CreateCudaBackend(*model_, pinning);
-    ASSERT_TRUE(on.ok()) << on.status();
-    const int64_t lm_head_bytes = vocab_ * model_->config.hidden_size * 2;
-    const int64_t want = max_set_aside > 0 ? std::min(asked < 0 ? lm_head_bytes : asked, lm_head_bytes) : 0;
-    EXPECT_EQ((*on)->memory().l2_pinned, want);
-    EXPECT_EQ(gpu_->memory().l2_pinned, 0);
-    const auto prompt = Prompt(40, 8);
-    for (int32_t chunk : {1, 3}) {
-      const auto table = ConsecutiveBlocks(40, 4, chunk == 1 ? 0 : 20);
-      const auto off_logits = TeacherForced(*gpu_, prompt, 0, chunk, table);
-      const auto on_logits = TeacherForced(**on, prompt, 0, chunk, table);
-      ASSERT_EQ(on_logits.size(), off_logits.size());
-      for (size_t i = 0; i < on_logits.size(); ++i)
-        ASSERT_EQ(on_logits[i], off_logits[i]) << "chunk " << chunk << ", logit " << i;
-    }
-    EXPECT_GT((*on)->step_counters().graph_replays, 0);  // the stamped graphs ran
-  }
-}
-
 // Backend::WarmUp captures a decode graph for every batch size (two for
 // those whose attention splits: short contexts run unsplit); a later decode
 // step of such a size replays one, captures nothing, and still matches the CPU.
@@ -330,7 +296,6 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
                 "unsplit_attention_min_pairs");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .wide_decode_attention_max_pairs = -2},
                 "wide_decode_attention_max_pairs");
-  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .l2_pinned_lm_head_bytes = -2}, "l2_pinned_lm_head_bytes");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .small_batch_gemm_max_rows = 257},
                 "small_batch_gemm_max_rows");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .awq_tiled_gemm_max_rows = 4097}, "awq_tiled_gemm_max_rows");
