@@ -58,6 +58,21 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, int
       : "memory");
 }
 
+// TmaLoad2d for bytes read once a step (weights), with an L2 evict_first
+// policy: first to go from the L2, so they do not push out what the next
+// kernels read again (activations, the residual, KV, code), as
+// LoadStreaming16 (linear_mma.cuh) does for the register loads.
+__device__ __forceinline__ void TmaLoad2dStreaming(void* dst, const CUtensorMap* map, int32_t column, int32_t row,
+                                                   uint64_t* bar) {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(SharedAddress(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SharedAddress(bar)), "l"(policy)
+      : "memory");
+}
+
 // The address of this CTA's shared `p` in the cluster's CTA of rank `rank`.
 __device__ __forceinline__ uint32_t ClusterSharedAddress(const void* p, uint32_t rank) {
   uint32_t out;
