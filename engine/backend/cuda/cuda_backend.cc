@@ -163,6 +163,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
                                (record_cluster & (record_cluster - 1)) != 0))
     return absl::InvalidArgumentError(absl::StrCat("moe_router_record_cluster must be -1 or a power of two up to ",
                                                    kMoeRouterRecordClusterMax, ", got ", record_cluster));
+  if (o.stream_kv_min_items < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream_kv_min_items must not be negative, got ", o.stream_kv_min_items));
   if (o.kv_prefetch_max_seqs < 0)
     return absl::InvalidArgumentError(absl::StrCat("kv_prefetch_max_seqs must not be negative, got ",
                                                    o.kv_prefetch_max_seqs));
@@ -248,6 +251,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->max_attention_splits_ = options.max_attention_splits;
   b->unsplit_attention_max_context_ = options.unsplit_attention_max_context;
   b->kv_prefetch_max_seqs_ = options.kv_prefetch_max_seqs;
+  b->stream_kv_min_items_ = options.stream_kv_min_items;
   b->unsplit_attention_min_pairs_ = options.unsplit_attention_min_pairs;
   b->wide_decode_attention_max_pairs_ = WideDecodeAttentionMaxPairs(options.wide_decode_attention_max_pairs, c);
   b->decode_swap_ab_ = options.decode_attention_swap_ab;

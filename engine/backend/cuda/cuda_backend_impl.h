@@ -335,6 +335,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool moe_fold_routing_ = false;          // CudaBackendOptions::moe_fold_routing
   bool moe_fold_prefetch_shared_ = false;  // CudaBackendOptions::moe_fold_prefetch_shared
   int32_t kv_prefetch_max_seqs_ = 0;       // CudaBackendOptions::kv_prefetch_max_seqs
+  int32_t stream_kv_min_items_ = 0;        // CudaBackendOptions::stream_kv_min_items
   bool moe_fold_prefetch_down_ = false;    // CudaBackendOptions::moe_fold_prefetch_down
   int32_t moe_router_record_cluster_ = 8;  // chosen at start from CudaBackendOptions::moe_router_record_cluster
   int64_t moe_shared_gemm_min_tokens_ = 0;  // CudaBackendOptions::moe_shared_gemm_min_tokens

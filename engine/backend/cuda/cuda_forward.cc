@@ -95,7 +95,9 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
                                        .partial_out = ws_.attn_partial_out.data(),
                                        .partial_ml = ws_.attn_partial_ml.data(),
                                        .decode_swap_ab = decode_swap_ab_,
-                                       .wide_decode = step_wide_attention_};
+                                       .wide_decode = step_wide_attention_,
+                                       .stream_kv = stream_kv_min_items_ > 0 &&
+                                                    inputs_.num_items() >= stream_kv_min_items_};
   // Items of one token each (a decode step: the graph key's items == tokens)
   // take the tensor-core kernel's key-split shape; decodes beside prefill
   // chunks the mixed kernel.

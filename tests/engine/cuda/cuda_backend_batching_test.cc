@@ -31,6 +31,34 @@ class CudaBatchingTest : public ::testing::Test {
     vocab_ = cpu_->vocab_size();
   }
 
+  // `on` gives gpu_'s logits bit for bit: teacher-forced prefill chunks of 1
+  // and 3 tokens, then a decode step of three sequences.
+  void ExpectSameLogitsAsGpu(CudaBackend& on) {
+    const auto prompt = Prompt(70, 8);
+    for (int32_t chunk : {1, 3}) {
+      const auto table = ConsecutiveBlocks(70, 4, chunk == 1 ? 0 : 20);
+      const auto off_logits = TeacherForced(*gpu_, prompt, 0, chunk, table);
+      const auto on_logits = TeacherForced(on, prompt, 0, chunk, table);
+      ASSERT_EQ(on_logits.size(), off_logits.size());
+      for (size_t i = 0; i < on_logits.size(); ++i)
+        ASSERT_EQ(on_logits[i], off_logits[i]) << "chunk " << chunk << ", logit " << i;
+    }
+    const auto a = Prompt(40, 5), b = Prompt(7, 6), c = Prompt(21, 7);
+    const auto table_a = ConsecutiveBlocks(40, 4, 40);
+    const std::vector<int32_t> table_b = {60, 61}, table_c = {50, 51, 52, 53, 54, 55};
+    std::vector<float> off_logits(3 * static_cast<size_t>(vocab_)), on_logits(off_logits.size(), std::nanf(""));
+    for (CudaBackend* be : {gpu_.get(), &on}) {
+      TeacherForced(*be, std::span(a).first(39), 0, 39, table_a);
+      TeacherForced(*be, std::span(b).first(6), 0, 6, table_b);
+      TeacherForced(*be, std::span(c).first(20), 0, 20, table_c);
+      const std::vector<int32_t> tokens = {a[39], b[6], c[20]}, pos = {39, 6, 20}, rows = {0, 1, 2};
+      const SequenceSlice seqs[] = {{0, 1, 39, table_a}, {1, 1, 6, table_b}, {2, 1, 20, table_c}};
+      ASSERT_TRUE(be->Forward({tokens, pos, seqs, rows}, be == gpu_.get() ? off_logits : on_logits).ok());
+    }
+    for (size_t i = 0; i < on_logits.size(); ++i)
+      ASSERT_EQ(on_logits[i], off_logits[i]) << "three sequences, logit " << i;
+  }
+
   // gpu_'s: fused decode kernels up to 8 tokens a step (the default stops
   // at 1, where they stop paying): multi-sequence decode steps below run
   // them. Attention split by the item count however short the context (the
@@ -138,28 +166,19 @@ TEST_F(CudaBatchingTest, KeyPrefetchChangesNoLogit) {
   prefetching.kv_prefetch_max_seqs = 8;
   auto on = CreateCudaBackend(*model_, prefetching);
   ASSERT_TRUE(on.ok()) << on.status();
-  const auto prompt = Prompt(70, 8);
-  for (int32_t chunk : {1, 3}) {
-    const auto table = ConsecutiveBlocks(70, 4, chunk == 1 ? 0 : 20);
-    const auto off_logits = TeacherForced(*gpu_, prompt, 0, chunk, table);
-    const auto on_logits = TeacherForced(**on, prompt, 0, chunk, table);
-    ASSERT_EQ(on_logits.size(), off_logits.size());
-    for (size_t i = 0; i < on_logits.size(); ++i)
-      ASSERT_EQ(on_logits[i], off_logits[i]) << "chunk " << chunk << ", logit " << i;
-  }
-  const auto a = Prompt(40, 5), b = Prompt(7, 6), c = Prompt(21, 7);
-  const auto table_a = ConsecutiveBlocks(40, 4, 40);
-  const std::vector<int32_t> table_b = {60, 61}, table_c = {50, 51, 52, 53, 54, 55};
-  std::vector<float> off_logits(3 * static_cast<size_t>(vocab_)), on_logits(off_logits.size(), std::nanf(""));
-  for (CudaBackend* be : {gpu_.get(), on->get()}) {
-    TeacherForced(*be, std::span(a).first(39), 0, 39, table_a);
-    TeacherForced(*be, std::span(b).first(6), 0, 6, table_b);
-    TeacherForced(*be, std::span(c).first(20), 0, 20, table_c);
-    const std::vector<int32_t> tokens = {a[39], b[6], c[20]}, pos = {39, 6, 20}, rows = {0, 1, 2};
-    const SequenceSlice seqs[] = {{0, 1, 39, table_a}, {1, 1, 6, table_b}, {2, 1, 20, table_c}};
-    ASSERT_TRUE(be->Forward({tokens, pos, seqs, rows}, be == gpu_.get() ? off_logits : on_logits).ok());
-  }
-  for (size_t i = 0; i < on_logits.size(); ++i) ASSERT_EQ(on_logits[i], off_logits[i]) << "three sequences, logit " << i;
+  ExpectSameLogitsAsGpu(**on);
+}
+
+// Keys and values read with an L2 evict_first policy
+// (CudaBackendOptions::stream_kv_min_items; gpu_ keeps the default 16, more
+// items than any step here) are a cache policy: the same logits bit for bit,
+// on prefill chunks, one-token steps and a three-sequence decode.
+TEST_F(CudaBatchingTest, StreamedKvChangesNoLogit) {
+  CudaBackendOptions streaming = GpuOptions();
+  streaming.stream_kv_min_items = 1;
+  auto on = CreateCudaBackend(*model_, streaming);
+  ASSERT_TRUE(on.ok()) << on.status();
+  ExpectSameLogitsAsGpu(**on);
 }
 
 // Backend::WarmUp captures a decode graph for every batch size (two for
@@ -296,6 +315,7 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
                 "unsplit_attention_min_pairs");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .wide_decode_attention_max_pairs = -2},
                 "wide_decode_attention_max_pairs");
+  ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .stream_kv_min_items = -1}, "stream_kv_min_items");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .small_batch_gemm_max_rows = 257},
                 "small_batch_gemm_max_rows");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .awq_tiled_gemm_max_rows = 4097}, "awq_tiled_gemm_max_rows");

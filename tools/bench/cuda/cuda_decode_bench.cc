@@ -14,7 +14,7 @@
 //                    [--moe-grouped-gemm-min-rows 0] [--moe-awq-gemv-k-slices 0] [--moe-awq-gemv-cta-warps 0] [--moe-awq-gemv-lean 0] [--moe-route-cluster 1]
 //                    [--moe-fold-routing 1] [--moe-router-record-cluster 16] [--moe-fold-prefetch-shared 0]
 //                    [--moe-fold-prefetch-down 0]
-//                    [--kv-prefetch-max-seqs 0]
+//                    [--kv-prefetch-max-seqs 0] [--stream-kv-min-items 0]
 //                    [--moe-early-shared 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
 //                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
@@ -159,6 +159,7 @@ struct Args {
   int moe_fold_prefetch_shared = ernie::CudaBackendOptions{}.moe_fold_prefetch_shared ? 1 : 0;
   int moe_fold_prefetch_down = ernie::CudaBackendOptions{}.moe_fold_prefetch_down ? 1 : 0;
   int kv_prefetch_max_seqs = ernie::CudaBackendOptions{}.kv_prefetch_max_seqs;
+  int stream_kv_min_items = ernie::CudaBackendOptions{}.stream_kv_min_items;
   int moe_awq_gemv_lean = ernie::CudaBackendOptions{}.moe_awq_gemv_lean ? 1 : 0;
   int moe_early_shared = ernie::CudaBackendOptions{}.moe_early_shared_experts;
   std::vector<int> timeline_batches;  // --timeline-batches: in-graph kernel timelines of these decode steps
@@ -221,6 +222,8 @@ bool Parse(int argc, char** argv, Args* a) {
         return false;
     } else if (f == "--kv-prefetch-max-seqs") {
       if (!absl::SimpleAtoi(v, &a->kv_prefetch_max_seqs)) return false;  // the backend says which values
+    } else if (f == "--stream-kv-min-items") {
+      if (!absl::SimpleAtoi(v, &a->stream_kv_min_items)) return false;  // likewise
     } else if (f == "--moe-early-shared") {
       if (!absl::SimpleAtoi(v, &a->moe_early_shared)) return false;  // the backend says which values
     } else if (f == "--moe-awq-gemv-cta-warps") {
@@ -651,7 +654,7 @@ int main(int argc, char** argv) {
                  "[--moe-awq-gemv-k-slices 0|1|2|4|8] [--moe-awq-gemv-cta-warps 0-8] [--moe-awq-gemv-lean 0|1] [--moe-route-cluster 0|1] [--moe-early-shared 0-3] [--timeline-batches 1,64] [--mixed-steps 256:14,0:16] [--engine-streams 1,64] [--engine-rounds 2]\n"
                  "       [--moe-fold-routing 0|1] [--moe-router-record-cluster -1|1|2|4|8|16]\n"
                  "       [--moe-fold-prefetch-shared 0|1] [--moe-fold-prefetch-down 0|1]\n"
-                 "       [--kv-prefetch-max-seqs N]\n";
+                 "       [--kv-prefetch-max-seqs N] [--stream-kv-min-items N]\n";
     return 2;
   }
   const auto load_start = Clock::now();
@@ -730,7 +733,8 @@ int main(int argc, char** argv) {
                 .moe_router_record_cluster = args.moe_router_record_cluster,
                 .moe_fold_prefetch_shared = args.moe_fold_prefetch_shared == 1,
                 .moe_fold_prefetch_down = args.moe_fold_prefetch_down == 1,
-                .kv_prefetch_max_seqs = args.kv_prefetch_max_seqs});
+                .kv_prefetch_max_seqs = args.kv_prefetch_max_seqs,
+                .stream_kv_min_items = args.stream_kv_min_items});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
     return 1;
@@ -757,6 +761,7 @@ int main(int argc, char** argv) {
                         {"moe_fold_prefetch_shared", args.moe_fold_prefetch_shared},
                         {"moe_fold_prefetch_down", args.moe_fold_prefetch_down},
                         {"kv_prefetch_max_seqs", args.kv_prefetch_max_seqs},
+                        {"stream_kv_min_items", args.stream_kv_min_items},
                         {"architecture", (*model)->config.architecture_name},
                         {"parameters", (*model)->config.ParameterCount()},
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.

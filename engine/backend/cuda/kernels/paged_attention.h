@@ -53,6 +53,13 @@ struct PagedAttentionParams {
   // of the four-warp one. Faster only at short contexts
   // (kWideDecodeAttentionKeys); correct at any.
   bool wide_decode = false;
+  // Tensor-core kernel: keys and values read with an L2 evict_first policy,
+  // for steps whose caches outgrow the L2 (the backend's choice,
+  // CudaBackendOptions::stream_kv_min_items): read once a step, they would
+  // otherwise push out what the step's next kernels re-read (activations,
+  // the residual, code). Smaller steps keep them: a batch-1 cache (~3.5 MB
+  // at the 0.3b's 192 keys) stays in the L2 from one step to the next.
+  bool stream_kv = false;
 };
 
 // Splits per (item, KV head) for a step of `num_items` items on a device of
