@@ -284,7 +284,9 @@ struct CudaBackendOptions {
   // (PagedAttentionParams::stream_kv): from 16 decodes a 0.3b step's keys
   // and values (~56 MB at 192 keys) outgrow the 50 MB L2 and only push out
   // what the next kernels re-read. 0: never. The step's graph key (its item
-  // count) carries the choice.
+  // count) carries the choice. On an H100 (NOTES.md v47): the 0.3b bf16 at
+  // 256 sequences 1.425 - 1.445 ms against 1.469 - 1.471 with 0, 16 and 64
+  // unchanged; the 21B-A3B AWQ at 16 and 64 0.3% faster.
   int stream_kv_min_items = 16;
 };
 
