@@ -279,8 +279,8 @@ struct CudaBackendOptions {
   // 0.477 on an H100, three rounds alternated; batch 2 and the 21B-A3B AWQ
   // at batch 1 unchanged (NOTES.md v45).
   int kv_prefetch_max_seqs = 1;
-  // Steps of at least stream_kv_min_items attention items (sequences, at
-  // decode) read the KV cache with an L2 evict_first policy
+  // Decode steps of at least stream_kv_min_items sequences read the KV
+  // cache with an L2 evict_first policy
   // (PagedAttentionParams::stream_kv): from 16 decodes a 0.3b step's keys
   // and values (~56 MB at 192 keys) outgrow the 50 MB L2 and only push out
   // what the next kernels re-read. 0: never. The step's graph key (its item

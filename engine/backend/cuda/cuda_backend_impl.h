@@ -222,6 +222,10 @@ class CudaBackendImpl final : public CudaBackend {
   // decode step) takes the wide decode attention kernel when its contexts
   // are short (CudaBackendOptions::wide_decode_attention_max_pairs).
   bool WideDecodeAttention(bool single_token, int32_t num_items) const;
+  // Whether the step's attention reads its keys and values with an L2
+  // evict_first policy (CudaBackendOptions::stream_kv_min_items); like the
+  // items' kind and count, the same for every replay of a graph key.
+  bool StreamKv(AttentionItems items, int32_t num_items) const;
   // The longest context (keys) at which such a step runs attention unsplit
   // (the graph key's short-context bit): the unsplit rule's where the item
   // count would split, the wide kernel's; 0 where neither applies.

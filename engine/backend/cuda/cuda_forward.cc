@@ -72,10 +72,20 @@ int64_t CudaBackendImpl::ShortAttentionContext(bool single_token, int32_t num_it
   return context;
 }
 
+bool CudaBackendImpl::StreamKv(AttentionItems items, int32_t num_items) const {
+  // Decode steps only: a prefill chunk's keys are re-read by each of its
+  // items' row CTAs, which an evict_first policy could send back to HBM.
+  return items == AttentionItems::kSingleToken && stream_kv_min_items_ > 0 && num_items >= stream_kv_min_items_;
+}
+
 absl::Status CudaBackendImpl::Attention(int64_t layer) {
   const ModelConfig& c = config_;
   cudaStream_t s = stream_.get();
   const int64_t qkv_width = c.q_size() + 2 * c.kv_size();
+  // Items of one token each (a decode step: the graph key's items == tokens)
+  // take the tensor-core kernel's key-split shape; decodes beside prefill
+  // chunks the mixed kernel.
+  const AttentionItems items = AttentionItemsOf(inputs_.num_items(), inputs_.num_single_token_items());
   // A function of the item count and the graph key's short-context bit, so
   // a captured graph fits every context its key admits.
   const int32_t splits = step_unsplit_attention_ ? 1 : SplitsByItemCount(inputs_.num_items());
@@ -96,12 +106,7 @@ absl::Status CudaBackendImpl::Attention(int64_t layer) {
                                        .partial_ml = ws_.attn_partial_ml.data(),
                                        .decode_swap_ab = decode_swap_ab_,
                                        .wide_decode = step_wide_attention_,
-                                       .stream_kv = stream_kv_min_items_ > 0 &&
-                                                    inputs_.num_items() >= stream_kv_min_items_};
-  // Items of one token each (a decode step: the graph key's items == tokens)
-  // take the tensor-core kernel's key-split shape; decodes beside prefill
-  // chunks the mixed kernel.
-  const AttentionItems items = AttentionItemsOf(inputs_.num_items(), inputs_.num_single_token_items());
+                                       .stream_kv = StreamKv(items, inputs_.num_items())};
   ERNIE_CUDA_RETURN_IF_ERROR(mma_attention_ ? LaunchMmaAttention(attention, items, s)
                                             : LaunchPagedAttention(attention, s),
                              "paged attention kernel");

@@ -171,8 +171,8 @@ TEST_F(CudaBatchingTest, KeyPrefetchChangesNoLogit) {
 
 // Keys and values read with an L2 evict_first policy
 // (CudaBackendOptions::stream_kv_min_items; gpu_ keeps the default 16, more
-// items than any step here) are a cache policy: the same logits bit for bit,
-// on prefill chunks, one-token steps and a three-sequence decode.
+// items than any step here; prefill chunks never stream) are a cache policy:
+// the same logits bit for bit, on one-token steps and a three-sequence decode.
 TEST_F(CudaBatchingTest, StreamedKvChangesNoLogit) {
   CudaBackendOptions streaming = GpuOptions();
   streaming.stream_kv_min_items = 1;

@@ -11,6 +11,7 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
 d=/tmp/ernie-gpu-pack
 mkdir -p "$d" && tar -C "$d" -xzf .device/pack/pack.tar.gz || echo "no pack"
 export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 "$d/bin/cuda_backend_batching_test" --gtest_filter="*StreamedKv*" 2>&1 | grep -E "^\[  (PASSED|FAILED)" | head -2
 for t in cuda_moe_awq_test cuda_moe_test; do
   r=$(ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 100 "$d/bin/$t" 2>&1 | grep -E "^\[  (PASSED|FAILED)|Failure" | head -4)
   echo "$t: $r ($(( $(date +%s) - start )) s)"
@@ -25,9 +26,9 @@ run() {  # run LABEL BINARY MODEL BATCHES: batch:step-ms pairs
 for r in 1 2; do
   run "moe awq before r$r" .device/before/ernie-bench-cuda /tmp/moe-awq 16,64,256
   run "moe awq evict_first r$r" "$d/bin/ernie-bench-cuda" /tmp/moe-awq 16,64,256
-  [[ $(( $(date +%s) - start )) -gt 300 ]] && break
+  [[ $(( $(date +%s) - start )) -gt 170 ]] && break
 done
-if [[ $(( $(date +%s) - start )) -lt 330 ]]; then
+if [[ $(( $(date +%s) - start )) -lt 190 ]]; then
   run "moe bf16 before" .device/before/ernie-bench-cuda /tmp/moe 64
   run "moe bf16 evict_first" "$d/bin/ernie-bench-cuda" /tmp/moe 64
 fi
