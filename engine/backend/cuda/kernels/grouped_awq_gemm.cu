@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
     uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
 #pragma unroll
     for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i)
-      kernels::CpAsync16Streaming(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces);
+      kernels::CpAsync16(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces);
   };
   auto copy_slots = [&](int kb) {
     uint4* xs = stages + (kb % kStages) * kStagePieces<kSlotTiles> + kCtaTiles * kTilePieces;

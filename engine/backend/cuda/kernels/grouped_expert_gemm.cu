@@ -80,8 +80,7 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     const bool in_k = k0 + chunk * 8 < k;
 #pragma unroll
     for (int i = 0; i < kWeightCopies; ++i)
-      kernels::CpAsync16OrZeroStreaming(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w,
-                                        in_k);
+      kernels::CpAsync16OrZero(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w, in_k);
   };
   auto copy_slots = [&](int kb) {
     __nv_bfloat16* xs = smem + (kb % kStages) * StageElems<kSlotTiles>() + kCtaRows * kBlockK;

@@ -77,17 +77,9 @@ __device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bo
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
-// CpAsync16 and CpAsync16OrZero for bytes this step reads once and no later
-// kernel of it reads again (weights; keys and values at steps whose caches
-// do not fit the L2 anyway), with an L2 evict_first policy, as
-// LoadStreaming16.
-__device__ __forceinline__ void CpAsync16Streaming(void* smem, const void* gmem) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "l"(policy)
-               : "memory");
-}
+// CpAsync16OrZero for bytes this step reads once and no later kernel of it
+// reads again (weights; keys and values at steps whose caches do not fit the
+// L2 anyway), with an L2 evict_first policy, as LoadStreaming16.
 __device__ __forceinline__ void CpAsync16OrZeroStreaming(void* smem, const void* gmem, bool valid) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   uint64_t policy;
