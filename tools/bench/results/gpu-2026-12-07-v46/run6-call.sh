@@ -1,7 +1,8 @@
 #!/bin/bash
 # Session 43, call 6 (the device time nearly spent): on an H200 only, the issues' figures (the 0.3b bf16 and AWQ
 # at 1, 64, 256; the 21B-A3B AWQ at 1, 16, 64, 256 and bf16 at 1, 256; the int4 GEMV's two large shapes at m = 1);
-# on any other card it stops at once. From the repository root, carry [".device/pack"].
+# on any other card it stops at once. From the repository root, carry [".device/pack"]. (Session 44 took out its
+# last line, which emptied $OUT: later calls run this script first and tee their own log there.)
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
 start=$(date +%s)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
@@ -27,4 +28,3 @@ for shape in square_8192 wide_4096x14336; do
   timeout 20 "$d/bin/ernie-bench-gemv" --shape "$shape" --ms 1 2>&1 | grep -v '^{' | grep -v probe | tail -2
 done
 echo "done at $(( $(date +%s) - start )) s"
-find "$OUT" -type f -delete
