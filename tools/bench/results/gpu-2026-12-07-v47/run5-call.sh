@@ -1,8 +1,8 @@
 #!/bin/bash
 # Session 44, call 5, NOT RUN (no device time was left): prepared for the next session. Build main as the before
 # binary (copy build/bin/ernie-bench-cuda to .device/before/), then `git apply` grouped-gemm-evict-first.patch (the
-# grouped expert GEMMs' weights, int4 and bf16, copied with an L2 evict_first policy), build and pack
-# (ERNIE_PACK_ONLY="ernie-bench-cuda cuda_moe_awq_test cuda_moe_test cuda_backend_batching_test"). The call:
+# grouped expert GEMMs' weights, int4 and bf16, copied with an L2 evict_first policy), build and pack (ERNIE_PACK_ONLY=
+# "ernie-bench-cuda ernie-bench-gemv cuda_moe_awq_test cuda_moe_test cuda_backend_batching_test"). The call:
 # on an H200 the issues' figures first; cuda_moe_awq_test and cuda_moe_test; then greedy step ms of the 21B-A3B
 # AWQ at 16, 64, 256, two rounds, the binary before (.device/before/ernie-bench-cuda) against this one;
 # the 21B-A3B bf16 at 64 once each if time is left. From the repository root, carry [".device/pack",
