@@ -14,9 +14,11 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
 d=/tmp/ernie-gpu-pack
 mkdir -p "$d" && tar -C "$d" -xzf .device/pack/pack.tar.gz || echo "no pack"
 export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 "$d/bin/cuda_backend_batching_test" --gtest_filter="*StreamedKv*" 2>&1 | grep -E "^\[  (PASSED|FAILED)" | head -2
+ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 "$d/bin/cuda_backend_batching_test" --gtest_filter="*StreamedKv*" 2>&1 |
+  grep -E "^\[  (PASSED|FAILED)" | head -2
 for t in cuda_moe_awq_test cuda_moe_test; do
-  r=$(ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 100 "$d/bin/$t" 2>&1 | grep -E "^\[  (PASSED|FAILED)|Failure" | head -4)
+  r=$(ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 100 "$d/bin/$t" 2>&1 |
+    grep -E "^\[  (PASSED|FAILED)|Failure" | head -4)
   echo "$t: $r ($(( $(date +%s) - start )) s)"
 done
 mk() { "$d/bin/ernie-make-model" "$@" --seed 1 --config-only >> /tmp/setup.out 2>&1; }
