@@ -552,8 +552,6 @@ TEST_F(CudaAwqMoeTest, FoldedRoutingsLaunchOptionsGiveItsLogits) {
     const std::vector<float> launched = OneTokenStepLogits(**m, {.moe_fold_routing = false});
     const std::vector<float> folded =
         OneTokenStepLogits(**m, {.moe_fold_routing = true, .moe_fold_prefetch_shared = false});
-    const std::vector<float> prefetched = OneTokenStepLogits(
-        **m, {.moe_fold_routing = true, .moe_fold_prefetch_shared = true, .moe_fold_prefetch_down = true});
     ASSERT_FALSE(folded.empty());
     for (const int kv_prefetch : {0, 8}) {
       const std::vector<float> prefetched = OneTokenStepLogits(**m, {.moe_fold_routing = true,

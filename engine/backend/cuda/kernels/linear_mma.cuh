@@ -58,8 +58,7 @@ __device__ __forceinline__ void MmaBf16(float* d, const uint32_t* a, uint32_t b0
 // H100, 16 rows within noise, batch 1 unchanged (NOTES.md v38).
 __device__ __forceinline__ uint4 LoadStreaming16(const void* p) {
   uint4 v;
-  uint64_t policy;  // a constant: the SASS folds it into the loads' memory descriptor, set up once
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  const uint64_t policy = L2EvictFirstPolicy();  // folded into the loads' memory descriptor, set up once
   asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p), "l"(policy));
@@ -72,21 +71,19 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
-// The same copy, or 16 zero bytes when !valid (src-size 0 reads nothing).
-__device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid) {
+// The same copy, or 16 zero bytes when !valid (src-size 0 reads nothing);
+// with evict_first, under L2EvictFirstPolicy (bytes the step reads once:
+// large steps' keys and values, PagedAttentionParams::stream_kv).
+__device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid, bool evict_first = false) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
-// CpAsync16OrZero for bytes this step reads once and no later kernel of it
-// reads again (weights; keys and values at steps whose caches do not fit the
-// L2 anyway), with an L2 evict_first policy, as LoadStreaming16.
-__device__ __forceinline__ void CpAsync16OrZeroStreaming(void* smem, const void* gmem, bool valid) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(s), "l"(gmem),
-               "r"(valid ? 16 : 0), "l"(policy)
-               : "memory");
+  if (evict_first) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(s), "l"(gmem),
+                 "r"(valid ? 16 : 0), "l"(L2EvictFirstPolicy())
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
+                 : "memory");
+  }
 }
 // Four 8x8 bf16 matrices from shared memory: lanes 8i .. 8i+7 give the
 // 16-byte row addresses of matrix i; lane 4g + c receives elements 2c, 2c+1

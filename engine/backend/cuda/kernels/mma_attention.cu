@@ -162,13 +162,8 @@ __device__ __forceinline__ void LoadKvTileKeys(const PagedAttentionParams& p, co
     const uint32_t row = static_cast<uint32_t>(at - b * block_size);
     const auto block = static_cast<uint32_t>(k.table_staged ? staged[b - k.first_block] : k.table[b]);
     const uint64_t off = static_cast<uint64_t>(block) * block_stride + (head_piece + row * head_dim);
-    if (p.stream_kv) {
-      kernels::CpAsync16OrZeroStreaming(k_s + j * kRow + piece, p.cache.k + off, valid);
-      kernels::CpAsync16OrZeroStreaming(v_s + j * kRow + piece, p.cache.v + off, valid);
-    } else {
-      kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid);
-      kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid);
-    }
+    kernels::CpAsync16OrZero(k_s + j * kRow + piece, p.cache.k + off, valid, p.stream_kv);
+    kernels::CpAsync16OrZero(v_s + j * kRow + piece, p.cache.v + off, valid, p.stream_kv);
   }
 }
 

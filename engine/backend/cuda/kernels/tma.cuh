@@ -11,7 +11,8 @@
 
 #include <cstdint>
 
-#include "engine/backend/cuda/kernels/wgmma.cuh"  // SharedAddress
+#include "engine/backend/cuda/kernels/common.cuh"  // L2EvictFirstPolicy
+#include "engine/backend/cuda/kernels/wgmma.cuh"   // SharedAddress
 
 namespace ernie::cuda::kernels {
 
@@ -64,12 +65,11 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, int
 // LoadStreaming16 (linear_mma.cuh) does for the register loads.
 __device__ __forceinline__ void TmaLoad2dStreaming(void* dst, const CUtensorMap* map, int32_t column, int32_t row,
                                                    uint64_t* bar) {
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(SharedAddress(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SharedAddress(bar)), "l"(policy)
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SharedAddress(bar)),
+      "l"(L2EvictFirstPolicy())
       : "memory");
 }
 
