@@ -67,9 +67,16 @@ __device__ __forceinline__ uint4 LoadStreaming16(const void* p) {
 
 // Asynchronous 16-byte copy global -> shared, not kept in L1 (cp.async.cg),
 // and the group bookkeeping around it (PTX ISA "cp.async").
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+// With evict_first, under L2EvictFirstPolicy (bytes the step reads once).
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool evict_first = false) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  if (evict_first) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+                 "l"(L2EvictFirstPolicy())
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  }
 }
 // The same copy, or 16 zero bytes when !valid (src-size 0 reads nothing);
 // with evict_first, under L2EvictFirstPolicy (bytes the step reads once:
