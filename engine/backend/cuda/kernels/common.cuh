@@ -131,23 +131,23 @@ inline bool Aligned16(const void* ptr) { return AlignedTo(ptr, 16); }
 // it uses (SiLU-and-mul and the linears' fused epilogues agree bit for bit).
 __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
 
-// Eight bf16 values (one 16-byte load, already made) widened to float.
-//
-// A bf16 is the top half of the float32 with the same value, so each one is
-// one shift or one mask of its word: 8 instructions for the 8 values, where
-// __bfloat1622float2 took 12 (a byte permute and a shift for each upper one;
-// ncu SASS of the batch-1 decode linear, v19).
 // An L2 cache policy that makes the lines an access brings in the first to
 // be evicted: for bytes a step reads once (weights; large steps' keys and
 // values), so they do not push out what later kernels read again. Takes a
 // register operand of the loads' .L2::cache_hint forms (LoadStreaming16,
-// CpAsync16OrZero, TmaLoad2dStreaming); a constant the SASS sets up once.
+// CpAsync16, CpAsync16OrZero, TmaLoad2d); a constant the SASS sets up once.
 __device__ __forceinline__ uint64_t L2EvictFirstPolicy() {
   uint64_t policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
 
+// Eight bf16 values (one 16-byte load, already made) widened to float.
+//
+// A bf16 is the top half of the float32 with the same value, so each one is
+// one shift or one mask of its word: 8 instructions for the 8 values, where
+// __bfloat1622float2 took 12 (a byte permute and a shift for each upper one;
+// ncu SASS of the batch-1 decode linear, v19).
 // The first (low) and second (high) bf16 of a 32-bit word as float.
 __device__ __forceinline__ float Bf16Lo(uint32_t word) { return __uint_as_float(word << 16); }
 __device__ __forceinline__ float Bf16Hi(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }

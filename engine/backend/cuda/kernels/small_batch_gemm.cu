@@ -138,8 +138,9 @@ __global__ void __launch_bounds__(kThreads)
       const int first = silu ? half_row0 : row0, second = silu ? p.n / 2 + half_row0 : row0 + kBoxRows;
       for (int q = 0; q < chunks; ++q) {
         __nv_bfloat16* tile = ws + q * kTileRows * kChunkK;
-        kernels::TmaLoad2dStreaming(tile, &w_map, k0 + q * kChunkK, first, &bars[0]);
-        kernels::TmaLoad2dStreaming(tile + kBoxRows * kChunkK, &w_map, k0 + q * kChunkK, second, &bars[0]);
+        kernels::TmaLoad2d(tile, &w_map, k0 + q * kChunkK, first, &bars[0], /*evict_first=*/true);
+        kernels::TmaLoad2d(tile + kBoxRows * kChunkK, &w_map, k0 + q * kChunkK, second, &bars[0],
+                           /*evict_first=*/true);
       }
     }
     // Every other slice's block of this rank's rows, announced now (the copies may come before the

@@ -49,28 +49,26 @@ __device__ __forceinline__ void MbarrierWait(uint64_t* bar, uint32_t parity) {
 }
 
 // The box of `map` at (column, row) into `dst` (shared memory, 1,024-byte
-// aligned for the 128-byte swizzle), its bytes credited to `bar`.
+// aligned for the 128-byte swizzle), its bytes credited to `bar`. With
+// evict_first (bytes read once a step: weights), under L2EvictFirstPolicy, so
+// they do not push out what the next kernels read again (activations, the
+// residual, KV, code), as linear_mma.cuh's register and cp.async loads do.
 __device__ __forceinline__ void TmaLoad2d(void* dst, const CUtensorMap* map, int32_t column, int32_t row,
-                                          uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          SharedAddress(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SharedAddress(bar))
-      : "memory");
-}
-
-// TmaLoad2d for bytes read once a step (weights), with an L2 evict_first
-// policy: first to go from the L2, so they do not push out what the next
-// kernels read again (activations, the residual, KV, code), as
-// LoadStreaming16 (linear_mma.cuh) does for the register loads.
-__device__ __forceinline__ void TmaLoad2dStreaming(void* dst, const CUtensorMap* map, int32_t column, int32_t row,
-                                                   uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(SharedAddress(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SharedAddress(bar)),
-      "l"(L2EvictFirstPolicy())
-      : "memory");
+                                          uint64_t* bar, bool evict_first = false) {
+  if (evict_first) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(SharedAddress(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SharedAddress(bar)),
+        "l"(L2EvictFirstPolicy())
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(SharedAddress(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(column), "r"(row), "r"(SharedAddress(bar))
+        : "memory");
+  }
 }
 
 // The address of this CTA's shared `p` in the cluster's CTA of rank `rank`.
