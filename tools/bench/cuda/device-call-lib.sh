@@ -1,0 +1,30 @@
+# Sourced by the one-off device call scripts under tools/bench/results/*/ so that each holds only what it
+# measures. From the repository root on the device, after `tools/gpu-test pack` here and a run that carries
+# [".device/pack"]:
+#   source tools/bench/cuda/device-call-lib.sh   # unpacks into $d, sets LD_LIBRARY_PATH, $start, $gpu
+#   make_model /tmp/m --shape 0.3b [--awq-group-size 128]    # a config-only checkpoint for --load-format dummy
+#   bench LABEL BINARY MODEL BATCHES [FLAGS...]              # one line: batch:device-greedy-step-ms pairs
+# BENCH_TIMEOUT (seconds, default 120) bounds each bench run: a 256-row 21B-A3B run sets up for over 60 s.
+start=$(date +%s)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); echo "${gpu:-no GPU}"
+d=/tmp/ernie-gpu-pack
+mkdir -p "$d" && tar -C "$d" -xzf .device/pack/pack.tar.gz || echo "no pack"
+export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+elapsed() { echo $(( $(date +%s) - start )); }
+
+make_model() {  # make_model DIR --shape S [FLAGS...]; its log goes to /tmp/setup.out
+  "$d/bin/ernie-make-model" "$@" --seed 1 --config-only >> /tmp/setup.out 2>&1 || echo "make_model $1 failed"
+}
+
+bench() {  # bench LABEL BINARY MODEL BATCHES [FLAGS...]; column 4 of the bench's table is the greedy step ms
+  local label=$1 bin=$2 model=$3 batches=$4; shift 4
+  local out ms
+  out=$(timeout "${BENCH_TIMEOUT:-120}" "$bin" --model "$model" --load-format dummy --check-tokens 0 \
+    --batch-sizes "$batches" "$@" 2>&1)
+  local rc=$?
+  ms=$(grep -E '^ +[0-9]+ ' <<< "$out" | awk '{printf "%s:%s ", $1, $4}')
+  # No rows: say why (the timeout's status, or the bench's last line, which names the error).
+  [[ -z "$ms" ]] && ms="no rows (rc $rc): $(tail -1 <<< "$out")"
+  echo "[$label] $ms ($(elapsed) s)"
+}
