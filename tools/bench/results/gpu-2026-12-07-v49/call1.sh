@@ -13,6 +13,10 @@ if [[ "$gpu" == *H200* ]]; then  # the issues' figures
   bench "moe awq" "$b" /tmp/moe-awq 1,16,64
   bench "moe awq" "$b" /tmp/moe-awq 256
   bench "moe bf16" "$b" /tmp/moe 1
+  for r in 1 2; do  # v43: the routing fold was measured on H100s only, and the cards disagreed before (v35)
+    bench "moe awq routing launch r$r" "$b" /tmp/moe-awq 1 --moe-fold-routing 0
+    bench "moe awq routing fold r$r" "$b" /tmp/moe-awq 1
+  done
   for shape in square_8192 wide_4096x14336; do
     timeout 20 "$d/bin/ernie-bench-gemv" --shape "$shape" --ms 1 2>&1 | grep -v '^{' | grep -v probe | tail -2
   done
