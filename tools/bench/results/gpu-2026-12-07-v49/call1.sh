@@ -30,7 +30,7 @@ for r in 1 2; do
 done
 before="$d/bin/ernie-bench-cuda-before"
 for r in 1 2; do
-  [[ $(elapsed) -gt 400 ]] && break
+  [[ $(elapsed) -gt 300 ]] && break
   bench "moe awq 256 before r$r" "$before" /tmp/moe-awq 256
   bench "moe awq 256 evict_first r$r" "$b" /tmp/moe-awq 256
   bench "moe bf16 64 before r$r" "$before" /tmp/moe 64
