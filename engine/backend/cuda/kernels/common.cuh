@@ -142,6 +142,15 @@ __device__ __forceinline__ uint64_t L2EvictFirstPolicy() {
   return policy;
 }
 
+// The same policy for bytes read once, or normal priority for bytes other CTAs
+// of the launch read again, chosen at run time: a kernel that decides per CTA
+// passes one operand to every copy instead of branching at each.
+__device__ __forceinline__ uint64_t L2StreamPolicy(bool read_once) {
+  uint64_t normal;
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(normal));
+  return read_once ? L2EvictFirstPolicy() : normal;
+}
+
 // Eight bf16 values (one 16-byte load, already made) widened to float.
 //
 // A bf16 is the top half of the float32 with the same value, so each one is

@@ -90,14 +90,19 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
     const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
-  // An expert's weights are read once a step: copied with an L2 evict_first policy so they do not push out
-  // the routed rows and partial sums the next launches read (21B-A3B AWQ at 64 rows 7.915 - 7.945 ms against
-  // 8.036 - 8.045 without it on an H100, 16 rows 5.059 against 5.081; NOTES.md v48).
+  // Where this tile alone reads its expert's weights, they are read once a step: copied with an L2
+  // evict_first policy so they do not push out the routed rows and partial sums the next launches read. Where
+  // other tiles read them too, at normal priority, so those find them in the L2. On an H100 (NOTES.md v48 -
+  // v49), 21B-A3B AWQ, evict_first on every tile against none: 64 rows 7.915 - 7.945 ms against 8.036 - 8.045,
+  // 16 rows 5.059 against 5.081, but 256 rows (a shared expert's 256 tokens are four 64-row tiles) 13.632 -
+  // 13.654 against 13.530 - 13.534.
+  const uint64_t weight_policy =
+      kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
     uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
 #pragma unroll
     for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i)
-      kernels::CpAsync16(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces, /*evict_first=*/true);
+      kernels::CpAsync16Hinted(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces, weight_policy);
   };
   auto copy_slots = [&](int kb) {
     uint4* xs = stages + (kb % kStages) * kStagePieces<kSlotTiles> + kCtaTiles * kTilePieces;

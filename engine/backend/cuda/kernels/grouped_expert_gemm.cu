@@ -74,16 +74,19 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
   const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
-  // Read once a step, so copied with an L2 evict_first policy, as grouped_awq_gemm.cu's int4 weights are
-  // (measured there, NOTES.md v48; this bf16 form is the same change, not timed on its own).
+  // Evict_first where this tile alone reads its expert's weights, normal priority where other tiles read
+  // them again, as grouped_awq_gemm.cu's int4 weights. Evict_first on every tile measured slower here: 21B-A3B
+  // bf16 at 64 rows 18.388 - 18.391 ms against 18.186 - 18.189 without it on an H100 (NOTES.md v49).
+  const uint64_t weight_policy =
+      kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
     __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
     const int64_t k0 = int64_t{kb} * kBlockK;
     const bool in_k = k0 + chunk * 8 < k;
 #pragma unroll
     for (int i = 0; i < kWeightCopies; ++i)
-      kernels::CpAsync16OrZero(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w, in_k,
-                               /*evict_first=*/true);
+      kernels::CpAsync16OrZeroHinted(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w,
+                                     in_k, weight_policy);
   };
   auto copy_slots = [&](int kb) {
     __nv_bfloat16* xs = smem + (kb % kStages) * StageElems<kSlotTiles>() + kCtaRows * kBlockK;

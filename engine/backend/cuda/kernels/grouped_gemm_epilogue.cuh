@@ -1,5 +1,6 @@
 // What both grouped expert GEMMs (grouped_expert_gemm.cu on bf16 weights,
-// grouped_awq_gemm.cu on AWQ int4) share: the slot tiling, and the store of
+// grouped_awq_gemm.cu on AWQ int4) share: the slot tiling (and which tiles
+// alone read their expert's weights), and the store of
 // one warp's accumulators straight from registers (they do not split k).
 #pragma once
 
@@ -15,6 +16,21 @@ namespace ernie::cuda::kernels {
 // 16-slot mma tiles holding a routed tile of kTileRows slots (8: half of one).
 template <int kTileRows>
 constexpr int kGroupedGemmSlotTiles = kTileRows < 16 ? 1 : kTileRows / 16;
+
+// Whether routed tile `tile_index` is the only tile of the launch that
+// multiplies its expert's weights: then they are read once a step and may
+// stream under an L2 evict_first policy. An expert's tiles are adjacent (the
+// alignment's scan of padded counts); a dense launch (no tile_expert) is one
+// expert's gridDim.y tiles. Other tiles of the same expert (a shared expert
+// takes every token; a routed one past tile_rows tokens) read the weights
+// again, from the L2 if the first reads left them there.
+__device__ __forceinline__ bool OnlyTileOfItsExpert(const int32_t* tile_expert, const int32_t* num_tiles,
+                                                    int tile_index, int expert) {
+  if (tile_expert == nullptr) return gridDim.y == 1;
+  const int tiles = num_tiles != nullptr ? *num_tiles : static_cast<int>(gridDim.y);
+  return (tile_index == 0 || tile_expert[tile_index - 1] != expert) &&
+         (tile_index + 1 >= tiles || tile_expert[tile_index + 1] != expert);
+}
 
 // acc[t][j]: the mma.m16n8k16 D fragments of slot tile t (slots slot0 + 16t
 // + g, and + 8 for [2], [3]) by weight rows warp_row0 + 8j + 2c, + 1 (lane

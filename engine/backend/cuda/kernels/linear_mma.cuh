@@ -67,30 +67,32 @@ __device__ __forceinline__ uint4 LoadStreaming16(const void* p) {
 
 // Asynchronous 16-byte copy global -> shared, not kept in L1 (cp.async.cg),
 // and the group bookkeeping around it (PTX ISA "cp.async").
+// Under an L2 cache policy (common.cuh: L2EvictFirstPolicy, L2StreamPolicy).
+__device__ __forceinline__ void CpAsync16Hinted(void* smem, const void* gmem, uint64_t policy) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "l"(policy)
+               : "memory");
+}
 // With evict_first, under L2EvictFirstPolicy (bytes the step reads once).
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool evict_first = false) {
+  if (evict_first) return CpAsync16Hinted(smem, gmem, L2EvictFirstPolicy());
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  if (evict_first) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-                 "l"(L2EvictFirstPolicy())
-                 : "memory");
-  } else {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-  }
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
-// The same copy, or 16 zero bytes when !valid (src-size 0 reads nothing);
-// with evict_first, under L2EvictFirstPolicy (bytes the step reads once:
+// The same copies, or 16 zero bytes when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void CpAsync16OrZeroHinted(void* smem, const void* gmem, bool valid, uint64_t policy) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(s), "l"(gmem),
+               "r"(valid ? 16 : 0), "l"(policy)
+               : "memory");
+}
+// With evict_first, under L2EvictFirstPolicy (bytes the step reads once:
 // large steps' keys and values, PagedAttentionParams::stream_kv).
 __device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid, bool evict_first = false) {
+  if (evict_first) return CpAsync16OrZeroHinted(smem, gmem, valid, L2EvictFirstPolicy());
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  if (evict_first) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(s), "l"(gmem),
-                 "r"(valid ? 16 : 0), "l"(L2EvictFirstPolicy())
-                 : "memory");
-  } else {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
-                 : "memory");
-  }
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
 }
 // Four 8x8 bf16 matrices from shared memory: lanes 8i .. 8i+7 give the
 // 16-byte row addresses of matrix i; lane 4g + c receives elements 2c, 2c+1
