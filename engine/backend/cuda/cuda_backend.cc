@@ -117,6 +117,9 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.small_batch_gemm_max_rows < 0 || o.small_batch_gemm_max_rows > kSmallBatchGemmMaxRows)
     return absl::InvalidArgumentError(absl::StrCat("small_batch_gemm_max_rows must be in [0, ", kSmallBatchGemmMaxRows,
                                                    "], got ", o.small_batch_gemm_max_rows));
+  if (o.small_batch_lm_head_max_rows < 0 || o.small_batch_lm_head_max_rows > kSmallBatchGemmMaxRows)
+    return absl::InvalidArgumentError(absl::StrCat("small_batch_lm_head_max_rows must be in [0, ",
+                                                   kSmallBatchGemmMaxRows, "], got ", o.small_batch_lm_head_max_rows));
   if (o.awq_tiled_gemm_max_rows < 0 || o.awq_tiled_gemm_max_rows > 4096)
     return absl::InvalidArgumentError(
         absl::StrCat("awq_tiled_gemm_max_rows must be in [0, 4096], got ", o.awq_tiled_gemm_max_rows));
@@ -259,7 +262,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->decode_single_wave_ = options.decode_linear_single_wave;
   b->small_batch_gemm_max_rows_ = options.small_batch_gemm_max_rows;
   b->awq_tiled_gemm_max_rows_ = options.awq_tiled_gemm_max_rows;
-  b->small_batch_lm_head_ = options.small_batch_lm_head;
+  b->small_batch_lm_head_max_rows_ = options.small_batch_lm_head_max_rows;
   b->awq_tiled_gemm_tile_rows_ = options.awq_tiled_gemm_tile_rows;
   b->awq_small_batch_min_rows_ = options.awq_small_batch_gemm_min_rows;
   // Auto: dense models only (on the 21B-A3B it was slower at 16 and 64 rows).

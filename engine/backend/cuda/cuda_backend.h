@@ -137,12 +137,15 @@ struct CudaBackendOptions {
   // on dense models and 0 (off) on MoE models; 0 is off everywhere.
   int awq_small_batch_gemm_max_rows = -1;
   int awq_small_batch_gemm_min_rows = 16;
-  // lm_head of up to small_batch_gemm_max_rows logit rows on the
-  // small-batch GEMM instead of cuBLAS (64 rows of the 0.3b: cuBLAS took 66
-  // us against 49 us of bytes, NOTES.md v24). Measured slower (v27: 0.740 /
-  // 0.730 -> 0.754 / 0.759 ms a 64-row step, 32 rows 0.552 / 0.550 -> 0.557
-  // / 0.555), so off: cuBLAS.
-  bool small_batch_lm_head = false;
+  // lm_head of up to this many logit rows (and small_batch_gemm_max_rows) on
+  // the small-batch GEMM instead of cuBLAS; 0: cuBLAS always. v27 measured it
+  // slower at 32 and 64 rows; since its weights stream under evict_first
+  // (v47) it is faster up to 32 and still slower at 64 (0.3b bf16 on an
+  // H100, device-greedy step ms, three rounds at 16 and two at 32 / 64,
+  // NOTES.md v48 - v49: 16 rows 0.524 - 0.526 against cuBLAS's 0.536 -
+  // 0.539, 32 rows 0.546 - 0.549 against 0.563 - 0.567, 64 rows 0.802 -
+  // 0.806 against 0.795 - 0.797).
+  int small_batch_lm_head_max_rows = 32;
   // Dense bf16 models, steps on the small-batch GEMM: the residual add +
   // RMSNorm after o_proj and down_proj split over the linears around it (the
   // one before adds into the residual and writes x * g with each CTA's sum

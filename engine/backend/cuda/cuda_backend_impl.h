@@ -326,7 +326,7 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t awq_tiled_gemm_max_rows_ = 0;    // CudaBackendOptions::awq_tiled_gemm_max_rows
   int32_t awq_small_batch_min_rows_ = 17;  // CudaBackendOptions::awq_small_batch_gemm_min_rows
   int32_t awq_small_batch_max_rows_ = 0;   // CudaBackendOptions::awq_small_batch_gemm_max_rows
-  bool small_batch_lm_head_ = false;       // CudaBackendOptions::small_batch_lm_head
+  int32_t small_batch_lm_head_max_rows_ = 0;  // CudaBackendOptions::small_batch_lm_head_max_rows
   int32_t awq_tiled_gemm_tile_rows_ = 64;  // CudaBackendOptions::awq_tiled_gemm_tile_rows
   int32_t moe_chunk_tokens_ = 0;       // tokens one pass of MoeBlock takes (its workspace); 0 for dense models
   int32_t moe_max_tile_rows_ = 32;     // CudaBackendOptions::moe_max_tile_rows

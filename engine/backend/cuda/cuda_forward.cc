@@ -226,7 +226,7 @@ absl::Status CudaBackendImpl::EnqueueLogitPass(int32_t first_row, int32_t rows) 
 
 // The final RMSNorm of the logit rows of x (+ delta + delta_bias when delta
 // is set, x itself left as it is) into ws_.h, then lm_head on cuBLAS (or,
-// with small_batch_lm_head, a few rows on the small-batch GEMM).
+// up to small_batch_lm_head_max_rows rows on the small-batch GEMM).
 absl::Status CudaBackendImpl::NormAndLmHead(int32_t first_row, int32_t rows, const float* delta,
                                             const float* delta_bias) {
   const ModelConfig& c = config_;
@@ -242,7 +242,7 @@ absl::Status CudaBackendImpl::NormAndLmHead(int32_t first_row, int32_t rows, con
                                                .write_residual = false},
                                               stream_.get()),
                              "final RMSNorm kernel");
-  if (small_batch_lm_head_ && rows <= small_batch_gemm_max_rows_ &&
+  if (rows <= small_batch_lm_head_max_rows_ && rows <= small_batch_gemm_max_rows_ &&
       SmallBatchGemmSupports(c.vocab_size, c.hidden_size) && reinterpret_cast<uintptr_t>(weights_.lm_head) % 16 == 0) {
     return CudaStatus(LaunchSmallBatchGemm({.x = reinterpret_cast<const __nv_bfloat16*>(ws_.h.data()),
                                             .w = reinterpret_cast<const __nv_bfloat16*>(weights_.lm_head),

@@ -264,24 +264,25 @@ TEST(CudaExtraModelsTest, TeacherForcedLogitsMatchTheCpuReference) {
     // Chunks of 17 (cuBLAS, or with cluster_decode_max_rows the cluster
     // decode kernel where the shapes allow), of 1 and 5 (fused decode
     // kernels, taken here up to 8 tokens a step, and split-KV attention);
-    // with small_batch_lm_head, 17 and 5 logit rows on the small-batch GEMM.
+    // with small_batch_lm_head_max_rows 64, 17 and 5 logit rows on the
+    // small-batch GEMM (0: cuBLAS; the default, 32, takes 17 there too).
     struct Variant {
       int cluster_rows;
-      bool small_batch_lm_head;
+      int small_batch_lm_head_max_rows;
     };
-    for (const Variant v : {Variant{0, false}, Variant{64, false}, Variant{0, true}}) {
+    for (const Variant v : {Variant{0, 0}, Variant{64, 0}, Variant{0, 64}}) {
       auto gpu = CreateCudaBackend(**m, {.block_size = 16,
                                          .num_blocks = 4,
                                          .max_tokens_per_step = 64,
                                          .fused_decode_max_rows = cuda::kDecodeLinearMaxRows,
                                          .cluster_decode_max_rows = v.cluster_rows,
-                                         .small_batch_lm_head = v.small_batch_lm_head});
+                                         .small_batch_lm_head_max_rows = v.small_batch_lm_head_max_rows});
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       for (int32_t chunk : {17, 1, 5}) {
         if (v.cluster_rows > 0 && chunk != 17) continue;  // steps of <= 8 tokens never take it
-        if (v.small_batch_lm_head && chunk == 1) continue;
+        if (v.small_batch_lm_head_max_rows > 0 && chunk == 1) continue;
         SCOPED_TRACE(absl::StrCat("chunk ", chunk, " cluster_decode_max_rows ", v.cluster_rows,
-                                  " small_batch_lm_head ", v.small_batch_lm_head));
+                                  " small_batch_lm_head_max_rows ", v.small_batch_lm_head_max_rows));
         const auto got = TeacherForced(**gpu, tokens, 0, chunk, table);
         std::vector<double> errors;
         for (size_t t = 0; t < tokens.size(); ++t)

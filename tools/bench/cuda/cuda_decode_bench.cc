@@ -17,7 +17,7 @@
 //                    [--kv-prefetch-max-seqs 0] [--stream-kv-min-items 0]
 //                    [--moe-early-shared 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
-//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head 0]
+//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head-max-rows 0]
 //                    [--awq-small-batch-gemm-max-rows -1] [--awq-small-batch-gemm-min-rows 16]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
 //                    [--unsplit-attention-max-context 256] [--wide-decode-attention-max-pairs -1]
@@ -60,8 +60,8 @@
 // --awq-small-batch-gemm-max-rows N puts an AWQ model's steps of
 // --awq-small-batch-gemm-min-rows (16) - N tokens on the small-batch GEMM
 // with int4 weights (0: off; -1, the default: 64 on dense models, off on MoE);
-// --small-batch-lm-head 1 runs lm_head of up to 64 rows on the small-batch
-// GEMM rather than cuBLAS.
+// --small-batch-lm-head-max-rows N runs lm_head of up to N rows on the
+// small-batch GEMM rather than cuBLAS (0: cuBLAS, the before; default 32).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -145,7 +145,7 @@ struct Args {
   // AWQ steps of min - max tokens on the small-batch GEMM with int4 weights (max 0: off)
   int awq_small_batch_gemm_max_rows = ernie::CudaBackendOptions{}.awq_small_batch_gemm_max_rows;
   int awq_small_batch_gemm_min_rows = ernie::CudaBackendOptions{}.awq_small_batch_gemm_min_rows;
-  int small_batch_lm_head = ernie::CudaBackendOptions{}.small_batch_lm_head ? 1 : 0;  // 1: lm_head of <= 64 rows on the small-batch GEMM
+  int small_batch_lm_head_max_rows = ernie::CudaBackendOptions{}.small_batch_lm_head_max_rows;
   std::string load_format = "auto";
   int moe_max_tile_rows = ernie::CudaBackendOptions{}.moe_max_tile_rows;
   int moe_shared_gemm_min_tokens = static_cast<int>(ernie::CudaBackendOptions{}.moe_shared_gemm_min_tokens);
@@ -288,9 +288,8 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->awq_small_batch_gemm_min_rows) || a->awq_small_batch_gemm_min_rows < 1) return false;
     } else if (f == "--awq-tiled-gemm-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_tile_rows)) return false;
-    } else if (f == "--small-batch-lm-head") {
-      if (!absl::SimpleAtoi(v, &a->small_batch_lm_head) || a->small_batch_lm_head < 0 || a->small_batch_lm_head > 1)
-        return false;
+    } else if (f == "--small-batch-lm-head-max-rows") {
+      if (!absl::SimpleAtoi(v, &a->small_batch_lm_head_max_rows) || a->small_batch_lm_head_max_rows < 0) return false;
     } else if (f == "--tensor-core-attention") {
       if (!absl::SimpleAtoi(v, &a->tensor_core_attention) || a->tensor_core_attention < 0 ||
           a->tensor_core_attention > 1)
@@ -647,7 +646,7 @@ int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
     std::cerr << "usage: ernie-bench-cuda --model DIR [--batch-sizes 1,16,64,256] [--prompt-len N] "
-                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--awq-tiled-gemm-max-rows N] [--awq-tiled-gemm-tile-rows 16|32|64] [--awq-small-batch-gemm-max-rows N] [--awq-small-batch-gemm-min-rows N] [--small-batch-lm-head 0|1] [--unsplit-attention-max-context N] "
+                 "[--decode-tokens N] [--check-tokens N] [--profile-batch B] [--profile-prefill P] [--max-attention-splits N] [--fused-decode 0|1] [--fused-decode-max-rows N] [--decode-attention-swap-ab 0|1] [--decode-linear-single-wave 0|1] [--persistent-decode 0|1] [--norm-epilogues 0|1] [--fast-greedy 0|1] [--cluster-decode-max-rows N] [--small-batch-gemm-max-rows N] [--awq-tiled-gemm-max-rows N] [--awq-tiled-gemm-tile-rows 16|32|64] [--awq-small-batch-gemm-max-rows N] [--awq-small-batch-gemm-min-rows N] [--small-batch-lm-head-max-rows N] [--unsplit-attention-max-context N] "
                  "[--wide-decode-attention-max-pairs N] [--tensor-core-attention 0|1] [--log FILE] "
                  "[--load-format auto|dummy] [--moe-max-tile-rows 0|8|16|32|64] "
                  "[--moe-shared-gemm-min-tokens N] [--moe-grouped-gemm-min-rows -1|0|8|16|32|64] "
@@ -715,7 +714,7 @@ int main(int argc, char** argv) {
                 .awq_tiled_gemm_tile_rows = args.awq_tiled_gemm_tile_rows,
                 .awq_small_batch_gemm_max_rows = args.awq_small_batch_gemm_max_rows,
                 .awq_small_batch_gemm_min_rows = args.awq_small_batch_gemm_min_rows,
-                .small_batch_lm_head = args.small_batch_lm_head == 1,
+                .small_batch_lm_head_max_rows = args.small_batch_lm_head_max_rows,
                 .small_batch_norm_epilogues = args.norm_epilogues == 1,
                 .persistent_decode = args.persistent_decode == 1,
                 .fast_greedy_sampling = args.fast_greedy == 1,
@@ -777,7 +776,7 @@ int main(int argc, char** argv) {
                         {"awq_tiled_gemm_tile_rows", args.awq_tiled_gemm_tile_rows},
                         {"awq_small_batch_gemm_max_rows", args.awq_small_batch_gemm_max_rows},
                         {"awq_small_batch_gemm_min_rows", args.awq_small_batch_gemm_min_rows},
-                        {"small_batch_lm_head", args.small_batch_lm_head == 1},
+                        {"small_batch_lm_head_max_rows", args.small_batch_lm_head_max_rows},
                         {"tensor_core_attention", args.tensor_core_attention == 1},
                         {"decode_attention_swap_ab", args.decode_attention_swap_ab == 1},
                         {"decode_linear_single_wave", args.decode_linear_single_wave == 1},
