@@ -90,14 +90,16 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
     const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
-  // Where this tile alone reads its expert's weights, they are read once a step: copied with an L2
-  // evict_first policy so they do not push out the routed rows and partial sums the next launches read. Where
-  // other tiles read them too, at normal priority, so those find them in the L2. On an H100 (NOTES.md v48 -
-  // v49), 21B-A3B AWQ, evict_first on every tile against none: 64 rows 7.915 - 7.945 ms against 8.036 - 8.045,
-  // 16 rows 5.059 against 5.081, but 256 rows (a shared expert's 256 tokens are four 64-row tiles) 13.632 -
-  // 13.654 against 13.530 - 13.534.
-  const uint64_t weight_policy =
-      kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
+  // Tiles of up to 16 slots that alone read their expert's weights read them once a step: copied with an L2
+  // evict_first policy so they do not push out the routed rows and partial sums the next launches read. Other
+  // tiles copy at normal priority: those of an expert with several tiles (a shared expert takes every token)
+  // so the others find the weights in the L2, and larger tiles because it measured slower there. On an H100
+  // (NOTES.md v48 - v49), 21B-A3B AWQ, device-greedy step ms: evict_first on every tile against none, 16 rows
+  // 5.059 against 5.081, 64 rows (16-slot tiles) 7.915 - 7.945 against 8.036 - 8.045, but 256 rows (64-slot
+  // tiles) 13.632 - 13.654 against 13.530 - 13.534; this rule without the tile bound 7.966 against 8.076 at
+  // 64 rows and 14.003 against 13.594 at 256.
+  const uint64_t weight_policy = kernels::L2StreamPolicy(
+      kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
     uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
 #pragma unroll

@@ -74,11 +74,12 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
   const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
-  // Evict_first where this tile alone reads its expert's weights, normal priority where other tiles read
-  // them again, as grouped_awq_gemm.cu's int4 weights. Evict_first on every tile measured slower here: 21B-A3B
-  // bf16 at 64 rows 18.388 - 18.391 ms against 18.186 - 18.189 without it on an H100 (NOTES.md v49).
-  const uint64_t weight_policy =
-      kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
+  // Evict_first where a tile of up to 16 slots alone reads its expert's weights, else normal priority, as
+  // grouped_awq_gemm.cu's int4 weights (the reasons and figures are there). Here, on an H100, 21B-A3B bf16 at
+  // 64 rows (16-slot tiles; NOTES.md v49): evict_first on every tile 18.388 - 18.391 ms against 18.186 -
+  // 18.189 without it; only where a tile alone reads the weights 17.348 against 17.457 (another machine).
+  const uint64_t weight_policy = kernels::L2StreamPolicy(
+      kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
     __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
     const int64_t k0 = int64_t{kb} * kBlockK;
