@@ -94,10 +94,11 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
   // evict_first policy so they do not push out the routed rows and partial sums the next launches read. Other
   // tiles copy at normal priority: those of an expert with several tiles (a shared expert takes every token)
   // so the others find the weights in the L2, and larger tiles because it measured slower there. On an H100
-  // (NOTES.md v48 - v49), 21B-A3B AWQ, device-greedy step ms: evict_first on every tile against none, 16 rows
-  // 5.059 against 5.081, 64 rows (16-slot tiles) 7.915 - 7.945 against 8.036 - 8.045, but 256 rows (64-slot
-  // tiles) 13.632 - 13.654 against 13.530 - 13.534; this rule without the tile bound 7.966 against 8.076 at
-  // 64 rows and 14.003 against 13.594 at 256.
+  // (NOTES.md v48 - v49), 21B-A3B AWQ, device-greedy step ms: evict_first on every tile against none, 64 rows
+  // (16-slot tiles) 7.915 - 7.945 against 8.036 - 8.045, but 256 rows (64-slot tiles) 13.632 - 13.654 against
+  // 13.530 - 13.534; this rule without the tile bound 7.966 against 8.076 at 64 rows and 14.003 against 13.594
+  // at 256. (At 16 rows the experts take the grouped GEMV, 8-slot tiles being below
+  // moe_grouped_gemm_min_rows: v48's 5.059 against 5.081 there was not this kernel.)
   const uint64_t weight_policy = kernels::L2StreamPolicy(
       kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
