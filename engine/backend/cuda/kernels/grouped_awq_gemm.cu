@@ -49,7 +49,8 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
   kernels::AllowDependentLaunch();
   const int tile_index = blockIdx.y;
   // The whole CTA: the routing used fewer tiles. A dense launch has no tables (every tile expert 0).
-  if (p.num_tiles != nullptr && tile_index >= *p.num_tiles) return;
+  const int tiles = p.num_tiles != nullptr ? *p.num_tiles : static_cast<int>(gridDim.y);
+  if (tile_index >= tiles) return;
   const int expert = p.tile_expert != nullptr ? p.tile_expert[tile_index] : 0;
   const int64_t slot0 = int64_t{tile_index} * kTileRows;
   // Slots of this tile that exist (a dense launch's last tile may be partial).
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
   // at 256. (At 16 rows the experts take the grouped GEMV, 8-slot tiles being below
   // moe_grouped_gemm_min_rows: v48's 5.059 against 5.081 there was not this kernel.)
   const uint64_t weight_policy = kernels::L2StreamPolicy(
-      kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
+      kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
     uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
 #pragma unroll

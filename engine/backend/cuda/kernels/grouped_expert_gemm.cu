@@ -49,7 +49,8 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   // A down launch may start (p.dependent) once every CTA here has begun.
   kernels::AllowDependentLaunch();
   const int tile_index = blockIdx.y;
-  if (tile_index >= *p.num_tiles) return;  // the whole CTA: the routing used fewer tiles
+  const int tiles = *p.num_tiles;
+  if (tile_index >= tiles) return;  // the whole CTA: the routing used fewer tiles
   const int expert = p.tile_expert[tile_index];
   const int64_t slot0 = int64_t{tile_index} * kTileRows;
   const int64_t n0 = int64_t{blockIdx.x} * kCtaRows;
@@ -79,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   // 64 rows (16-slot tiles; NOTES.md v49): evict_first on every tile 18.388 - 18.391 ms against 18.186 -
   // 18.189 without it; only where a tile alone reads the weights 17.348 against 17.457 (another machine).
   const uint64_t weight_policy = kernels::L2StreamPolicy(
-      kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, p.num_tiles, tile_index, expert));
+      kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
     __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
     const int64_t k0 = int64_t{kb} * kBlockK;

@@ -21,13 +21,13 @@ constexpr int kGroupedGemmSlotTiles = kTileRows < 16 ? 1 : kTileRows / 16;
 // multiplies its expert's weights: then they are read once a step and may
 // stream under an L2 evict_first policy. An expert's tiles are adjacent (the
 // alignment's scan of padded counts); a dense launch (no tile_expert) is one
-// expert's gridDim.y tiles. Other tiles of the same expert (a shared expert
+// expert's `tiles` tiles. Other tiles of the same expert (a shared expert
 // takes every token; a routed one past tile_rows tokens) read the weights
-// again, from the L2 if the first reads left them there.
-__device__ __forceinline__ bool OnlyTileOfItsExpert(const int32_t* tile_expert, const int32_t* num_tiles,
-                                                    int tile_index, int expert) {
-  if (tile_expert == nullptr) return gridDim.y == 1;
-  const int tiles = num_tiles != nullptr ? *num_tiles : static_cast<int>(gridDim.y);
+// again, from the L2 if the first reads left them there. `tiles`: the
+// launch's used tiles, which the kernel has already read to know its own.
+__device__ __forceinline__ bool OnlyTileOfItsExpert(const int32_t* tile_expert, int tiles, int tile_index,
+                                                    int expert) {
+  if (tile_expert == nullptr) return tiles == 1;
   return (tile_index == 0 || tile_expert[tile_index - 1] != expert) &&
          (tile_index + 1 >= tiles || tile_expert[tile_index + 1] != expert);
 }
