@@ -17,7 +17,7 @@
 //                    [--kv-prefetch-max-seqs 0] [--stream-kv-min-items 0]
 //                    [--moe-early-shared 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
-//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head-max-rows 0]
+//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head-max-rows 32]
 //                    [--awq-small-batch-gemm-max-rows -1] [--awq-small-batch-gemm-min-rows 16]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
 //                    [--unsplit-attention-max-context 256] [--wide-decode-attention-max-pairs -1]
