@@ -136,20 +136,15 @@ __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
 // values), so they do not push out what later kernels read again. Takes a
 // register operand of the loads' .L2::cache_hint forms (LoadStreaming16,
 // CpAsync16, CpAsync16OrZero, TmaLoad2d); a constant the SASS sets up once.
+// Where a kernel decides per CTA, it branches between the hinted copy and the
+// plain one: an explicit evict_normal policy is not the plain copy (the
+// 21B-A3B AWQ step at 256 rows 3.6% slower with one, NOTES.md v50).
 __device__ __forceinline__ uint64_t L2EvictFirstPolicy() {
   uint64_t policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
 
-// The same policy for bytes read once, or normal priority for bytes other CTAs
-// of the launch read again, chosen at run time: a kernel that decides per CTA
-// passes one operand to every copy instead of branching at each.
-__device__ __forceinline__ uint64_t L2StreamPolicy(bool read_once) {
-  uint64_t normal;
-  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(normal));
-  return read_once ? L2EvictFirstPolicy() : normal;
-}
 
 // Eight bf16 values (one 16-byte load, already made) widened to float.
 //

@@ -65,17 +65,19 @@ __device__ __forceinline__ uint4 LoadStreaming16(const void* p) {
   return v;
 }
 
-// Asynchronous 16-byte copy global -> shared, not kept in L1 (cp.async.cg),
-// and the group bookkeeping around it (PTX ISA "cp.async").
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-// The same copy under an L2 cache policy (common.cuh: L2EvictFirstPolicy, L2StreamPolicy).
+// Asynchronous 16-byte copies global -> shared, not kept in L1 (cp.async.cg),
+// and the group bookkeeping around them (PTX ISA "cp.async"). First under an
+// L2 cache policy (common.cuh: L2EvictFirstPolicy), then the plain copy.
 __device__ __forceinline__ void CpAsync16Hinted(void* smem, const void* gmem, uint64_t policy) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "l"(policy)
                : "memory");
+}
+// With evict_first, under L2EvictFirstPolicy (bytes the step reads once).
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool evict_first = false) {
+  if (evict_first) return CpAsync16Hinted(smem, gmem, L2EvictFirstPolicy());
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
 // The same copies, or 16 zero bytes when !valid (src-size 0 reads nothing).
 __device__ __forceinline__ void CpAsync16OrZeroHinted(void* smem, const void* gmem, bool valid, uint64_t policy) {
@@ -85,7 +87,8 @@ __device__ __forceinline__ void CpAsync16OrZeroHinted(void* smem, const void* gm
                : "memory");
 }
 // With evict_first, under L2EvictFirstPolicy (bytes the step reads once:
-// large steps' keys and values, PagedAttentionParams::stream_kv).
+// large steps' keys and values, PagedAttentionParams::stream_kv; the grouped
+// expert GEMMs' weights where a small tile alone reads them).
 __device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid, bool evict_first = false) {
   if (evict_first) return CpAsync16OrZeroHinted(smem, gmem, valid, L2EvictFirstPolicy());
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
