@@ -136,13 +136,23 @@ __device__ __forceinline__ float Silu(float g) { return g / (1.0f + expf(-g)); }
 // values), so they do not push out what later kernels read again. Takes a
 // register operand of the loads' .L2::cache_hint forms (LoadStreaming16,
 // CpAsync16, CpAsync16OrZero, TmaLoad2d); a constant the SASS sets up once.
-// Where a kernel decides per CTA, it branches between the hinted copy and the
-// plain one: an explicit evict_normal policy is not the plain copy (the
-// 21B-A3B AWQ step at 256 rows 3.6% slower with one, NOTES.md v50).
 __device__ __forceinline__ uint64_t L2EvictFirstPolicy() {
   uint64_t policy;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
+}
+
+// The same policy for bytes read once, or an explicit normal priority for
+// bytes other CTAs of the launch read again, chosen at run time: a kernel that
+// decides per CTA passes one operand to every copy instead of branching at
+// each. The explicit evict_normal policy is not the plain copy: on an H200
+// (NOTES.md v50) the grouped expert GEMMs' 64-slot tiles were 3.6% slower a
+// 256-row 21B-A3B AWQ step with it, their 16-slot tiles faster with it than
+// with the plain copy where evict_first is not taken.
+__device__ __forceinline__ uint64_t L2StreamPolicy(bool read_once) {
+  uint64_t normal;
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(normal));
+  return read_once ? L2EvictFirstPolicy() : normal;
 }
 
 

@@ -100,14 +100,23 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
   // 13.530 - 13.534; this rule without the tile bound 7.966 against 8.076 at 64 rows and 14.003 against 13.594
   // at 256. (At 16 rows the experts take the grouped GEMV, 8-slot tiles being below
   // moe_grouped_gemm_min_rows: v48's 5.059 against 5.081 there was not this kernel.)
-  // The other tiles take the plain copy, not an evict_normal policy: on an H200 (v50) the 256-row step was
-  // 13.510 - 13.535 ms with that policy against 13.039 - 13.067 with the plain copies.
-  const bool read_once = kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert);
+  // Larger tiles take the plain copy: with an explicit evict_normal policy instead (b03776d), on an H200
+  // (v50), the 256-row step was 13.510 - 13.535 ms against 13.039 - 13.067 without a policy. The 16-slot tiles
+  // keep the policy operand, evict_normal where evict_first is not taken: the 64-row step 7.675 - 7.682 so,
+  // 7.724 - 7.765 with no hint anywhere, 7.808 with the plain copy where evict_first is not taken.
+  uint64_t weight_policy = 0;
+  if constexpr (kTileRows <= 16)
+    weight_policy = kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
     uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
 #pragma unroll
-    for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i)
-      kernels::CpAsync16(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces, read_once);
+    for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i) {
+      if constexpr (kTileRows <= 16) {
+        kernels::CpAsync16Hinted(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces, weight_policy);
+      } else {
+        kernels::CpAsync16(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces);
+      }
+    }
   };
   auto copy_slots = [&](int kb) {
     uint4* xs = stages + (kb % kStages) * kStagePieces<kSlotTiles> + kCtaTiles * kTilePieces;

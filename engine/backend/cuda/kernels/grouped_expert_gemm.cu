@@ -79,15 +79,22 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
   // grouped_awq_gemm.cu's int4 weights (the reasons and figures are there). Here, on an H100, 21B-A3B bf16 at
   // 64 rows (16-slot tiles; NOTES.md v49): evict_first on every tile 18.388 - 18.391 ms against 18.186 -
   // 18.189 without it; only where a tile alone reads the weights 17.348 against 17.457 (another machine).
-  const bool read_once = kTileRows <= 16 && kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert);
+  uint64_t weight_policy = 0;  // larger tiles: the plain copy (grouped_awq_gemm.cu says why)
+  if constexpr (kTileRows <= 16)
+    weight_policy = kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
     __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
     const int64_t k0 = int64_t{kb} * kBlockK;
     const bool in_k = k0 + chunk * 8 < k;
 #pragma unroll
-    for (int i = 0; i < kWeightCopies; ++i)
-      kernels::CpAsync16OrZero(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w, in_k,
-                               read_once);
+    for (int i = 0; i < kWeightCopies; ++i) {
+      if constexpr (kTileRows <= 16) {
+        kernels::CpAsync16OrZeroHinted(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w,
+                                       in_k, weight_policy);
+      } else {
+        kernels::CpAsync16OrZero(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w, in_k);
+      }
+    }
   };
   auto copy_slots = [&](int kb) {
     __nv_bfloat16* xs = smem + (kb % kStages) * StageElems<kSlotTiles>() + kCtaRows * kBlockK;

@@ -73,9 +73,7 @@ __device__ __forceinline__ void CpAsync16Hinted(void* smem, const void* gmem, ui
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "l"(policy)
                : "memory");
 }
-// With evict_first, under L2EvictFirstPolicy (bytes the step reads once).
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool evict_first = false) {
-  if (evict_first) return CpAsync16Hinted(smem, gmem, L2EvictFirstPolicy());
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
@@ -87,8 +85,7 @@ __device__ __forceinline__ void CpAsync16OrZeroHinted(void* smem, const void* gm
                : "memory");
 }
 // With evict_first, under L2EvictFirstPolicy (bytes the step reads once:
-// large steps' keys and values, PagedAttentionParams::stream_kv; the grouped
-// expert GEMMs' weights where a small tile alone reads them).
+// large steps' keys and values, PagedAttentionParams::stream_kv).
 __device__ __forceinline__ void CpAsync16OrZero(void* smem, const void* gmem, bool valid, bool evict_first = false) {
   if (evict_first) return CpAsync16OrZeroHinted(smem, gmem, valid, L2EvictFirstPolicy());
   const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
