@@ -63,6 +63,13 @@ int64_t WideDecodeAttentionMaxPairs(int asked, const ModelConfig& c) {
   return c.architecture == Architecture::kErnie45Moe ? 8 : 0;
 }
 
+// CudaBackendOptions::small_batch_lm_head_max_rows: `asked`, or by model
+// (the figures are beside the option).
+int32_t SmallBatchLmHeadMaxRows(int asked, const ModelConfig& c) {
+  if (asked >= 0) return asked;
+  return c.architecture == Architecture::kErnie45Moe ? 0 : 32;
+}
+
 absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (c.architecture == Architecture::kErnie45Moe) {
     const MoeConfig& m = c.moe;
@@ -117,8 +124,8 @@ absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
   if (o.small_batch_gemm_max_rows < 0 || o.small_batch_gemm_max_rows > kSmallBatchGemmMaxRows)
     return absl::InvalidArgumentError(absl::StrCat("small_batch_gemm_max_rows must be in [0, ", kSmallBatchGemmMaxRows,
                                                    "], got ", o.small_batch_gemm_max_rows));
-  if (o.small_batch_lm_head_max_rows < 0 || o.small_batch_lm_head_max_rows > kSmallBatchGemmMaxRows)
-    return absl::InvalidArgumentError(absl::StrCat("small_batch_lm_head_max_rows must be in [0, ",
+  if (o.small_batch_lm_head_max_rows < -1 || o.small_batch_lm_head_max_rows > kSmallBatchGemmMaxRows)
+    return absl::InvalidArgumentError(absl::StrCat("small_batch_lm_head_max_rows must be -1 (by model) or in [0, ",
                                                    kSmallBatchGemmMaxRows, "], got ", o.small_batch_lm_head_max_rows));
   if (o.awq_tiled_gemm_max_rows < 0 || o.awq_tiled_gemm_max_rows > 4096)
     return absl::InvalidArgumentError(
@@ -262,7 +269,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->decode_single_wave_ = options.decode_linear_single_wave;
   b->small_batch_gemm_max_rows_ = options.small_batch_gemm_max_rows;
   b->awq_tiled_gemm_max_rows_ = options.awq_tiled_gemm_max_rows;
-  b->small_batch_lm_head_max_rows_ = options.small_batch_lm_head_max_rows;
+  b->small_batch_lm_head_max_rows_ = SmallBatchLmHeadMaxRows(options.small_batch_lm_head_max_rows, c);
   b->awq_tiled_gemm_tile_rows_ = options.awq_tiled_gemm_tile_rows;
   b->awq_small_batch_min_rows_ = options.awq_small_batch_gemm_min_rows;
   // Auto: dense models only (on the 21B-A3B it was slower at 16 and 64 rows).

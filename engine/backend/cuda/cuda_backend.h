@@ -138,14 +138,17 @@ struct CudaBackendOptions {
   int awq_small_batch_gemm_max_rows = -1;
   int awq_small_batch_gemm_min_rows = 16;
   // lm_head of up to this many logit rows (and small_batch_gemm_max_rows) on
-  // the small-batch GEMM instead of cuBLAS; 0: cuBLAS always. v27 measured it
-  // slower at 32 and 64 rows; since its weights stream under evict_first
-  // (v47) it is faster up to 32 and still slower at 64 (0.3b bf16 on an
-  // H100, device-greedy step ms, three rounds at 16 and two at 32 / 64,
-  // NOTES.md v48 - v49: 16 rows 0.524 - 0.526 against cuBLAS's 0.536 -
-  // 0.539, 32 rows 0.546 - 0.549 against 0.563 - 0.567, 64 rows 0.802 -
-  // 0.806 against 0.795 - 0.797).
-  int small_batch_lm_head_max_rows = 32;
+  // the small-batch GEMM instead of cuBLAS; 0: cuBLAS always; -1 (the
+  // default): by model, 32 for dense models and 0 for mixture-of-experts
+  // ones. v27 measured it slower at 32 and 64 rows; since its weights stream
+  // under evict_first (v47) it is faster up to 32 and still slower at 64 on
+  // the 0.3b (hidden 1,024; bf16 on an H100, device-greedy step ms, three
+  // rounds at 16 and two at 32 / 64, NOTES.md v48 - v49: 16 rows 0.524 -
+  // 0.526 against cuBLAS's 0.536 - 0.539, 32 rows 0.546 - 0.549 against
+  // 0.563 - 0.567, 64 rows 0.802 - 0.806 against 0.795 - 0.797). The
+  // 21B-A3B's (hidden 2,560) is slower on it (AWQ at 16 rows on an H200, two
+  // rounds, NOTES.md v50: 4.449 / 4.459 against cuBLAS's 4.424 / 4.409).
+  int small_batch_lm_head_max_rows = -1;
   // Dense bf16 models, steps on the small-batch GEMM: the residual add +
   // RMSNorm after o_proj and down_proj split over the linears around it (the
   // one before adds into the residual and writes x * g with each CTA's sum

@@ -323,7 +323,7 @@ TEST(CudaBackendStartTest, BadOptionsAndMissingDevicesAreClearErrors) {
                 "awq_small_batch_gemm_max_rows");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .awq_small_batch_gemm_min_rows = 0},
                 "awq_small_batch_gemm_min_rows");
-  for (const int rows : {-1, 257})
+  for (const int rows : {-2, 257})
     ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .small_batch_lm_head_max_rows = rows},
                   "small_batch_lm_head_max_rows");
   ExpectRefused(**m, {.block_size = 16, .num_blocks = 4, .awq_tiled_gemm_tile_rows = 8}, "awq_tiled_gemm_tile_rows");

@@ -17,7 +17,7 @@
 //                    [--kv-prefetch-max-seqs 0] [--stream-kv-min-items 0]
 //                    [--moe-early-shared 0]
 //                    [--cluster-decode-max-rows 0] [--small-batch-gemm-max-rows 64]
-//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head-max-rows 32]
+//                    [--awq-tiled-gemm-max-rows 0] [--awq-tiled-gemm-tile-rows 64] [--small-batch-lm-head-max-rows -1]
 //                    [--awq-small-batch-gemm-max-rows -1] [--awq-small-batch-gemm-min-rows 16]
 //                    [--timeline-batches 1,64] [--mixed-steps 256:14,0:16]
 //                    [--unsplit-attention-max-context 256] [--wide-decode-attention-max-pairs -1]
@@ -61,7 +61,8 @@
 // --awq-small-batch-gemm-min-rows (16) - N tokens on the small-batch GEMM
 // with int4 weights (0: off; -1, the default: 64 on dense models, off on MoE);
 // --small-batch-lm-head-max-rows N runs lm_head of up to N rows on the
-// small-batch GEMM rather than cuBLAS (0: cuBLAS, the before; default 32).
+// small-batch GEMM rather than cuBLAS (0: cuBLAS, the before; -1, the default:
+// 32 on dense models, 0 on MoE).
 //
 // A decode step is timed three ways over the same positions: Forward for B
 // tokens, copying B rows of float32 logits to the host ("host logits", the
@@ -289,7 +290,7 @@ bool Parse(int argc, char** argv, Args* a) {
     } else if (f == "--awq-tiled-gemm-tile-rows") {
       if (!absl::SimpleAtoi(v, &a->awq_tiled_gemm_tile_rows)) return false;
     } else if (f == "--small-batch-lm-head-max-rows") {
-      if (!absl::SimpleAtoi(v, &a->small_batch_lm_head_max_rows) || a->small_batch_lm_head_max_rows < 0) return false;
+      if (!absl::SimpleAtoi(v, &a->small_batch_lm_head_max_rows) || a->small_batch_lm_head_max_rows < -1) return false;
     } else if (f == "--tensor-core-attention") {
       if (!absl::SimpleAtoi(v, &a->tensor_core_attention) || a->tensor_core_attention < 0 ||
           a->tensor_core_attention > 1)
