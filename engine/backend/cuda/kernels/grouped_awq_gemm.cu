@@ -92,18 +92,15 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
   // Tiles of up to 16 slots that alone read their expert's weights read them once a step: copied with an L2
-  // evict_first policy so they do not push out the routed rows and partial sums the next launches read. Other
-  // tiles copy at normal priority: those of an expert with several tiles (a shared expert takes every token)
-  // so the others find the weights in the L2, and larger tiles because it measured slower there. On an H100
-  // (NOTES.md v48 - v49), 21B-A3B AWQ, device-greedy step ms: evict_first on every tile against none, 64 rows
-  // (16-slot tiles) 7.915 - 7.945 against 8.036 - 8.045, but 256 rows (64-slot tiles) 13.632 - 13.654 against
-  // 13.530 - 13.534; this rule without the tile bound 7.966 against 8.076 at 64 rows and 14.003 against 13.594
-  // at 256. (At 16 rows the experts take the grouped GEMV, 8-slot tiles being below
-  // moe_grouped_gemm_min_rows: v48's 5.059 against 5.081 there was not this kernel.)
-  // Larger tiles take the plain copy: with an explicit evict_normal policy instead (b03776d), on an H200
-  // (v50), the 256-row step was 13.510 - 13.535 ms against 13.039 - 13.067 without a policy. The 16-slot tiles
-  // keep the policy operand, evict_normal where evict_first is not taken: the 64-row step 7.675 - 7.682 so,
-  // 7.724 - 7.765 with no hint anywhere, 7.808 with the plain copy where evict_first is not taken.
+  // evict_first policy so they do not push out the routed rows and partial sums the next launches read. The
+  // other tiles of up to 16 slots (an expert with several tiles: a shared expert takes every token) copy under
+  // an explicit evict_normal policy, so the others find the weights in the L2. Larger tiles take the plain
+  // copy, with no policy. 21B-A3B AWQ, device-greedy step ms, on an H200 (NOTES.md v50): 64 rows (16-slot
+  // tiles) 7.675 - 7.682 with these policies (b03776d), 7.724 - 7.765 with none (14db31f), 7.808 with the
+  // plain copy where evict_first is not taken; 256 rows (64-slot tiles) 13.510 - 13.535 under evict_normal, 13.039 - 13.069
+  // without. On an H100 (v48 - v49) evict_first in every tile: 64 rows 7.915 - 7.945 against 8.036 - 8.045,
+  // 256 rows 13.632 - 13.654 against 13.530 - 13.534. (At 16 rows the experts take the grouped GEMV, 8-slot
+  // tiles being below moe_grouped_gemm_min_rows.)
   uint64_t weight_policy = 0;
   if constexpr (kTileRows <= 16)
     weight_policy = kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert));

@@ -75,11 +75,11 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
   const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
-  // Evict_first where a tile of up to 16 slots alone reads its expert's weights, else normal priority, as
-  // grouped_awq_gemm.cu's int4 weights (the reasons and figures are there). Here, on an H100, 21B-A3B bf16 at
-  // 64 rows (16-slot tiles; NOTES.md v49): evict_first on every tile 18.388 - 18.391 ms against 18.186 -
-  // 18.189 without it; only where a tile alone reads the weights 17.348 against 17.457 (another machine).
-  uint64_t weight_policy = 0;  // larger tiles: the plain copy (grouped_awq_gemm.cu says why)
+  // The weights' L2 policies as grouped_awq_gemm.cu's int4 weights (the reasons and figures are there): in
+  // tiles of up to 16 slots evict_first where the tile alone reads its expert's weights, else evict_normal;
+  // larger tiles the plain copy. Here, 21B-A3B bf16 at 64 rows (16-slot tiles) on an H200 (NOTES.md v50):
+  // 13.203 - 13.252 ms against 13.238 - 13.298 with no policy.
+  uint64_t weight_policy = 0;
   if constexpr (kTileRows <= 16)
     weight_policy = kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert));
   auto copy_weights = [&](int kb) {
