@@ -155,7 +155,6 @@ __device__ __forceinline__ uint64_t L2StreamPolicy(bool read_once) {
   return read_once ? L2EvictFirstPolicy() : normal;
 }
 
-
 // Eight bf16 values (one 16-byte load, already made) widened to float.
 //
 // A bf16 is the top half of the float32 with the same value, so each one is
