@@ -4,6 +4,7 @@
 #   source tools/bench/cuda/device-call-lib.sh   # unpacks into $d, sets LD_LIBRARY_PATH, $start, $gpu
 #   make_model /tmp/m --shape 0.3b [--awq-group-size 128]    # a config-only checkpoint for --load-format dummy
 #   bench LABEL BINARY MODEL BATCHES [FLAGS...]              # one line: batch:device-greedy-step-ms pairs
+#   gtest NAME                                               # one line: a packed gtest binary's verdict
 # BENCH_TIMEOUT (seconds, default 120) bounds each bench run: a 256-row 21B-A3B run sets up for over 60 s.
 start=$(date +%s)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); echo "${gpu:-no GPU}"
@@ -27,4 +28,10 @@ bench() {  # bench LABEL BINARY MODEL BATCHES [FLAGS...]; column 4 of the bench'
   # No rows: say why (the timeout's status, or the bench's last line, which names the error).
   [[ -z "$ms" ]] && ms="no rows (rc $rc): $(tail -1 <<< "$out")"
   echo "[$label] $ms ($(elapsed) s)"
+}
+
+gtest() {  # gtest NAME: runs the packed test binary NAME on tests/data (60 s at most); one line with its verdict
+  local r
+  r=$(ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 "$d/bin/$1" 2>&1 | grep -E "^\[  (PASSED|FAILED)|Failure" | head -4)
+  echo "$1: ${r:-no verdict (crashed or timed out)} ($(elapsed) s)"
 }

@@ -5,10 +5,7 @@ cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
 source tools/bench/cuda/device-call-lib.sh
 make_model /tmp/moe-awq --shape 21b-a3b --awq-group-size 128
 b="$d/bin/ernie-bench-cuda" before="$d/bin/ernie-bench-cuda-before"
-for t in cuda_moe_awq_test cuda_moe_test; do
-  r=$(ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 "$d/bin/$t" 2>&1 | grep -E "^\[  (PASSED|FAILED)|Failure" | head -4)
-  echo "$t: $r ($(elapsed) s)"
-done
+gtest cuda_moe_awq_test; gtest cuda_moe_test
 bench "moe awq 64 tile-bound policy" "$b" /tmp/moe-awq 64
 bench "moe awq 64 none" "$before" /tmp/moe-awq 64
 bench "moe awq 256 tile-bound policy" "$b" /tmp/moe-awq 256

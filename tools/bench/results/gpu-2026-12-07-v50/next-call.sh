@@ -17,10 +17,7 @@ for r in 1 2; do
   bench "0.3b bf16 v41 r$r" "$v41" /tmp/dense 1,64
   bench "0.3b bf16 main r$r" "$b" /tmp/dense 1,64
 done
-for t in cuda_moe_awq_test cuda_moe_test; do
-  r=$(ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 "$d/bin/$t" 2>&1 | grep -E "^\[  (PASSED|FAILED)|Failure" | head -4)
-  echo "$t: $r ($(elapsed) s)"
-done
+gtest cuda_moe_awq_test; gtest cuda_moe_test
 for r in 1 2; do
   [[ $(elapsed) -gt 300 ]] && break
   bench "moe awq 64 none r$r" "$before" /tmp/moe-awq 64
