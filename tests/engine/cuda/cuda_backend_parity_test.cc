@@ -265,7 +265,8 @@ TEST(CudaExtraModelsTest, TeacherForcedLogitsMatchTheCpuReference) {
     // decode kernel where the shapes allow), of 1 and 5 (fused decode
     // kernels, taken here up to 8 tokens a step, and split-KV attention);
     // with small_batch_lm_head_max_rows 64, 17 and 5 logit rows on the
-    // small-batch GEMM (0: cuBLAS; the default, 32, takes 17 there too).
+    // small-batch GEMM (0: cuBLAS; the default, -1, takes 17 there too on
+    // dense models and none on MoE models).
     struct Variant {
       int cluster_rows;
       int small_batch_lm_head_max_rows;

@@ -145,10 +145,9 @@ __device__ __forceinline__ uint64_t L2EvictFirstPolicy() {
 // The same policy for bytes read once, or an explicit normal priority for
 // bytes other CTAs of the launch read again, chosen at run time: a kernel that
 // decides per CTA passes one operand to every copy instead of branching at
-// each. The explicit evict_normal policy is not the plain copy: on an H200
-// (NOTES.md v50) the grouped expert GEMMs' 64-slot tiles were 3.6% slower a
-// 256-row 21B-A3B AWQ step with it, their 16-slot tiles faster with it than
-// with the plain copy where evict_first is not taken.
+// each. The explicit evict_normal policy is not the plain copy: it measured
+// slower in some tiles and faster in others (grouped_gemm_epilogue.cuh,
+// GroupedWeightCopies; NOTES.md v50).
 __device__ __forceinline__ uint64_t L2StreamPolicy(bool read_once) {
   uint64_t normal;
   asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(normal));

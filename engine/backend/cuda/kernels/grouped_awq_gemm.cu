@@ -91,29 +91,12 @@ __global__ void __launch_bounds__(kThreads) GroupedAwqGemmKernel(GroupedAwqGemvP
     const int64_t row = p.x_row != nullptr ? p.x_row[slot] : slot;
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
-  // Tiles of up to 16 slots that alone read their expert's weights read them once a step: copied with an L2
-  // evict_first policy so they do not push out the routed rows and partial sums the next launches read. The
-  // other tiles of up to 16 slots (an expert with several tiles: a shared expert takes every token) copy under
-  // an explicit evict_normal policy, so the others find the weights in the L2. Larger tiles take the plain
-  // copy, with no policy. 21B-A3B AWQ, device-greedy step ms, on an H200 (NOTES.md v50): 64 rows (16-slot
-  // tiles) 7.675 - 7.682 with these policies (b03776d), 7.724 - 7.765 with none (14db31f), 7.808 with the
-  // plain copy where evict_first is not taken; 256 rows (64-slot tiles) 13.510 - 13.535 under evict_normal,
-  // 13.039 - 13.069 without. On an H100 (v48 - v49) evict_first in every tile: 64 rows 7.915 - 7.945 against
-  // 8.036 - 8.045, 256 rows 13.632 - 13.654 against 13.530 - 13.534. (At 16 rows the experts take the grouped
-  // GEMV, 8-slot tiles being below moe_grouped_gemm_min_rows.)
-  uint64_t weight_policy = 0;
-  if constexpr (kTileRows <= 16)
-    weight_policy = kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert));
+  const kernels::GroupedWeightCopies<kTileRows> weight_copies(p.tile_expert, tiles, tile_index, expert);
   auto copy_weights = [&](int kb) {
     uint4* stage = stages + (kb % kStages) * kStagePieces<kSlotTiles>;
 #pragma unroll
-    for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i) {
-      if constexpr (kTileRows <= 16) {
-        kernels::CpAsync16Hinted(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces, weight_policy);
-      } else {
-        kernels::CpAsync16(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces);
-      }
-    }
+    for (int i = 0; i < kCtaTiles * kTilePieces / kThreads; ++i)
+      weight_copies.Copy16(stage + threadIdx.x + kThreads * i, w_src[i] + kb * kTilePieces);
   };
   auto copy_slots = [&](int kb) {
     uint4* xs = stages + (kb % kStages) * kStagePieces<kSlotTiles> + kCtaTiles * kTilePieces;

@@ -75,26 +75,14 @@ __global__ void __launch_bounds__(kThreads) GroupedExpertGemmKernel(GroupedExper
     if (row >= 0) x_src[i] = p.x + row * k + chunk * 8;
   }
   const int k_blocks = static_cast<int>((k + kBlockK - 1) / kBlockK);
-  // The weights' L2 policies as grouped_awq_gemm.cu's int4 weights (the reasons and figures are there): in
-  // tiles of up to 16 slots evict_first where the tile alone reads its expert's weights, else evict_normal;
-  // larger tiles the plain copy. Here, 21B-A3B bf16 at 64 rows (16-slot tiles) on an H200 (NOTES.md v50):
-  // 13.203 - 13.252 ms against 13.238 - 13.298 with no policy.
-  uint64_t weight_policy = 0;
-  if constexpr (kTileRows <= 16)
-    weight_policy = kernels::L2StreamPolicy(kernels::OnlyTileOfItsExpert(p.tile_expert, tiles, tile_index, expert));
+  const kernels::GroupedWeightCopies<kTileRows> weight_copies(p.tile_expert, tiles, tile_index, expert);
   auto copy_weights = [&](int kb) {
     __nv_bfloat16* ws = smem + (kb % kStages) * StageElems<kSlotTiles>();
     const int64_t k0 = int64_t{kb} * kBlockK;
     const bool in_k = k0 + chunk * 8 < k;
 #pragma unroll
-    for (int i = 0; i < kWeightCopies; ++i) {
-      if constexpr (kTileRows <= 16) {
-        kernels::CpAsync16OrZeroHinted(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w,
-                                       in_k, weight_policy);
-      } else {
-        kernels::CpAsync16OrZero(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w, in_k);
-      }
-    }
+    for (int i = 0; i < kWeightCopies; ++i)
+      weight_copies.Copy16OrZero(ws + Swizzled(copy_row + kCopyRows * i, chunk), in_k ? w_src[i] + k0 : p.w, in_k);
   };
   auto copy_slots = [&](int kb) {
     __nv_bfloat16* xs = smem + (kb % kStages) * StageElems<kSlotTiles>() + kCtaRows * kBlockK;

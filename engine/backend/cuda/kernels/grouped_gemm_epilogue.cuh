@@ -1,6 +1,6 @@
 // What both grouped expert GEMMs (grouped_expert_gemm.cu on bf16 weights,
-// grouped_awq_gemm.cu on AWQ int4) share: the slot tiling (and which tiles
-// alone read their expert's weights), and the store of
+// grouped_awq_gemm.cu on AWQ int4) share: the slot tiling, the L2 policy of
+// their weight copies (GroupedWeightCopies), and the store of
 // one warp's accumulators straight from registers (they do not split k).
 #pragma once
 
@@ -10,6 +10,7 @@
 
 #include "engine/backend/cuda/kernels/common.cuh"
 #include "engine/backend/cuda/kernels/grouped_expert_gemv.h"
+#include "engine/backend/cuda/kernels/linear_mma.cuh"
 
 namespace ernie::cuda::kernels {
 
@@ -31,6 +32,49 @@ __device__ __forceinline__ bool OnlyTileOfItsExpert(const int32_t* tile_expert, 
   return (tile_index == 0 || tile_expert[tile_index - 1] != expert) &&
          (tile_index + 1 >= tiles || tile_expert[tile_index + 1] != expert);
 }
+
+// A tile's 16-byte weight copies (cp.async into shared memory) under the L2
+// policy measured fastest for its size. Tiles of up to 16 slots that alone
+// read their expert's weights read them once a step: evict_first, so they do
+// not push out the routed rows and partial sums the next launches read; the
+// other tiles of up to 16 slots (an expert with several tiles) an explicit
+// evict_normal, so those find the weights in the L2. Larger tiles take the
+// plain copy, with no policy. 21B-A3B, device-greedy step ms, on an H200
+// (NOTES.md v50): AWQ 64 rows (16-slot tiles) 7.675 - 7.682 with these
+// policies (b03776d), 7.724 - 7.765 with none (14db31f), 7.808 with the plain
+// copy where evict_first is not taken; AWQ 256 rows (64-slot tiles) 13.510 -
+// 13.535 under evict_normal, 13.039 - 13.069 without (an explicit evict_normal
+// is not the plain copy); bf16 64 rows 13.203 - 13.252 against 13.238 -
+// 13.298 with none. On an H100 (v48 - v49) evict_first in every tile: AWQ 64
+// rows 7.915 - 7.945 against 8.036 - 8.045, 256 rows 13.632 - 13.654 against
+// 13.530 - 13.534. (At 16 rows the AWQ experts take the grouped GEMV, 8-slot
+// tiles being below moe_grouped_gemm_min_rows.)
+template <int kTileRows>
+class GroupedWeightCopies {
+ public:
+  __device__ __forceinline__ GroupedWeightCopies(const int32_t* tile_expert, int tiles, int tile_index, int expert) {
+    if constexpr (kSmallTiles) policy_ = L2StreamPolicy(OnlyTileOfItsExpert(tile_expert, tiles, tile_index, expert));
+  }
+  __device__ __forceinline__ void Copy16(void* smem, const void* gmem) const {
+    if constexpr (kSmallTiles) {
+      CpAsync16Hinted(smem, gmem, policy_);
+    } else {
+      CpAsync16(smem, gmem);
+    }
+  }
+  // 16 zero bytes when !valid.
+  __device__ __forceinline__ void Copy16OrZero(void* smem, const void* gmem, bool valid) const {
+    if constexpr (kSmallTiles) {
+      CpAsync16OrZeroHinted(smem, gmem, valid, policy_);
+    } else {
+      CpAsync16OrZero(smem, gmem, valid);
+    }
+  }
+
+ private:
+  static constexpr bool kSmallTiles = kTileRows <= 16;
+  uint64_t policy_ = 0;
+};
 
 // acc[t][j]: the mma.m16n8k16 D fragments of slot tile t (slots slot0 + 16t
 // + g, and + 8 for [2], [3]) by weight rows warp_row0 + 8j + 2c, + 1 (lane
