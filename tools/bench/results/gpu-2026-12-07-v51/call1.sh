@@ -4,9 +4,8 @@
 # `tools/gpu-test variant pre47 adf23e8` (main just before v47's evict_first on the small-batch GEMM's TMA
 # weights, 0be05ce, and on the keys of steps of 16 or more items, cda762d), then pack with
 # ERNIE_PACK_ONLY="ernie-bench-cuda cuda_moe_test cuda_moe_awq_test"; carry [".device/pack"].
-#  A. On an H200: the 21B-A3B AWQ batch 1, three runs (issue 9: 1.4286 ms; v50 1.431).
-#  B. The 0.3b's 64-row regression (v50: 0.768 on an H200 where v35 had 0.729): v41, pre47, main, and main
-#     with cda762d's keys turned back (--stream-kv-min-items 0), two rounds alternated.
+#  A. On an H200: the 21B-A3B AWQ batch 1, four runs (issue 9: 1.4286 ms; v50 1.431).
+#  B. v41 against main at 1 / 64 rows on this card, one round (call-h100.txt: level on an H100).
 #  C. The knobs tuned on H100s, at the 21B-A3B AWQ batch 1 on this card, two rounds, each beside the default.
 #  D. The same for the 0.3b bf16 at batches 1 and 64.
 #  E. The MoE tests; F. v50's grouped-GEMM form against 14db31f at AWQ 64 / 256 (as time allows).
@@ -16,14 +15,11 @@ make_model /tmp/dense --shape 0.3b; make_model /tmp/moe-awq --shape 21b-a3b --aw
 b="$d/bin/ernie-bench-cuda" before="$d/bin/ernie-bench-cuda-before"
 v41="$d/bin/ernie-bench-cuda-v41" pre47="$d/bin/ernie-bench-cuda-pre47"
 echo "== A"
-for r in 1 2 3; do bench "moe awq batch 1 r$r" "$b" /tmp/moe-awq 1; done
+for r in 1 2 3 4; do bench "moe awq batch 1 r$r" "$b" /tmp/moe-awq 1; done
 echo "== B"
-for r in 1 2; do
-  bench "0.3b bf16 v41 r$r" "$v41" /tmp/dense 1,64
-  bench "0.3b bf16 pre47 r$r" "$pre47" /tmp/dense 1,64
-  bench "0.3b bf16 main r$r" "$b" /tmp/dense 1,64
-  bench "0.3b bf16 main --stream-kv-min-items 0 r$r" "$b" /tmp/dense 64 --stream-kv-min-items 0
-done
+# (call-h100.txt found no regression between v41 and main on one H100; one round here for this card.)
+bench "0.3b bf16 v41" "$v41" /tmp/dense 1,64
+bench "0.3b bf16 main" "$b" /tmp/dense 1,64
 echo "== C"
 moe_knobs=("--moe-awq-gemv-k-slices 1" "--moe-awq-gemv-k-slices 4" "--moe-awq-gemv-lean 0"
   "--moe-fold-prefetch-down 1" "--moe-fold-prefetch-shared 0" "--kv-prefetch-max-seqs 0"
@@ -47,6 +43,11 @@ for r in 1 2; do
     bench "0.3b bf16 $k r$r" "$b" /tmp/dense 1,64 $k
   done
 done
+echo "== timelines (main, this card)"
+timeout 120 "$b" --model /tmp/moe-awq --load-format dummy --check-tokens 0 --batch-sizes 1 --timeline-batches 1 2>&1 |
+  sed -n '/^timeline:/,$p' | head -14
+timeout 120 "$b" --model /tmp/dense --load-format dummy --check-tokens 0 --batch-sizes 1,64 --timeline-batches 1,64 \
+  2>&1 | sed -n '/^timeline:/,$p' | head -34
 echo "== E"
 gtest cuda_moe_awq_test; gtest cuda_moe_test
 echo "== F"
