@@ -86,6 +86,9 @@ class DeviceSampler {
   // Page-locked copies of one call's parameters and results, with its plan.
   struct Staging {
     PinnedBuffer<unsigned long long> greedy_keys;  // [max_rows]
+    // greedy_keys as the device addresses them (the greedy kernel writes
+    // them itself), or nullptr where the device cannot: then they are copied.
+    unsigned long long* greedy_keys_on_device = nullptr;
     PinnedBuffer<SampleRowParams> params;          // [max_rows]
     PinnedBuffer<SampleRowResult> results;         // [max_rows]
     PinnedBuffer<LogitEditRow> edit_rows;
@@ -125,6 +128,10 @@ class DeviceSampler {
   int64_t max_rows_ = 0;
   bool fast_greedy_ = true;
   DeviceBuffer<unsigned long long> greedy_keys_;  // [max_rows] the greedy kernel's argmax keys
+  // [max_rows] each the greedy kernel's running key and arrivals of a row,
+  // zero between its launches (kernels/greedy_rows.h).
+  DeviceBuffer<unsigned long long> greedy_running_;
+  DeviceBuffer<uint32_t> greedy_arrivals_;
   DeviceBuffer<SampleRowParams> params_;          // [max_rows]
   DeviceBuffer<SampleRowResult> results_;         // [max_rows]
   // The edits of one call (its slot's plan): rows, per-token edits and bans,

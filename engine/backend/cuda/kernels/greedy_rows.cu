@@ -46,9 +46,21 @@ __global__ void __launch_bounds__(kThreads) GreedyRowsKernel(GreedyRowsParams p)
   __shared__ unsigned long long warp_best[kThreads / 32];
   if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) best = max(best, warp_best[w]);
-    atomicMax(p.keys + blockIdx.y, best);
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kThreads / 32; ++w) best = max(best, warp_best[w]);
+  const unsigned row_index = blockIdx.y;
+  atomicMax(p.running + row_index, best);
+  // The row's last CTA (every other one's atomicMax is done before its
+  // arrival: the fence orders them) takes the key and leaves both zero.
+  __threadfence();
+  if (atomicAdd(p.arrivals + row_index, 1u) != gridDim.x - 1) return;
+  __threadfence();
+  const unsigned long long key = atomicExch(p.running + row_index, 0ull);
+  p.arrivals[row_index] = 0;
+  p.keys[row_index] = key;
+  if (p.host_keys != nullptr) {
+    p.host_keys[row_index] = key;
+    __threadfence_system();
   }
 }
 
@@ -56,12 +68,9 @@ __global__ void __launch_bounds__(kThreads) GreedyRowsKernel(GreedyRowsParams p)
 
 cudaError_t LaunchGreedyRows(const GreedyRowsParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return cudaSuccess;
-  if (p.logits == nullptr || p.rows == nullptr || p.keys == nullptr || p.num_rows < 0 || p.num_rows > 65535 ||
-      p.vocab < 1)
+  if (p.logits == nullptr || p.rows == nullptr || p.keys == nullptr || p.running == nullptr ||
+      p.arrivals == nullptr || p.num_rows < 0 || p.num_rows > 65535 || p.vocab < 1)
     return cudaErrorInvalidValue;
-  if (const cudaError_t e = cudaMemsetAsync(p.keys, 0, static_cast<size_t>(p.num_rows) * sizeof(*p.keys), stream);
-      e != cudaSuccess)
-    return e;
   const dim3 grid(static_cast<unsigned>((p.vocab + kPerCta - 1) / kPerCta), static_cast<unsigned>(p.num_rows));
   GreedyRowsKernel<<<grid, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
