@@ -2,7 +2,7 @@
 # Session 48, call 2: the greedy kernel without the memset before it and the key copy after it (running keys
 # and arrivals left zero by each row's last CTA, which writes the key into the host's page-locked staging).
 # Here: the tree's build as ernie-bench-cuda, fcac4bd's as the variant `base` (.device/variants), packed with
-# ERNIE_PACK_ONLY="ernie-bench-cuda cuda_device_sampler_test cuda_overlapped_steps_test
+# ERNIE_PACK_ONLY="ernie-bench-cuda ernie-bench-gemv cuda_device_sampler_test cuda_overlapped_steps_test
 # cuda_backend_batching_test"; carry [".device/pack"]. Runs on either card: the tests, memcheck of the sampler
 # test, then base against the change at the 0.3b bf16 1 / 64 and the 21B-A3B AWQ 1, three rounds alternated,
 # and the engine's overlapped steps at 1 stream; on an H200 then call1's sweeps and timelines as time allows.
@@ -30,6 +30,13 @@ for v in base new; do
 done
 echo "A/B done at $(elapsed) s"
 [[ "$gpu" == *H200* ]] || exit 0
+echo "== int4 GEMV at m = 1 by k split (issue 8: 0.70 of 4.3 TB/s)"
+for ks in 0 2 4 8; do
+  for shape in square_8192 wide_4096x14336; do
+    timeout 60 "$d/bin/ernie-bench-gemv" --shape $shape --ms 1 --k-slices $ks 2>&1 | grep -E "^(square|wide)" |
+      awk -v ks=$ks '{print "[k-slices " ks "] " $0}'
+  done
+done
 echo "== timelines (new, this card)"
 timeout 120 "$b" --model /tmp/moe-awq --load-format dummy --check-tokens 0 --batch-sizes 1 --timeline-batches 1 2>&1 |
   sed -n '/^timeline:/,$p' | head -14
