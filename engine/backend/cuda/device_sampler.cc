@@ -265,15 +265,24 @@ absl::Status DeviceSampler::LaunchChunk(Staging& slot, const float* logits, int3
                               .logprobs = p.logprobs});
   }
   const auto n = static_cast<int32_t>(rows.size());
-  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params_.data(), slot.params.data(),
-                                             rows.size() * sizeof(SampleRowParams), cudaMemcpyHostToDevice, stream),
-                             "cudaMemcpyAsync of sampling parameters");
+  // A launch of fast rows only, row i reading logits row first + i (a decode
+  // step's greedy rows), gives the greedy kernel nothing to read from the
+  // device's parameters: they are not uploaded.
+  const int32_t first = rows.empty() ? 0 : slot.params.data()[0].logit_row;
+  bool consecutive_fast = fast == rows.size();
+  for (size_t i = 0; consecutive_fast && i < rows.size(); ++i)
+    consecutive_fast = slot.params.data()[i].logit_row == first + static_cast<int32_t>(i);
+  if (!consecutive_fast)
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params_.data(), slot.params.data(),
+                                               rows.size() * sizeof(SampleRowParams), cudaMemcpyHostToDevice, stream),
+                               "cudaMemcpyAsync of sampling parameters");
   if (fast > 0) {
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGreedyRows({.logits = logits,
-                                                 .rows = params_.data(),
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGreedyRows({.logits = consecutive_fast ? logits + int64_t{first} * vocab_ : logits,
+                                                 .rows = consecutive_fast ? nullptr : params_.data(),
                                                  .num_rows = n,
                                                  .vocab = vocab_,
                                                  .keys = greedy_keys_.data(),
+                                                 .results = results_.data(),
                                                  .host_keys = slot.greedy_keys_on_device,
                                                  .running = greedy_running_.data(),
                                                  .arrivals = greedy_arrivals_.data()},

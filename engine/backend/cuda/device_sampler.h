@@ -65,12 +65,11 @@ class DeviceSampler {
                        cudaStream_t stream);
   absl::Status Finish(std::span<SampledToken> out);
 
-  // The device buffers the last launch left its tokens in (the next step's
-  // fed-back tokens read them, kernels/feed_back_tokens.h). Valid until the
-  // next call; after a Sample of several launches, only the last launch's.
-  const SampleRowParams* device_rows() const { return params_.data(); }
+  // The device buffer the last launch left its tokens in (the next step's
+  // fed-back tokens read them, kernels/feed_back_tokens.h): the sampling
+  // kernel's and the greedy kernel's rows alike. Valid until the next call;
+  // after a Sample of several launches, only the last launch's.
   const SampleRowResult* device_results() const { return results_.data(); }
-  const unsigned long long* device_greedy_keys() const { return greedy_keys_.data(); }
   int64_t max_rows_per_launch() const { return max_rows_; }
 
   int64_t bytes() const;

@@ -330,7 +330,8 @@ TEST(CudaDeviceSamplerTest, GreedyRowsOnTheGreedyKernelMatchTheHostArgmax) {
 // writes the keys into the host's staging itself. A launch whose maximum is
 // far above the next one's must leave nothing behind: the second step's
 // token is its own, on either staging slot, and the first row of a launch
-// of fewer rows is not the last launch's.
+// of fewer rows is not the last launch's. Rows in order take no device
+// parameters (greedy_rows.h), rows out of order do: both, in turn.
 TEST(CudaDeviceSamplerTest, GreedyKernelLeavesNothingForTheNextLaunch) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   const int vocab = 5000, rows = 3;  // three CTAs a row
@@ -347,14 +348,17 @@ TEST(CudaDeviceSamplerTest, GreedyKernelLeavesNothingForTheNextLaunch) {
     ASSERT_EQ(cudaMemcpy(device_logits->data(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
     const int n = step == 5 ? 1 : rows;  // the last step samples only row 0
+    // Odd steps list the rows backwards: the kernel then reads each row's
+    // parameters from the device instead of taking row i as logits row i.
+    auto logit_row_of = [&](int i) { return step % 2 == 1 ? n - 1 - i : i; };
     std::vector<DeviceSampleRow> sample_rows;
-    for (int r = 0; r < n; ++r) sample_rows.push_back({.logit_row = r, .params = &greedy});
+    for (int i = 0; i < n; ++i) sample_rows.push_back({.logit_row = logit_row_of(i), .params = &greedy});
     std::vector<SampledToken> got(static_cast<size_t>(n));
     const absl::Status st = sampler->Sample(device_logits->data(), 0, sample_rows, got, nullptr);
     ASSERT_TRUE(st.ok()) << st;
-    for (int r = 0; r < n; ++r) {
-      EXPECT_EQ(got[static_cast<size_t>(r)].token_id, (997 * step + 31 * r + 7) % vocab)
-          << "step " << step << " row " << r;
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(got[static_cast<size_t>(i)].token_id, (997 * step + 31 * logit_row_of(i) + 7) % vocab)
+          << "step " << step << " sample row " << i;
     }
   }
 }

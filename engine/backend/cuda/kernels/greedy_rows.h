@@ -14,7 +14,10 @@
 // counts name, takes its key and zeroes both again), so no memset precedes
 // the launch; and that CTA writes the key straight into the page-locked
 // staging the host reads, so no copy follows it. Each was a graph-less
-// operation of its own on the stream after every decode step's graph.
+// operation of its own on the stream after every decode step's graph. When
+// every row is fast and row i reads logits row i (a decode step's greedy
+// rows), the launch takes no parameters from the device either (rows
+// nullptr), so none are uploaded before it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,10 +30,13 @@ namespace ernie::cuda {
 
 struct GreedyRowsParams {
   const float* logits = nullptr;            // [logit rows, vocab]
-  const SampleRowParams* rows = nullptr;     // [num_rows]; only rows with fast_greedy set are read
+  // [num_rows]; only rows with fast_greedy set are read. nullptr: every row
+  // is fast and row i reads logits row i.
+  const SampleRowParams* rows = nullptr;
   int32_t num_rows = 0;
   int32_t vocab = 0;
-  unsigned long long* keys = nullptr;       // [num_rows] each fast row's key (fed-back tokens read it here)
+  unsigned long long* keys = nullptr;       // [num_rows] each fast row's key
+  SampleRowResult* results = nullptr;       // [num_rows] or nullptr: each fast row's token (GreedyTokenOfKey's)
   unsigned long long* host_keys = nullptr;  // [num_rows] the same keys in page-locked host memory, or nullptr
   unsigned long long* running = nullptr;    // [num_rows] zero between launches
   uint32_t* arrivals = nullptr;             // [num_rows] zero between launches

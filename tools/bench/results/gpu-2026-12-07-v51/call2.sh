@@ -1,6 +1,8 @@
 #!/bin/bash
 # Session 48, call 2: the greedy kernel without the memset before it and the key copy after it (running keys
-# and arrivals left zero by each row's last CTA, which writes the key into the host's page-locked staging).
+# and arrivals left zero by each row's last CTA, which writes the key into the host's page-locked staging):
+# ee86748, the variant `mid`; and then (the tree) without the parameters' upload for a launch of greedy rows in
+# order, the fed-back tokens read from the results, which the greedy kernel now writes too.
 # Here: the tree's build as ernie-bench-cuda, fcac4bd's as the variant `base` (.device/variants), packed with
 # ERNIE_PACK_ONLY="ernie-bench-cuda ernie-bench-gemv cuda_device_sampler_test cuda_overlapped_steps_test
 # cuda_backend_batching_test"; carry [".device/pack"]. Runs on either card: the tests, memcheck of the sampler
@@ -9,7 +11,7 @@
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
 source tools/bench/cuda/device-call-lib.sh
 make_model /tmp/dense --shape 0.3b; make_model /tmp/moe-awq --shape 21b-a3b --awq-group-size 128
-b="$d/bin/ernie-bench-cuda" base="$d/bin/ernie-bench-cuda-base"
+b="$d/bin/ernie-bench-cuda" base="$d/bin/ernie-bench-cuda-base" mid="$d/bin/ernie-bench-cuda-mid"
 echo "== tests"
 gtest cuda_device_sampler_test; gtest cuda_overlapped_steps_test; gtest cuda_backend_batching_test
 ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 \
@@ -18,13 +20,15 @@ echo "memcheck (rc $?): $(grep -E 'ERROR SUMMARY|PASSED|FAILED' /tmp/memcheck.lo
 echo "== A/B"
 for r in 1 2 3; do
   bench "0.3b bf16 base r$r" "$base" /tmp/dense 1,64
+  bench "0.3b bf16 mid r$r" "$mid" /tmp/dense 1,64
   bench "0.3b bf16 new r$r" "$b" /tmp/dense 1,64
   bench "moe awq base r$r" "$base" /tmp/moe-awq 1
+  bench "moe awq mid r$r" "$mid" /tmp/moe-awq 1
   bench "moe awq new r$r" "$b" /tmp/moe-awq 1
 done
 echo "== engine, 1 stream (overlapped steps)"
-for v in base new; do
-  bin=$b; [[ $v == base ]] && bin=$base
+for v in base mid new; do
+  bin=$b; [[ $v == base ]] && bin=$base; [[ $v == mid ]] && bin=$mid
   timeout 120 "$bin" --model /tmp/dense --load-format dummy --check-tokens 0 --batch-sizes 1 --engine-streams 1 \
     --engine-rounds 2 2>&1 | grep -iE "overlapped|one_at_a_time|stream" | grep -v "^{" | tail -4 | sed "s/^/[$v] /"
 done
