@@ -26,21 +26,23 @@ for r in 1 2 3; do
   bench "moe awq mid r$r" "$mid" /tmp/moe-awq 1
   bench "moe awq new r$r" "$b" /tmp/moe-awq 1
 done
+echo "A/B done at $(elapsed) s"
+[[ "$gpu" == *H200* ]] && {
+  echo "== int4 GEMV at m = 1 by k split (issue 8: 0.70 of 4.3 TB/s)"
+  for ks in 0 2 4 8; do
+    for shape in square_8192 wide_4096x14336; do
+      timeout 60 "$d/bin/ernie-bench-gemv" --shape $shape --ms 1 --k-slices $ks 2>&1 | grep -E "^(square|wide)" |
+        awk -v ks=$ks '{print "[k-slices " ks "] " $0}'
+    done
+  done
+}
 echo "== engine, 1 stream (overlapped steps)"
 for v in base mid new; do
   bin=$b; [[ $v == base ]] && bin=$base; [[ $v == mid ]] && bin=$mid
   timeout 120 "$bin" --model /tmp/dense --load-format dummy --check-tokens 0 --batch-sizes 1 --engine-streams 1 \
     --engine-rounds 2 2>&1 | grep -iE "overlapped|one_at_a_time|stream" | grep -v "^{" | tail -4 | sed "s/^/[$v] /"
 done
-echo "A/B done at $(elapsed) s"
 [[ "$gpu" == *H200* ]] || exit 0
-echo "== int4 GEMV at m = 1 by k split (issue 8: 0.70 of 4.3 TB/s)"
-for ks in 0 2 4 8; do
-  for shape in square_8192 wide_4096x14336; do
-    timeout 60 "$d/bin/ernie-bench-gemv" --shape $shape --ms 1 --k-slices $ks 2>&1 | grep -E "^(square|wide)" |
-      awk -v ks=$ks '{print "[k-slices " ks "] " $0}'
-  done
-done
 echo "== timelines (new, this card)"
 timeout 120 "$b" --model /tmp/moe-awq --load-format dummy --check-tokens 0 --batch-sizes 1 --timeline-batches 1 2>&1 |
   sed -n '/^timeline:/,$p' | head -14
