@@ -1,0 +1,36 @@
+#!/bin/bash
+# Session 48, call 3: call2.sh cut to what ~250 s of device time holds (the session's budget, after the
+# attempts that found no machine): the tests of the greedy change, memcheck of the sampler test, base
+# (fcac4bd) against the change (the tree) at the 0.3b bf16 1 / 64 and the 21B-A3B AWQ 1, two rounds
+# alternated, then mid (ee86748) once and the engine's overlapped steps as time allows. Same pack as call2.
+cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
+source tools/bench/cuda/device-call-lib.sh
+make_model /tmp/dense --shape 0.3b; make_model /tmp/moe-awq --shape 21b-a3b --awq-group-size 128
+b="$d/bin/ernie-bench-cuda" base="$d/bin/ernie-bench-cuda-base" mid="$d/bin/ernie-bench-cuda-mid"
+echo "== tests"
+gtest cuda_device_sampler_test; gtest cuda_overlapped_steps_test; gtest cuda_backend_batching_test
+echo "== A/B"
+for r in 1 2; do
+  bench "0.3b bf16 base r$r" "$base" /tmp/dense 1,64
+  bench "0.3b bf16 new r$r" "$b" /tmp/dense 1,64
+  bench "moe awq base r$r" "$base" /tmp/moe-awq 1
+  bench "moe awq new r$r" "$b" /tmp/moe-awq 1
+done
+ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 \
+  "$d/bin/cuda_device_sampler_test" --gtest_filter='*Greedy*' > /tmp/memcheck.log 2>&1
+echo "memcheck (rc $?): $(grep -E 'ERROR SUMMARY|PASSED|FAILED' /tmp/memcheck.log | tr '\n' ' ') ($(elapsed) s)"
+bench "0.3b bf16 mid" "$mid" /tmp/dense 1,64
+bench "moe awq mid" "$mid" /tmp/moe-awq 1
+for r in 3 4; do
+  bench "0.3b bf16 base r$r" "$base" /tmp/dense 1,64
+  bench "0.3b bf16 new r$r" "$b" /tmp/dense 1,64
+  bench "moe awq base r$r" "$base" /tmp/moe-awq 1
+  bench "moe awq new r$r" "$b" /tmp/moe-awq 1
+done
+echo "== engine, 1 stream (overlapped steps)"
+for v in base new; do
+  bin=$b; [[ $v == base ]] && bin=$base
+  timeout 60 "$bin" --model /tmp/dense --load-format dummy --check-tokens 0 --batch-sizes 1 --engine-streams 1 \
+    --engine-rounds 2 2>&1 | grep -iE "overlapped|one_at_a_time" | grep -v "^{" | tail -2 | sed "s/^/[$v] /"
+done
+echo "done at $(elapsed) s"
