@@ -50,24 +50,11 @@ namespace {
 // every model now fuses single-token steps only.
 int32_t FusedDecodeMaxRows(int asked) { return asked >= 0 ? asked : 1; }
 
-// CudaBackendOptions::wide_decode_attention_max_pairs: `asked`, or by
-// model. Greedy step ms on two H100s (NOTES.md v35 run4 - run5), the wide
-// kernel against unsplit four-warp CTAs and against split: 21B-A3B AWQ at
-// batch 1 1.722 - 1.738 / 1.736 - 1.770 / 1.747 - 1.754 (5 rounds), at 2
-// 2.296 / 2.304 / 2.308; 0.3b bf16 at 1 0.502 - 0.505 / 0.480 - 0.482 /
-// 0.498 - 0.507, at 2 0.546 - 0.549 / 0.529 - 0.531 / 0.547 - 0.553. So
-// mixture-of-experts models (4 KV heads; 8 pairs: batches 1 - 2) take it
-// and dense ones do not.
-int64_t WideDecodeAttentionMaxPairs(int asked, const ModelConfig& c) {
+// An option that is `asked`, or, at -1, by model: `dense` on dense models,
+// `moe` on mixture-of-experts ones. Why each option's values, where it is set.
+int32_t ByModel(int asked, const ModelConfig& c, int32_t dense, int32_t moe) {
   if (asked >= 0) return asked;
-  return c.architecture == Architecture::kErnie45Moe ? 8 : 0;
-}
-
-// CudaBackendOptions::small_batch_lm_head_max_rows: `asked`, or by model
-// (the figures are beside the option).
-int32_t SmallBatchLmHeadMaxRows(int asked, const ModelConfig& c) {
-  if (asked >= 0) return asked;
-  return c.architecture == Architecture::kErnie45Moe ? 0 : 32;
+  return c.architecture == Architecture::kErnie45Moe ? moe : dense;
 }
 
 absl::Status CheckShapes(const ModelConfig& c, const CudaBackendOptions& o) {
@@ -263,19 +250,25 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->kv_prefetch_max_seqs_ = options.kv_prefetch_max_seqs;
   b->stream_kv_min_items_ = options.stream_kv_min_items;
   b->unsplit_attention_min_pairs_ = options.unsplit_attention_min_pairs;
-  b->wide_decode_attention_max_pairs_ = WideDecodeAttentionMaxPairs(options.wide_decode_attention_max_pairs, c);
+  // By model: greedy step ms on two H100s (NOTES.md v35 run4 - run5), the
+  // wide kernel against unsplit four-warp CTAs and against split: 21B-A3B AWQ
+  // at batch 1 1.722 - 1.738 / 1.736 - 1.770 / 1.747 - 1.754 (5 rounds), at 2
+  // 2.296 / 2.304 / 2.308; 0.3b bf16 at 1 0.502 - 0.505 / 0.480 - 0.482 /
+  // 0.498 - 0.507, at 2 0.546 - 0.549 / 0.529 - 0.531 / 0.547 - 0.553. So
+  // mixture-of-experts models (4 KV heads; 8 pairs: batches 1 - 2) take it
+  // and dense ones do not.
+  b->wide_decode_attention_max_pairs_ = ByModel(options.wide_decode_attention_max_pairs, c, 0, 8);
   b->decode_swap_ab_ = options.decode_attention_swap_ab;
   b->mma_attention_ = options.tensor_core_attention && MmaAttentionSupportsHeadDim(static_cast<int32_t>(c.head_dim));
   b->decode_single_wave_ = options.decode_linear_single_wave;
   b->small_batch_gemm_max_rows_ = options.small_batch_gemm_max_rows;
   b->awq_tiled_gemm_max_rows_ = options.awq_tiled_gemm_max_rows;
-  b->small_batch_lm_head_max_rows_ = SmallBatchLmHeadMaxRows(options.small_batch_lm_head_max_rows, c);
+  // By model: the figures are beside the option.
+  b->small_batch_lm_head_max_rows_ = ByModel(options.small_batch_lm_head_max_rows, c, 32, 0);
   b->awq_tiled_gemm_tile_rows_ = options.awq_tiled_gemm_tile_rows;
   b->awq_small_batch_min_rows_ = options.awq_small_batch_gemm_min_rows;
   // Auto: dense models only (on the 21B-A3B it was slower at 16 and 64 rows).
-  b->awq_small_batch_max_rows_ = options.awq_small_batch_gemm_max_rows >= 0 ? options.awq_small_batch_gemm_max_rows
-                                 : c.architecture == Architecture::kErnie45Dense ? 64
-                                                                                 : 0;
+  b->awq_small_batch_max_rows_ = ByModel(options.awq_small_batch_gemm_max_rows, c, 64, 0);
   {
     const int64_t h = c.hidden_size, qkv = c.q_size() + 2 * c.kv_size(), i = c.intermediate_size;
     // AWQ models: only where their linears take the int4 small-batch GEMM (NormEpiloguesFor).
