@@ -4,6 +4,7 @@
 #   source tools/bench/cuda/device-call-lib.sh   # unpacks into $d, sets LD_LIBRARY_PATH, $start, $gpu
 #   make_model /tmp/m --shape 0.3b [--awq-group-size 128]    # a config-only checkpoint for --load-format dummy
 #   bench LABEL BINARY MODEL BATCHES [FLAGS...]              # one line: batch:device-greedy-step-ms pairs
+#   alternate LABEL MODEL BATCHES NAME=BINARY...             # bench, once with each binary in turn (an A/B round)
 #   gtest NAME                                               # one line: a packed gtest binary's verdict
 # BENCH_TIMEOUT (seconds, default 120) bounds each bench run: a 256-row 21B-A3B run sets up for over 60 s.
 start=$(date +%s)
@@ -28,6 +29,11 @@ bench() {  # bench LABEL BINARY MODEL BATCHES [FLAGS...]; column 4 of the bench'
   # No rows: say why (the timeout's status, or the bench's last line, which names the error).
   [[ -z "$ms" ]] && ms="no rows (rc $rc): $(tail -1 <<< "$out")"
   echo "[$label] $ms ($(elapsed) s)"
+}
+
+alternate() {  # alternate LABEL MODEL BATCHES NAME=BINARY...: one bench line per binary, "LABEL NAME", in order
+  local label=$1 model=$2 batches=$3 pair; shift 3
+  for pair in "$@"; do bench "$label ${pair%%=*}" "${pair#*=}" "$model" "$batches"; done
 }
 
 gtest() {  # gtest NAME: runs the packed test binary NAME on tests/data (60 s at most); one line with its verdict

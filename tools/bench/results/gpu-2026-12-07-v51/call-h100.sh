@@ -1,5 +1,6 @@
 #!/bin/bash
-# Session 48, the call for an H100 (no H200 came): the pack of call1.sh. The parts that do not need the
+# Session 48, the call for an H100 (no H200 came), packed with the variants v41 (0cbebfc),
+# pre47 (adf23e8) and before (14db31f). The parts that do not need the
 # H200: the 0.3b's 64-row regression bisected (v41 = 0cbebfc, pre47 = adf23e8, main, main with cda762d's
 # keys turned back) with a timeline of each at 64 rows; the MoE tests; v50's grouped-GEMM form (never timed
 # as one binary) against 14db31f at AWQ 64 / 256.

@@ -7,7 +7,8 @@
 # ERNIE_PACK_ONLY="ernie-bench-cuda ernie-bench-gemv cuda_device_sampler_test cuda_overlapped_steps_test
 # cuda_backend_batching_test"; carry [".device/pack"]. Runs on either card: the tests, memcheck of the sampler
 # test, then base against the change at the 0.3b bf16 1 / 64 and the 21B-A3B AWQ 1, three rounds alternated,
-# and the engine's overlapped steps at 1 stream; on an H200 then call1's sweeps and timelines as time allows.
+# and the engine's overlapped steps at 1 stream; on an H200 then the GEMV's k split, timelines and a sweep of the
+# knobs tuned on H100s (the 21B-A3B AWQ at 1, the 0.3b at 1 / 64), as time allows.
 cd "$(git rev-parse --show-toplevel 2>/dev/null || pwd)" || exit 1
 source tools/bench/cuda/device-call-lib.sh
 make_model /tmp/dense --shape 0.3b; make_model /tmp/moe-awq --shape 21b-a3b --awq-group-size 128
@@ -19,12 +20,8 @@ ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 120 compute-sanitizer --tool memchec
 echo "memcheck (rc $?): $(grep -E 'ERROR SUMMARY|PASSED|FAILED' /tmp/memcheck.log | tr '\n' ' ')"
 echo "== A/B"
 for r in 1 2 3; do
-  bench "0.3b bf16 base r$r" "$base" /tmp/dense 1,64
-  bench "0.3b bf16 mid r$r" "$mid" /tmp/dense 1,64
-  bench "0.3b bf16 new r$r" "$b" /tmp/dense 1,64
-  bench "moe awq base r$r" "$base" /tmp/moe-awq 1
-  bench "moe awq mid r$r" "$mid" /tmp/moe-awq 1
-  bench "moe awq new r$r" "$b" /tmp/moe-awq 1
+  alternate "0.3b bf16 r$r" /tmp/dense 1,64 base="$base" mid="$mid" new="$b"
+  alternate "moe awq r$r" /tmp/moe-awq 1 base="$base" mid="$mid" new="$b"
 done
 echo "A/B done at $(elapsed) s"
 [[ "$gpu" == *H200* ]] && {

@@ -10,18 +10,16 @@ b="$d/bin/ernie-bench-cuda" base="$d/bin/ernie-bench-cuda-base" mid="$d/bin/erni
 echo "== tests"
 gtest cuda_device_sampler_test; gtest cuda_overlapped_steps_test; gtest cuda_backend_batching_test
 ab_round() {  # ab_round R: base then the change, the 0.3b bf16 at 1 / 64 and the 21B-A3B AWQ at 1
-  bench "0.3b bf16 base r$1" "$base" /tmp/dense 1,64
-  bench "0.3b bf16 new r$1" "$b" /tmp/dense 1,64
-  bench "moe awq base r$1" "$base" /tmp/moe-awq 1
-  bench "moe awq new r$1" "$b" /tmp/moe-awq 1
+  alternate "0.3b bf16 r$1" /tmp/dense 1,64 base="$base" new="$b"
+  alternate "moe awq r$1" /tmp/moe-awq 1 base="$base" new="$b"
 }
 echo "== A/B"
 ab_round 1; ab_round 2
 ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 \
   "$d/bin/cuda_device_sampler_test" --gtest_filter='*Greedy*' > /tmp/memcheck.log 2>&1
 echo "memcheck (rc $?): $(grep -E 'ERROR SUMMARY|PASSED|FAILED' /tmp/memcheck.log | tr '\n' ' ') ($(elapsed) s)"
-bench "0.3b bf16 mid" "$mid" /tmp/dense 1,64
-bench "moe awq mid" "$mid" /tmp/moe-awq 1
+alternate "0.3b bf16" /tmp/dense 1,64 mid="$mid"
+alternate "moe awq" /tmp/moe-awq 1 mid="$mid"
 ab_round 3; ab_round 4
 echo "== engine, 1 stream (overlapped steps)"
 for v in base new; do
