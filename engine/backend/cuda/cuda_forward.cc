@@ -304,9 +304,7 @@ absl::Status CudaBackendImpl::RunStep(const StepBatch& batch, LogitPassConsumer 
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchFeedBackTokens({.token_ids = inputs_.mutable_token_ids(),
                                                      .fed = inputs_.fed_back(),
                                                      .num_fed = inputs_.num_fed_back(),
-                                                     .rows = sampler_.device_rows(),
                                                      .results = sampler_.device_results(),
-                                                     .greedy_keys = sampler_.device_greedy_keys(),
                                                      .vocab = static_cast<int32_t>(c.vocab_size)},
                                                     stream_.get()),
                                "fed-back tokens kernel");

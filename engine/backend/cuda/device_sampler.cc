@@ -64,16 +64,31 @@ absl::StatusOr<DeviceSampler> DeviceSampler::Create(int64_t vocab_size, int64_t 
   ERNIE_ASSIGN_OR_RETURN(s.params_, DeviceBuffer<SampleRowParams>::Allocate(n, "sampling parameters"));
   ERNIE_ASSIGN_OR_RETURN(s.results_, DeviceBuffer<SampleRowResult>::Allocate(n, "sampling results"));
   ERNIE_ASSIGN_OR_RETURN(s.greedy_keys_, DeviceBuffer<unsigned long long>::Allocate(n, "greedy argmax keys"));
+  ERNIE_ASSIGN_OR_RETURN(s.greedy_running_, DeviceBuffer<unsigned long long>::Allocate(n, "greedy running keys"));
+  ERNIE_ASSIGN_OR_RETURN(s.greedy_arrivals_, DeviceBuffer<uint32_t>::Allocate(n, "greedy arrivals"));
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemset(s.greedy_running_.data(), 0, s.greedy_running_.bytes()),
+                             "cudaMemset of greedy running keys");
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemset(s.greedy_arrivals_.data(), 0, s.greedy_arrivals_.bytes()),
+                             "cudaMemset of greedy arrivals");
   for (Staging& slot : s.staging_) {
     ERNIE_ASSIGN_OR_RETURN(slot.params, PinnedBuffer<SampleRowParams>::Allocate(n, "sampling parameter staging"));
     ERNIE_ASSIGN_OR_RETURN(slot.results, PinnedBuffer<SampleRowResult>::Allocate(n, "sampling result staging"));
     ERNIE_ASSIGN_OR_RETURN(slot.greedy_keys, PinnedBuffer<unsigned long long>::Allocate(n, "greedy argmax key staging"));
+    // Page-locked memory is mapped for the device wherever it has unified
+    // addressing (every 64-bit Linux device); elsewhere the keys are copied.
+    void* mapped = nullptr;
+    if (cudaHostGetDevicePointer(&mapped, slot.greedy_keys.data(), 0) == cudaSuccess) {
+      slot.greedy_keys_on_device = static_cast<unsigned long long*>(mapped);
+    } else {
+      (void)cudaGetLastError();  // not sticky: the copy takes over
+    }
   }
   return s;
 }
 
 int64_t DeviceSampler::bytes() const {
-  return static_cast<int64_t>(params_.bytes() + results_.bytes() + greedy_keys_.bytes() + edit_rows_.bytes() +
+  return static_cast<int64_t>(params_.bytes() + results_.bytes() + greedy_keys_.bytes() + greedy_running_.bytes() +
+                              greedy_arrivals_.bytes() + edit_rows_.bytes() +
                               edits_.bytes() + bans_.bytes() + originals_.bytes() + raw_params_.bytes() +
                               raw_results_.bytes());
 }
@@ -250,18 +265,34 @@ absl::Status DeviceSampler::LaunchChunk(Staging& slot, const float* logits, int3
                               .logprobs = p.logprobs});
   }
   const auto n = static_cast<int32_t>(rows.size());
-  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params_.data(), slot.params.data(),
-                                             rows.size() * sizeof(SampleRowParams), cudaMemcpyHostToDevice, stream),
-                             "cudaMemcpyAsync of sampling parameters");
+  // A launch of fast rows only, row i reading logits row first + i (a decode
+  // step's greedy rows), gives the greedy kernel nothing to read from the
+  // device's parameters: they are not uploaded.
+  const int32_t first = rows.empty() ? 0 : slot.params.data()[0].logit_row;
+  bool consecutive_fast = fast == rows.size();
+  for (size_t i = 0; consecutive_fast && i < rows.size(); ++i)
+    consecutive_fast = slot.params.data()[i].logit_row == first + static_cast<int32_t>(i);
+  if (!consecutive_fast)
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params_.data(), slot.params.data(),
+                                               rows.size() * sizeof(SampleRowParams), cudaMemcpyHostToDevice, stream),
+                               "cudaMemcpyAsync of sampling parameters");
   if (fast > 0) {
-    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGreedyRows({.logits = logits, .rows = params_.data(), .num_rows = n,
-                                                 .vocab = vocab_, .keys = greedy_keys_.data()},
+    ERNIE_CUDA_RETURN_IF_ERROR(LaunchGreedyRows({.logits = consecutive_fast ? logits + int64_t{first} * vocab_ : logits,
+                                                 .rows = consecutive_fast ? nullptr : params_.data(),
+                                                 .num_rows = n,
+                                                 .vocab = vocab_,
+                                                 .keys = greedy_keys_.data(),
+                                                 .results = results_.data(),
+                                                 .host_keys = slot.greedy_keys_on_device,
+                                                 .running = greedy_running_.data(),
+                                                 .arrivals = greedy_arrivals_.data()},
                                                 stream),
                                "greedy kernel launch");
-    ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.greedy_keys.data(), greedy_keys_.data(),
-                                               rows.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                                               stream),
-                               "cudaMemcpyAsync of greedy keys");
+    if (slot.greedy_keys_on_device == nullptr)
+      ERNIE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.greedy_keys.data(), greedy_keys_.data(),
+                                                 rows.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                                 stream),
+                                 "cudaMemcpyAsync of greedy keys");
   }
   if (fast < rows.size()) {
     ERNIE_CUDA_RETURN_IF_ERROR(LaunchSampleRows({.logits = logits,

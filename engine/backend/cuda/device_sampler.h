@@ -65,12 +65,11 @@ class DeviceSampler {
                        cudaStream_t stream);
   absl::Status Finish(std::span<SampledToken> out);
 
-  // The device buffers the last launch left its tokens in (the next step's
-  // fed-back tokens read them, kernels/feed_back_tokens.h). Valid until the
-  // next call; after a Sample of several launches, only the last launch's.
-  const SampleRowParams* device_rows() const { return params_.data(); }
+  // The device buffer the last launch left its tokens in (the next step's
+  // fed-back tokens read them, kernels/feed_back_tokens.h): the sampling
+  // kernel's and the greedy kernel's rows alike. Valid until the next call;
+  // after a Sample of several launches, only the last launch's.
   const SampleRowResult* device_results() const { return results_.data(); }
-  const unsigned long long* device_greedy_keys() const { return greedy_keys_.data(); }
   int64_t max_rows_per_launch() const { return max_rows_; }
 
   int64_t bytes() const;
@@ -86,6 +85,9 @@ class DeviceSampler {
   // Page-locked copies of one call's parameters and results, with its plan.
   struct Staging {
     PinnedBuffer<unsigned long long> greedy_keys;  // [max_rows]
+    // greedy_keys as the device addresses them (the greedy kernel writes
+    // them itself), or nullptr where the device cannot: then they are copied.
+    unsigned long long* greedy_keys_on_device = nullptr;
     PinnedBuffer<SampleRowParams> params;          // [max_rows]
     PinnedBuffer<SampleRowResult> results;         // [max_rows]
     PinnedBuffer<LogitEditRow> edit_rows;
@@ -125,6 +127,10 @@ class DeviceSampler {
   int64_t max_rows_ = 0;
   bool fast_greedy_ = true;
   DeviceBuffer<unsigned long long> greedy_keys_;  // [max_rows] the greedy kernel's argmax keys
+  // [max_rows] each the greedy kernel's running key and arrivals of a row,
+  // zero between its launches (kernels/greedy_rows.h).
+  DeviceBuffer<unsigned long long> greedy_running_;
+  DeviceBuffer<uint32_t> greedy_arrivals_;
   DeviceBuffer<SampleRowParams> params_;          // [max_rows]
   DeviceBuffer<SampleRowResult> results_;         // [max_rows]
   // The edits of one call (its slot's plan): rows, per-token edits and bans,

@@ -325,6 +325,44 @@ TEST(CudaDeviceSamplerTest, GreedyRowsOnTheGreedyKernelMatchTheHostArgmax) {
   EXPECT_EQ(sampler->Sample(device_none->data(), 0, {&row, 1}, out, nullptr).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The greedy kernel keeps each row's running key and CTA arrivals on the
+// device between launches (no memset before a launch: greedy_rows.h) and
+// writes the keys into the host's staging itself. A launch whose maximum is
+// far above the next one's must leave nothing behind: the second step's
+// token is its own, on either staging slot, and the first row of a launch
+// of fewer rows is not the last launch's. Rows in order take no device
+// parameters (greedy_rows.h), rows out of order do: both, in turn.
+TEST(CudaDeviceSamplerTest, GreedyKernelLeavesNothingForTheNextLaunch) {
+  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+  const int vocab = 5000, rows = 3;  // three CTAs a row
+  auto sampler = cuda::DeviceSampler::Create(vocab, rows, true);
+  ASSERT_TRUE(sampler.ok());
+  auto device_logits = cuda::DeviceBuffer<float>::Allocate(static_cast<size_t>(rows) * vocab, "test logits");
+  ASSERT_TRUE(device_logits.ok());
+  const SamplingParams greedy{.temperature = 0.0f};
+  for (int step = 0; step < 6; ++step) {
+    // Step s: row r's maximum at id (997 s + 31 r + 7) % vocab, of 1e6 on even steps and 2 on odd ones.
+    std::vector<float> logits(static_cast<size_t>(rows) * vocab, 0.0f);
+    for (int r = 0; r < rows; ++r)
+      logits[static_cast<size_t>(r) * vocab + (997 * step + 31 * r + 7) % vocab] = step % 2 == 0 ? 1e6f : 2.0f;
+    ASSERT_EQ(cudaMemcpy(device_logits->data(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    const int n = step == 5 ? 1 : rows;  // the last step samples only row 0
+    // Odd steps list the rows backwards: the kernel then reads each row's
+    // parameters from the device instead of taking row i as logits row i.
+    auto logit_row_of = [&](int i) { return step % 2 == 1 ? n - 1 - i : i; };
+    std::vector<DeviceSampleRow> sample_rows;
+    for (int i = 0; i < n; ++i) sample_rows.push_back({.logit_row = logit_row_of(i), .params = &greedy});
+    std::vector<SampledToken> got(static_cast<size_t>(n));
+    const absl::Status st = sampler->Sample(device_logits->data(), 0, sample_rows, got, nullptr);
+    ASSERT_TRUE(st.ok()) << st;
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(got[static_cast<size_t>(i)].token_id, (997 * step + 31 * logit_row_of(i) + 7) % vocab)
+          << "step " << step << " sample row " << i;
+    }
+  }
+}
+
 TEST(CudaDeviceSamplerTest, ARowWithoutAFiniteLogitIsAnError) {
   ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
   std::vector<float> logits(50, -INFINITY);
