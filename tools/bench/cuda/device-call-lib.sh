@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the one-off device call scripts under tools/bench/results/*/ so that each holds only what it
 # measures. From the repository root on the device, after `tools/gpu-test pack` here and a run that carries
 # [".device/pack"]:
@@ -6,6 +7,10 @@
 #   bench LABEL BINARY MODEL BATCHES [FLAGS...]              # one line: batch:device-greedy-step-ms pairs
 #   alternate LABEL MODEL BATCHES NAME=BINARY...             # bench, once with each binary in turn (an A/B round)
 #   gtest NAME                                               # one line: a packed gtest binary's verdict
+#   gemv_k_splits                                            # the int4 GEMV at m = 1 on 8192^2 and 4096 x 14336
+#                                                            # by k split (0: its own choice), with the probes
+#   knob_sweep LABEL BINARY MODEL BATCHES LIMIT KNOB...      # bench with each "--flag value" KNOB in turn,
+#                                                            # the defaults first; stops once $(elapsed) > LIMIT
 # BENCH_TIMEOUT (seconds, default 120) bounds each bench run: a 256-row 21B-A3B run sets up for over 60 s.
 start=$(date +%s)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); echo "${gpu:-no GPU}"
@@ -40,4 +45,24 @@ gtest() {  # gtest NAME: runs the packed test binary NAME on tests/data (60 s at
   local r
   r=$(ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 "$d/bin/$1" 2>&1 | grep -E "^\[  (PASSED|FAILED)|Failure" | head -4)
   echo "$1: ${r:-no verdict (crashed or timed out)} ($(elapsed) s)"
+}
+
+gemv_k_splits() {  # issue 8's figure (0.70 of 4.3 TB/s at m = 1) by the GEMV's k split; summary rows only
+  local ks shape
+  for ks in 0 1 2 4 8; do
+    for shape in square_8192 wide_4096x14336; do
+      timeout 40 "$d/bin/ernie-bench-gemv" --shape $shape --ms 1 --k-slices $ks 2>&1 | grep -E '^(square|wide)' |
+        awk -v ks=$ks '{print "[k-slices " ks "] " $0}'
+    done
+  done
+}
+
+knob_sweep() {  # knob_sweep LABEL BINARY MODEL BATCHES LIMIT KNOB...: the defaults, then each knob
+  local label=$1 bin=$2 model=$3 batches=$4 limit=$5 knob; shift 5
+  bench "$label default" "$bin" "$model" "$batches"
+  for knob in "$@"; do
+    [[ $(elapsed) -gt $limit ]] && return
+    # shellcheck disable=SC2086  # the knob is a flag and its value
+    bench "$label $knob" "$bin" "$model" "$batches" $knob
+  done
 }

@@ -25,21 +25,9 @@ timeout 60 "$b" --model /tmp/dense --load-format dummy --check-tokens 0 --batch-
   sed -n '/^timeline:/,$p' | head -12
 [[ "$gpu" == *H200* ]] || { echo "done at $(elapsed) s"; exit 0; }
 echo "== int4 GEMV at m = 1 by k split (issue 8: 0.70 of 4.3 TB/s)"
-for ks in 0 2 4 8; do
-  for shape in square_8192 wide_4096x14336; do
-    timeout 40 "$d/bin/ernie-bench-gemv" --shape $shape --ms 1 --k-slices $ks 2>&1 | grep -E "^(square|wide)" |
-      awk -v ks=$ks '{print "[k-slices " ks "] " $0}'
-  done
-done
+gemv_k_splits
 echo "== MoE knobs at batch 1 ($(elapsed) s)"
-moe_knobs=("--moe-awq-gemv-k-slices 1" "--moe-awq-gemv-k-slices 4" "--moe-awq-gemv-lean 0"
-  "--moe-fold-prefetch-down 1" "--moe-fold-prefetch-shared 0" "--kv-prefetch-max-seqs 0"
-  "--moe-router-record-cluster 8" "--decode-linear-single-wave 0")
-bench "moe awq 1 default" "$b" /tmp/moe-awq 1
-for k in "${moe_knobs[@]}"; do
-  [[ $(elapsed) -gt 500 ]] && break
-  # shellcheck disable=SC2086  # the knob is a flag and its value
-  bench "moe awq 1 $k" "$b" /tmp/moe-awq 1 $k
-done
-bench "moe awq 1 default" "$b" /tmp/moe-awq 1
+knob_sweep "moe awq 1" "$b" /tmp/moe-awq 1 500 "--moe-awq-gemv-k-slices 1" "--moe-awq-gemv-k-slices 4" \
+  "--moe-awq-gemv-lean 0" "--moe-fold-prefetch-down 1" "--moe-fold-prefetch-shared 0" "--kv-prefetch-max-seqs 0" \
+  "--moe-router-record-cluster 8" "--decode-linear-single-wave 0"
 echo "done at $(elapsed) s"

@@ -15,24 +15,13 @@ for r in 1 2 3 4; do alternate "moe awq r$r" /tmp/moe-awq 1 base="$base" new="$b
 echo "== 0.3b bf16"
 for r in 1 2; do alternate "0.3b bf16 r$r" /tmp/dense 1,64,256 base="$base" new="$b"; done
 echo "== int4 GEMV at m = 1 by k split ($(elapsed) s)"
-for ks in 0 1 2 4 8; do
-  for shape in square_8192 wide_4096x14336; do
-    timeout 40 "$d/bin/ernie-bench-gemv" --shape $shape --ms 1 --k-slices $ks 2>&1 | grep -E '^(square|wide)' |
-      awk -v ks=$ks '{print "[k-slices " ks "] " $0}'
-  done
-done
+gemv_k_splits
 echo "== MoE knobs at batch 1 ($(elapsed) s)"
 moe_knobs=("--moe-awq-gemv-k-slices 1" "--moe-awq-gemv-k-slices 4" "--moe-awq-gemv-lean 0"
   "--moe-fold-prefetch-down 1" "--moe-fold-prefetch-shared 0" "--kv-prefetch-max-seqs 0"
   "--moe-router-record-cluster 8" "--decode-linear-single-wave 0" "--wide-decode-attention-max-pairs 0")
-for r in 1 2; do
-  bench "moe awq 1 default r$r" "$b" /tmp/moe-awq 1
-  for k in "${moe_knobs[@]}"; do
-    [[ $(elapsed) -gt 520 ]] && break 2
-    # shellcheck disable=SC2086  # the knob is a flag and its value
-    bench "moe awq 1 $k r$r" "$b" /tmp/moe-awq 1 $k
-  done
-done
+knob_sweep "moe awq 1 r1" "$b" /tmp/moe-awq 1 520 "${moe_knobs[@]}"
+knob_sweep "moe awq 1 r2" "$b" /tmp/moe-awq 1 520 "${moe_knobs[@]}"
 echo "== timeline, 21B-A3B AWQ batch 1 ($(elapsed) s)"
 timeout 60 "$b" --model /tmp/moe-awq --load-format dummy --check-tokens 0 --batch-sizes 1 --timeline-batches 1 2>&1 |
   sed -n '/^timeline:/,$p' | head -16
