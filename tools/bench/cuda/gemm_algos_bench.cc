@@ -1,12 +1,14 @@
 // ernie-bench-gemm-algos: how far cuBLAS's default choice (cublasGemmEx with
 // CUBLAS_GEMM_DEFAULT, what gemm.h runs) is from the fastest algorithm
 // cuBLASLt offers, on the linears of the 0.3b shape at decode and prefill
-// row counts. For each (shape, m): the default's time, then every candidate
+// row counts, and on the lm_heads of both models (--shapes picks them; by
+// default the 0.3b's four layer linears). For each (shape, m): the default's time, then every candidate
 // cublasLtMatmulAlgoGetHeuristic returns (up to --candidates), timed the same
 // way; one JSON line each on stdout and in --log, and a summary line with
 // the best candidate against the default.
 //
 //   ernie-bench-gemm-algos [--log FILE] [--ms 16,64,256,2048] [--candidates 24] [--reps 20]
+//                          [--shapes qkv_0.3b,o_proj_0.3b,gate_up_0.3b,down_0.3b,lm_head_0.3b,lm_head_21b]
 //
 // Timing as ernie-bench-gemv (graph_timer.h): each launch reads its own copy
 // of the weights, the copies together >= 200 MB (4x the L2).
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/cuda/graph_timer.h"
 #include "tools/bench/cuda/int_list_flag.h"
@@ -38,11 +41,14 @@ struct Shape {
   int64_t k, n;
 };
 constexpr Shape kShapes[] = {
-    {"qkv_0.3b", 1024, 2560}, {"o_proj_0.3b", 2048, 1024}, {"gate_up_0.3b", 1024, 6144}, {"down_0.3b", 3072, 1024}};
+    {"qkv_0.3b", 1024, 2560},          {"o_proj_0.3b", 2048, 1024}, {"gate_up_0.3b", 1024, 6144},
+    {"down_0.3b", 3072, 1024},         {"lm_head_0.3b", 1024, 103424},  // the step's largest GEMM at 33 - 256 rows
+    {"lm_head_21b", 2560, 103424}};
 
 struct Args {
   std::string log;
   std::vector<int64_t> ms = {16, 64, 256, 2048};
+  std::vector<std::string> shapes = {"qkv_0.3b", "o_proj_0.3b", "gate_up_0.3b", "down_0.3b"};
   int candidates = 24, reps = 20;
 };
 
@@ -75,6 +81,11 @@ bool Parse(int argc, char** argv, Args* a) {
       a->log = v;
     } else if (f == "--ms") {
       if (!ernie::bench::ParsePositiveIntList(v, &a->ms)) return false;
+    } else if (f == "--shapes") {
+      a->shapes = absl::StrSplit(v, ',');
+      for (const std::string& name : a->shapes)
+        if (std::none_of(std::begin(kShapes), std::end(kShapes), [&](const Shape& s) { return name == s.name; }))
+          return false;
     } else if (f == "--candidates") {
       if (!absl::SimpleAtoi(v, &a->candidates) || a->candidates <= 0) return false;
     } else if (f == "--reps") {
@@ -98,7 +109,8 @@ int AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttribu
 int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, &args)) {
-    std::cerr << "usage: ernie-bench-gemm-algos [--log FILE] [--ms 16,64,256,2048] [--candidates N] [--reps N]\n";
+    std::cerr << "usage: ernie-bench-gemm-algos [--log FILE] [--ms 16,64,256,2048] [--candidates N] [--reps N] "
+                 "[--shapes NAME,...] (names: qkv_0.3b o_proj_0.3b gate_up_0.3b down_0.3b lm_head_0.3b lm_head_21b)\n";
     return 2;
   }
   std::ofstream log;
@@ -119,6 +131,7 @@ int main(int argc, char** argv) {
   const int64_t max_m = *std::max_element(args.ms.begin(), args.ms.end());
   int failures = 0;
   for (const Shape& s : kShapes) {
+    if (std::find(args.shapes.begin(), args.shapes.end(), s.name) == args.shapes.end()) continue;
     const int64_t weight_bytes = 2 * s.n * s.k;
     const int copies = static_cast<int>(std::min<int64_t>(64, (kFlushBytes + weight_bytes - 1) / weight_bytes));
     void *w = nullptr, *x = nullptr, *y = nullptr;

@@ -20,8 +20,8 @@ echo "== MoE knobs at batch 1 ($(elapsed) s)"
 moe_knobs=("--moe-awq-gemv-k-slices 1" "--moe-awq-gemv-k-slices 4" "--moe-awq-gemv-lean 0"
   "--moe-fold-prefetch-down 1" "--moe-fold-prefetch-shared 0" "--kv-prefetch-max-seqs 0"
   "--moe-router-record-cluster 8" "--decode-linear-single-wave 0" "--wide-decode-attention-max-pairs 0")
-knob_sweep "moe awq 1 r1" "$b" /tmp/moe-awq 1 520 "${moe_knobs[@]}"
-knob_sweep "moe awq 1 r2" "$b" /tmp/moe-awq 1 520 "${moe_knobs[@]}"
+knob_sweep "moe awq 1 r1" "$b" /tmp/moe-awq 1 "${ERNIE_SWEEP_LIMIT:-520}" "${moe_knobs[@]}"
+knob_sweep "moe awq 1 r2" "$b" /tmp/moe-awq 1 "${ERNIE_SWEEP_LIMIT:-520}" "${moe_knobs[@]}"
 echo "== timeline, 21B-A3B AWQ batch 1 ($(elapsed) s)"
 timeout 60 "$b" --model /tmp/moe-awq --load-format dummy --check-tokens 0 --batch-sizes 1 --timeline-batches 1 2>&1 |
   sed -n '/^timeline:/,$p' | head -16
