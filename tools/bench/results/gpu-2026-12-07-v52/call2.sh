@@ -13,7 +13,8 @@ b="$d/bin/ernie-bench-cuda" base="$d/bin/ernie-bench-cuda-base"
 echo "== 21B-A3B AWQ batch 1"
 for r in 1 2 3 4; do alternate "moe awq r$r" /tmp/moe-awq 1 base="$base" new="$b"; done
 echo "== 0.3b bf16"
-for r in 1 2; do alternate "0.3b bf16 r$r" /tmp/dense 1,64,256 base="$base" new="$b"; done
+alternate "0.3b bf16 r1" /tmp/dense 1,64,256 base="$base" new="$b"
+alternate "0.3b bf16 r2" /tmp/dense 1,64 base="$base" new="$b"
 echo "== int4 GEMV at m = 1 by k split ($(elapsed) s)"
 gemv_k_splits
 echo "== MoE knobs at batch 1 ($(elapsed) s)"
