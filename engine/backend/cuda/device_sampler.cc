@@ -281,9 +281,10 @@ absl::Status DeviceSampler::LaunchChunk(Staging& slot, const float* logits, int3
                                                  .rows = consecutive_fast ? nullptr : params_.data(),
                                                  .num_rows = n,
                                                  .vocab = vocab_,
-                                                 .keys = greedy_keys_.data(),
+                                                 .keys = slot.greedy_keys_on_device != nullptr
+                                                             ? slot.greedy_keys_on_device
+                                                             : greedy_keys_.data(),
                                                  .results = results_.data(),
-                                                 .host_keys = slot.greedy_keys_on_device,
                                                  .running = greedy_running_.data(),
                                                  .arrivals = greedy_arrivals_.data()},
                                                 stream),

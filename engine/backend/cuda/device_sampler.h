@@ -126,7 +126,9 @@ class DeviceSampler {
   int32_t vocab_ = 0;
   int64_t max_rows_ = 0;
   bool fast_greedy_ = true;
-  DeviceBuffer<unsigned long long> greedy_keys_;  // [max_rows] the greedy kernel's argmax keys
+  // [max_rows] the greedy kernel's argmax keys where the staging is not
+  // mapped for the device (they are then copied to it).
+  DeviceBuffer<unsigned long long> greedy_keys_;
   // [max_rows] each the greedy kernel's running key and arrivals of a row,
   // zero between its launches (kernels/greedy_rows.h).
   DeviceBuffer<unsigned long long> greedy_running_;

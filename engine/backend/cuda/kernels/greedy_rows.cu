@@ -64,15 +64,14 @@ __global__ void __launch_bounds__(kThreads) GreedyRowsKernel(GreedyRowsParams p)
   atomicMax(p.running + row_index, best);
   // The row's last CTA (every other one's atomicMax is done before its
   // arrival: the fence orders them) takes the key and leaves both zero. Its
-  // store to the host's memory needs no fence of its own: the host reads it
-  // only once the launch is complete, and a kernel's completion makes its
-  // writes visible to the host.
+  // store of the key (into the host's memory where the staging is mapped)
+  // needs no fence of its own: the host reads it only once the launch is
+  // complete, and a kernel's completion makes its writes visible to the host.
   __threadfence();
   if (atomicAdd(p.arrivals + row_index, 1u) != gridDim.x - 1) return;
   const unsigned long long key = atomicExch(p.running + row_index, 0ull);
   p.arrivals[row_index] = 0;
   p.keys[row_index] = key;
-  if (p.host_keys != nullptr) p.host_keys[row_index] = key;
   if (p.results != nullptr) p.results[row_index].token = TokenOfKey(key);
 }
 

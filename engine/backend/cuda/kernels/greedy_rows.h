@@ -35,9 +35,10 @@ struct GreedyRowsParams {
   const SampleRowParams* rows = nullptr;
   int32_t num_rows = 0;
   int32_t vocab = 0;
-  unsigned long long* keys = nullptr;       // [num_rows] each fast row's key
+  // [num_rows] each fast row's key: device memory, or page-locked host
+  // memory as the device addresses it (the host then reads it with no copy).
+  unsigned long long* keys = nullptr;
   SampleRowResult* results = nullptr;       // [num_rows] or nullptr: each fast row's token (GreedyTokenOfKey's)
-  unsigned long long* host_keys = nullptr;  // [num_rows] the same keys in page-locked host memory, or nullptr
   unsigned long long* running = nullptr;    // [num_rows] zero between launches
   uint32_t* arrivals = nullptr;             // [num_rows] zero between launches
 };
