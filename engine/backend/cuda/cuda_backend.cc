@@ -265,6 +265,10 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   b->awq_tiled_gemm_max_rows_ = options.awq_tiled_gemm_max_rows;
   // By model: the figures are beside the option.
   b->small_batch_lm_head_max_rows_ = ByModel(options.small_batch_lm_head_max_rows, c, 32, 0);
+  if (options.lm_head_gemm_tuning) {
+    ERNIE_ASSIGN_OR_RETURN(TunedGemm lm_head, TunedGemm::Create(b->stream_.get(), c.vocab_size, c.hidden_size));
+    b->lm_head_gemm_.emplace(std::move(lm_head));
+  }
   b->awq_tiled_gemm_tile_rows_ = options.awq_tiled_gemm_tile_rows;
   b->awq_small_batch_min_rows_ = options.awq_small_batch_gemm_min_rows;
   // Auto: dense models only (on the 21B-A3B it was slower at 16 and 64 rows).

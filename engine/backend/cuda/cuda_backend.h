@@ -11,9 +11,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/cuda/gemm_tuning.h"
 #include "engine/model/ernie4_5_weights.h"
 
 namespace ernie {
@@ -294,6 +296,17 @@ struct CudaBackendOptions {
   // 256 sequences 1.425 - 1.445 ms against 1.469 - 1.471 with 0, 16 and 64
   // unchanged; the 21B-A3B AWQ at 16 and 64 0.3% faster.
   int stream_kv_min_items = 16;
+  // The lm_head's cuBLAS GEMM (logit rows past the small-batch lm_head):
+  // the first time a row count runs outside a graph capture (for decode
+  // batch sizes, WarmUp's eager pass), cuBLAS's default is timed against
+  // cuBLASLt's heuristic candidates (no split-k, no workspace) and the
+  // fastest kept when it is at least 2% faster (tuned_gemm.h; a few ms a
+  // row count, once). On an H100
+  // (ernie-bench-gemm-algos, NOTES.md v52) the default left 5 - 10% of the
+  // lm_head's time at 48 - 256 rows on both models. False: cuBLAS's default
+  // always (the before); steps are then the same bits run to run, where a
+  // tuned algorithm may differ between starts in the sums' rounding.
+  bool lm_head_gemm_tuning = true;
 };
 
 // Where the device memory went (bytes), for the start-up report and metrics.
@@ -306,6 +319,9 @@ struct CudaMemoryBreakdown {
 class CudaBackend : public Backend {
  public:
   virtual CudaMemoryBreakdown memory() const = 0;
+  // What warm-up's lm_head tuning found, one entry a row count it timed
+  // (CudaBackendOptions::lm_head_gemm_tuning), in the order timed.
+  virtual std::vector<GemmTuning> lm_head_tunings() const = 0;
   // Graphs captured, replayed and eager steps: Backend::step_counters().
 };
 

@@ -7,6 +7,8 @@
 #include <cuda_runtime_api.h>
 
 #include <deque>
+#include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "engine/backend/cuda/kernels/small_batch_gemm.h"
 #include "engine/backend/cuda/paged_kv_view.h"
 #include "engine/backend/cuda/step_plan.h"
+#include "engine/backend/cuda/tuned_gemm.h"
 
 namespace ernie::cuda {
 
@@ -137,6 +140,7 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t max_tokens_per_step() const override { return max_tokens_; }
   CudaMemoryBreakdown memory() const override { return memory_; }
+  std::vector<GemmTuning> lm_head_tunings() const override { return lm_head_tunings_; }
   BackendStepCounters step_counters() const override {
     return {.graph_replays = graphs_.replays(),
             .graph_captures = graphs_.captured(),
@@ -280,6 +284,11 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
   // The final norm of logit rows (adding delta + delta_bias when delta is set) and lm_head on cuBLAS.
   absl::Status NormAndLmHead(int32_t first_row, int32_t rows, const float* delta, const float* delta_bias);
+  // NormAndLmHead's cuBLAS lm_head: the tuned algorithm for `rows` where one
+  // won, else cuBLAS's default. A row count's first run outside a graph
+  // capture times the algorithms first (cuda_forward.cc): WarmUp's eager
+  // pass of each batch size, or a later step's (once, a few ms).
+  absl::Status CublasLmHead(int32_t rows);
   // The same two for steps of at most kDecodeLinearMaxRows tokens (cuda_decode_forward.cc).
   absl::Status EnqueueDecodeLayers(int32_t tokens);
   // One fused decode linear on the layer's bf16 weights (p.w), or on `awq`
@@ -347,6 +356,12 @@ class CudaBackendImpl final : public CudaBackend {
 
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order
   Gemm gemm_;       // cuBLAS handle bound to stream_
+  // CudaBackendOptions::lm_head_gemm_tuning: the lm_head's algorithms by
+  // row count (none when off), which row counts were timed, and what each
+  // timing found.
+  std::optional<TunedGemm> lm_head_gemm_;
+  std::set<int32_t> lm_head_timed_rows_;
+  std::vector<GemmTuning> lm_head_tunings_;
   GraphCache graphs_{0};          // whole-step graphs of steps up to graph_max_tokens_ tokens
   int64_t graph_max_tokens_ = 0;  // 0: graphs off
   DeviceWeights weights_;

@@ -254,6 +254,25 @@ absl::Status CudaBackendImpl::NormAndLmHead(int32_t first_row, int32_t rows, con
                                            stream_.get()),
                       "small-batch lm_head kernel");
   }
+  return CublasLmHead(rows);
+}
+
+absl::Status CudaBackendImpl::CublasLmHead(int32_t rows) {
+  const ModelConfig& c = config_;
+  if (lm_head_gemm_.has_value() && !lm_head_timed_rows_.contains(rows)) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_.get(), &capturing), "cudaStreamIsCapturing");
+    if (capturing == cudaStreamCaptureStatusNone) {
+      // ws_.h holds this pass's normed rows (enqueued before): the timing's
+      // launches compute the real product, and the launch below again.
+      ERNIE_ASSIGN_OR_RETURN(GemmTuning tuning,
+                             lm_head_gemm_->Tune(gemm_, Raw(ws_.h), rows, weights_.lm_head, ws_.logits.data()));
+      lm_head_timed_rows_.insert(rows);
+      lm_head_tunings_.push_back(tuning);
+    }
+  }
+  if (lm_head_gemm_.has_value() && lm_head_gemm_->Covers(rows))
+    return lm_head_gemm_->Run(Raw(ws_.h), rows, weights_.lm_head, ws_.logits.data());
   return gemm_.Run(Raw(ws_.h), rows, c.hidden_size, weights_.lm_head, c.vocab_size, ws_.logits.data(),
                    GemmOutput::kF32);
 }

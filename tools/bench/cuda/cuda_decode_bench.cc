@@ -102,6 +102,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
@@ -161,6 +162,7 @@ struct Args {
   int moe_fold_prefetch_down = ernie::CudaBackendOptions{}.moe_fold_prefetch_down ? 1 : 0;
   int kv_prefetch_max_seqs = ernie::CudaBackendOptions{}.kv_prefetch_max_seqs;
   int stream_kv_min_items = ernie::CudaBackendOptions{}.stream_kv_min_items;
+  int lm_head_gemm_tuning = ernie::CudaBackendOptions{}.lm_head_gemm_tuning ? 1 : 0;
   int moe_awq_gemv_lean = ernie::CudaBackendOptions{}.moe_awq_gemv_lean ? 1 : 0;
   int moe_early_shared = ernie::CudaBackendOptions{}.moe_early_shared_experts;
   std::vector<int> timeline_batches;  // --timeline-batches: in-graph kernel timelines of these decode steps
@@ -225,6 +227,9 @@ bool Parse(int argc, char** argv, Args* a) {
       if (!absl::SimpleAtoi(v, &a->kv_prefetch_max_seqs)) return false;  // the backend says which values
     } else if (f == "--stream-kv-min-items") {
       if (!absl::SimpleAtoi(v, &a->stream_kv_min_items)) return false;  // likewise
+    } else if (f == "--lm-head-gemm-tuning") {
+      if (!absl::SimpleAtoi(v, &a->lm_head_gemm_tuning) || (a->lm_head_gemm_tuning != 0 && a->lm_head_gemm_tuning != 1))
+        return false;
     } else if (f == "--moe-early-shared") {
       if (!absl::SimpleAtoi(v, &a->moe_early_shared)) return false;  // the backend says which values
     } else if (f == "--moe-awq-gemv-cta-warps") {
@@ -734,7 +739,8 @@ int main(int argc, char** argv) {
                 .moe_fold_prefetch_shared = args.moe_fold_prefetch_shared == 1,
                 .moe_fold_prefetch_down = args.moe_fold_prefetch_down == 1,
                 .kv_prefetch_max_seqs = args.kv_prefetch_max_seqs,
-                .stream_kv_min_items = args.stream_kv_min_items});
+                .stream_kv_min_items = args.stream_kv_min_items,
+                .lm_head_gemm_tuning = args.lm_head_gemm_tuning == 1});
   if (!backend.ok()) {
     std::cerr << "ernie-bench-cuda: " << backend.status() << "\n";
     return 1;
@@ -762,6 +768,7 @@ int main(int argc, char** argv) {
                         {"moe_fold_prefetch_down", args.moe_fold_prefetch_down},
                         {"kv_prefetch_max_seqs", args.kv_prefetch_max_seqs},
                         {"stream_kv_min_items", args.stream_kv_min_items},
+                        {"lm_head_gemm_tuning", args.lm_head_gemm_tuning},
                         {"architecture", (*model)->config.architecture_name},
                         {"parameters", (*model)->config.ParameterCount()},
                         // What one token reads at least (bf16): the batch-1 floor is this over HBM bandwidth.
@@ -829,6 +836,20 @@ int main(int argc, char** argv) {
                 b * args.decode_tokens / (r->top_p_ms / 1e3), r->median_step_penalized_ms,
                 r->median_step_host_penalized_ms);
   }
+  // What the lm_head's tuning timed (CudaBackendOptions::lm_head_gemm_tuning):
+  // the benchmark's own batch sizes, one line.
+  std::string tuned;
+  for (const ernie::GemmTuning& t : (*backend)->lm_head_tunings()) {
+    log["lm_head_tunings"].push_back({{"rows", t.m},
+                                      {"default_us", t.default_us},
+                                      {"best_us", t.best_us},
+                                      {"candidates", t.candidates},
+                                      {"lt_chosen", t.lt_chosen}});
+    if (std::find(args.batch_sizes.begin(), args.batch_sizes.end(), t.m) != args.batch_sizes.end())
+      tuned += absl::StrFormat(" %d rows %.1f -> %.1f us%s;", static_cast<long long>(t.m), t.default_us, t.best_us,
+                               t.lt_chosen ? "" : " (default kept)");
+  }
+  if (!tuned.empty()) std::printf("lm_head tuning (cuBLAS default -> kept):%s\n", tuned.c_str());
   for (int streams : args.engine_streams) {
     // An untimed run first (graph captures of the engine's step shapes), then alternating rounds.
     nlohmann::json entry = {{"streams", streams}};

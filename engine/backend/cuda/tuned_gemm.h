@@ -1,0 +1,66 @@
+// y [m, n] float32 = x W^T for one weight shape (the lm_head's), through
+// cuBLASLt with the algorithm that measured fastest at each row count, timed
+// once at start: PyTorch's TunableOp idea, for the one GEMM where it pays.
+//
+// Why: cuBLAS's default (cublasGemmEx, gemm.h) takes its heuristic's first
+// candidate, and for the lm_head at 16 - 256 rows the heuristic's later
+// candidates (same kernel family, an explicit thread-block cluster) are
+// faster. ernie-bench-gemm-algos on an H100 (NOTES.md v52): the 0.3b's
+// lm_head (k 1,024, n 103,424) at 64 rows 84.5 us against the default's
+// 93.2, at 256 rows 114.8 against 122.2; the 21B-A3B's (k 2,560) 190.6
+// against 200.8 and 230.7 against 253.5. Every candidate kept here reads its
+// weights once (no split-k, no workspace), so only the tile shape differs.
+//
+// Tune runs outside graph capture (the backend's warm-up, before a batch
+// size's graph is captured); Run is capturable. A row count that was not
+// tuned, or whose default won, has no algorithm here: the caller runs gemm.h.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/gemm_tuning.h"
+
+namespace ernie::cuda {
+
+class TunedGemm {
+ public:
+  // For W [n, k] bf16 (nn.Linear's layout) and bf16 x; float32 y.
+  static absl::StatusOr<TunedGemm> Create(cudaStream_t stream, int64_t n, int64_t k);
+  TunedGemm(TunedGemm&&) noexcept;
+  TunedGemm& operator=(TunedGemm&&) noexcept;
+  TunedGemm(const TunedGemm&) = delete;
+  TunedGemm& operator=(const TunedGemm&) = delete;
+  ~TunedGemm();
+
+  // Times `fallback` (cuBLAS's default) and cuBLASLt's heuristic candidates
+  // at m rows on these buffers (y is overwritten) and keeps the fastest
+  // candidate for m if it beats the default by at least kMinGain. Synchronous
+  // on the stream; not during graph capture.
+  absl::StatusOr<GemmTuning> Tune(const Gemm& fallback, const uint16_t* x, int64_t m, const uint16_t* w, float* y);
+  // Whether m has an algorithm here (tuned, and the default did not win).
+  bool Covers(int64_t m) const { return plans_.count(m) != 0; }
+  // y [m, n] = x W^T with m's algorithm; FailedPrecondition when !Covers(m).
+  absl::Status Run(const uint16_t* x, int64_t m, const uint16_t* w, float* y) const;
+
+  // A candidate must be at least this much faster than the default to be
+  // kept: the timing's noise (a few launches) must not decide.
+  static constexpr double kMinGain = 1.02;
+
+ private:
+  struct Plan;  // one row count's descriptors and algorithm (tuned_gemm.cc)
+  TunedGemm() = default;
+  cudaStream_t stream_ = nullptr;
+  int64_t n_ = 0, k_ = 0;
+  cublasLtHandle_t handle_ = nullptr;
+  std::map<int64_t, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace ernie::cuda
