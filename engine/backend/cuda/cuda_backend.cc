@@ -443,6 +443,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackendImpl::Create(const Loade
   }
   ERNIE_ASSIGN_OR_RETURN(b->kv_cache_, Alloc<uint16_t>(b->kv_shape_.total_bytes() / 2, "KV cache"));
   ERNIE_RETURN_IF_ERROR(b->SetUpPersistentDecode(options));  // needs the cache's address
+  // After the KV pool, whose size from free memory left room for the scratch
+  // cuBLAS takes at its first GEMM, which this is.
+  ERNIE_RETURN_IF_ERROR(b->TuneLmHead());
   b->memory_ = CudaMemoryBreakdown{.weights = b->weights_.bytes(),
                                    .kv_cache = static_cast<int64_t>(b->kv_cache_.bytes()),
                                    .workspace = ws.bytes() + (10 * t + table_entries) * 4 + b->sampler_.bytes() +

@@ -297,15 +297,16 @@ struct CudaBackendOptions {
   // unchanged; the 21B-A3B AWQ at 16 and 64 0.3% faster.
   int stream_kv_min_items = 16;
   // The lm_head's cuBLAS GEMM (logit rows past the small-batch lm_head):
-  // the first time a row count runs outside a graph capture (for decode
-  // batch sizes, WarmUp's eager pass), cuBLAS's default is timed against
-  // cuBLASLt's heuristic candidates (no split-k, no workspace) and the
-  // fastest kept when it is at least 2% faster (tuned_gemm.h; a few ms a
-  // row count, once). On an H100
-  // (ernie-bench-gemm-algos, NOTES.md v52) the default left 5 - 10% of the
-  // lm_head's time at 48 - 256 rows on both models. False: cuBLAS's default
-  // always (the before); steps are then the same bits run to run, where a
-  // tuned algorithm may differ between starts in the sums' rounding.
+  // at start, cuBLAS's default is timed against cuBLASLt's heuristic
+  // candidates (no split-k, no workspace) at a dozen bucket row counts
+  // (gemm_tuning.h: 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, ... up to
+  // max_logit_rows), and each bucket keeps the fastest when it is at least
+  // 2% faster; a pass of m rows takes the smallest bucket at or above m
+  // (tuned_gemm.h). A few ms a bucket, never in a request's step. On an
+  // H100 (ernie-bench-gemm-algos, NOTES.md v52) the default left 5 - 10% of
+  // the lm_head's time at 48 - 256 rows on both models. False: cuBLAS's
+  // default always (the before); steps are then the same bits run to run,
+  // where a tuned algorithm may differ between starts in the sums' rounding.
   bool lm_head_gemm_tuning = true;
 };
 
@@ -319,8 +320,8 @@ struct CudaMemoryBreakdown {
 class CudaBackend : public Backend {
  public:
   virtual CudaMemoryBreakdown memory() const = 0;
-  // What warm-up's lm_head tuning found, one entry a row count it timed
-  // (CudaBackendOptions::lm_head_gemm_tuning), in the order timed.
+  // What the lm_head's tuning at start found, one entry a bucket
+  // (CudaBackendOptions::lm_head_gemm_tuning), smallest first.
   virtual std::vector<GemmTuning> lm_head_tunings() const = 0;
   // Graphs captured, replayed and eager steps: Backend::step_counters().
 };

@@ -8,7 +8,6 @@
 
 #include <deque>
 #include <optional>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -284,11 +283,12 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
   // The final norm of logit rows (adding delta + delta_bias when delta is set) and lm_head on cuBLAS.
   absl::Status NormAndLmHead(int32_t first_row, int32_t rows, const float* delta, const float* delta_bias);
-  // NormAndLmHead's cuBLAS lm_head: the tuned algorithm for `rows` where one
-  // won, else cuBLAS's default. A row count's first run outside a graph
-  // capture times the algorithms first (cuda_forward.cc): WarmUp's eager
-  // pass of each batch size, or a later step's (once, a few ms).
+  // NormAndLmHead's cuBLAS lm_head: the tuned algorithm of `rows`' bucket
+  // where one won, else cuBLAS's default (cuda_forward.cc).
   absl::Status CublasLmHead(int32_t rows);
+  // Times the lm_head's algorithms at each tuning bucket (gemm_tuning.h), at
+  // the end of Create; nothing when CudaBackendOptions::lm_head_gemm_tuning is off.
+  absl::Status TuneLmHead();
   // The same two for steps of at most kDecodeLinearMaxRows tokens (cuda_decode_forward.cc).
   absl::Status EnqueueDecodeLayers(int32_t tokens);
   // One fused decode linear on the layer's bf16 weights (p.w), or on `awq`
@@ -357,10 +357,8 @@ class CudaBackendImpl final : public CudaBackend {
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order
   Gemm gemm_;       // cuBLAS handle bound to stream_
   // CudaBackendOptions::lm_head_gemm_tuning: the lm_head's algorithms by
-  // row count (none when off), which row counts were timed, and what each
-  // timing found.
+  // row count (none when off), and what each bucket's timing found.
   std::optional<TunedGemm> lm_head_gemm_;
-  std::set<int32_t> lm_head_timed_rows_;
   std::vector<GemmTuning> lm_head_tunings_;
   GraphCache graphs_{0};          // whole-step graphs of steps up to graph_max_tokens_ tokens
   int64_t graph_max_tokens_ = 0;  // 0: graphs off

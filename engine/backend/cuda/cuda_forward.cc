@@ -259,22 +259,27 @@ absl::Status CudaBackendImpl::NormAndLmHead(int32_t first_row, int32_t rows, con
 
 absl::Status CudaBackendImpl::CublasLmHead(int32_t rows) {
   const ModelConfig& c = config_;
-  if (lm_head_gemm_.has_value() && !lm_head_timed_rows_.contains(rows)) {
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    ERNIE_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_.get(), &capturing), "cudaStreamIsCapturing");
-    if (capturing == cudaStreamCaptureStatusNone) {
-      // ws_.h holds this pass's normed rows (enqueued before): the timing's
-      // launches compute the real product, and the launch below again.
-      ERNIE_ASSIGN_OR_RETURN(GemmTuning tuning,
-                             lm_head_gemm_->Tune(gemm_, Raw(ws_.h), rows, weights_.lm_head, ws_.logits.data()));
-      lm_head_timed_rows_.insert(rows);
-      lm_head_tunings_.push_back(tuning);
-    }
+  if (lm_head_gemm_.has_value()) {
+    ERNIE_ASSIGN_OR_RETURN(const bool ran, lm_head_gemm_->Run(Raw(ws_.h), rows, weights_.lm_head, ws_.logits.data()));
+    if (ran) return absl::OkStatus();
   }
-  if (lm_head_gemm_.has_value() && lm_head_gemm_->Covers(rows))
-    return lm_head_gemm_->Run(Raw(ws_.h), rows, weights_.lm_head, ws_.logits.data());
   return gemm_.Run(Raw(ws_.h), rows, c.hidden_size, weights_.lm_head, c.vocab_size, ws_.logits.data(),
                    GemmOutput::kF32);
+}
+
+// At start, so that no request's step pays for it: a few ms a bucket.
+absl::Status CudaBackendImpl::TuneLmHead() {
+  if (!lm_head_gemm_.has_value()) return absl::OkStatus();
+  // The timing's input: any finite bf16 values (0x3c3c, about 0.0115); the
+  // products' time does not depend on them.
+  ERNIE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws_.h.data(), 0x3c, ws_.h.bytes(), stream_.get()),
+                             "cudaMemsetAsync of the lm_head tuning's input");
+  for (const int64_t rows : LmHeadTuningBuckets(small_batch_lm_head_max_rows_, logit_rows_per_pass_)) {
+    ERNIE_ASSIGN_OR_RETURN(GemmTuning tuning,
+                           lm_head_gemm_->Tune(gemm_, Raw(ws_.h), rows, weights_.lm_head, ws_.logits.data()));
+    lm_head_tunings_.push_back(tuning);
+  }
+  return absl::OkStatus();
 }
 
 // ws_.logits (one pass, `rows` rows) to the caller's rows from first_row on.

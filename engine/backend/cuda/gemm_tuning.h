@@ -3,7 +3,9 @@
 // so the backend's public header can carry it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace ernie {
 
@@ -14,5 +16,21 @@ struct GemmTuning {
   int candidates = 0;     // cuBLASLt heuristic candidates timed beside it
   bool lt_chosen = false;
 };
+
+// The row counts the lm_head's tuning times (tuned_gemm.h: a GEMM of m rows
+// takes the algorithm of the smallest bucket at or above m): powers of two
+// up to 16, then about 1.5x apart, each past `above` (rows the small-batch
+// lm_head takes) and the last one `up_to` (a logit pass's rows). Spaced so
+// that a bucket's tile shape suits the rows below it, and few enough that
+// timing them all at start takes a fraction of a second.
+inline std::vector<int64_t> LmHeadTuningBuckets(int64_t above, int64_t up_to) {
+  std::vector<int64_t> buckets;
+  for (int64_t rows = 1; above < up_to; rows = rows < 16 ? rows * 2 : rows % 3 == 0 ? rows / 3 * 4 : rows / 2 * 3) {
+    if (rows <= above) continue;
+    buckets.push_back(std::min(rows, up_to));
+    if (rows >= up_to) break;
+  }
+  return buckets;
+}
 
 }  // namespace ernie

@@ -11,9 +11,12 @@
 // against 200.8 and 230.7 against 253.5. Every candidate kept here reads its
 // weights once (no split-k, no workspace), so only the tile shape differs.
 //
-// Tune runs outside graph capture (the backend's warm-up, before a batch
-// size's graph is captured); Run is capturable. A row count that was not
-// tuned, or whose default won, has no algorithm here: the caller runs gemm.h.
+// Tuning times a few bucket row counts at start (outside graph capture);
+// a GEMM of m rows then takes the algorithm of the smallest bucket at or
+// above m, whose tiles cover m's rows as they do the bucket's (checked with
+// cublasLtMatmulAlgoCheck, once a row count). Run is capturable. Rows past
+// the largest bucket, a bucket whose default won, or an algorithm that
+// cannot take m: Run says so and the caller runs gemm.h.
 #pragma once
 
 #include <cublasLt.h>
@@ -41,14 +44,14 @@ class TunedGemm {
   ~TunedGemm();
 
   // Times `fallback` (cuBLAS's default) and cuBLASLt's heuristic candidates
-  // at m rows on these buffers (y is overwritten) and keeps the fastest
-  // candidate for m if it beats the default by at least kMinGain. Synchronous
-  // on the stream; not during graph capture.
+  // at m rows on these buffers (y is overwritten) and makes m a bucket: its
+  // algorithm is the fastest candidate if that beats the default by at least
+  // kMinGain, else the default. Synchronous on the stream; not during graph
+  // capture; each m at most once.
   absl::StatusOr<GemmTuning> Tune(const Gemm& fallback, const uint16_t* x, int64_t m, const uint16_t* w, float* y);
-  // Whether m has an algorithm here (tuned, and the default did not win).
-  bool Covers(int64_t m) const { return plans_.count(m) != 0; }
-  // y [m, n] = x W^T with m's algorithm; FailedPrecondition when !Covers(m).
-  absl::Status Run(const uint16_t* x, int64_t m, const uint16_t* w, float* y) const;
+  // y [m, n] = x W^T on m's bucket's algorithm: true when it ran, false
+  // when the caller must run the default (see above).
+  absl::StatusOr<bool> Run(const uint16_t* x, int64_t m, const uint16_t* w, float* y);
 
   // A candidate must be at least this much faster than the default to be
   // kept: the timing's noise (a few launches) must not decide.
@@ -60,7 +63,9 @@ class TunedGemm {
   cudaStream_t stream_ = nullptr;
   int64_t n_ = 0, k_ = 0;
   cublasLtHandle_t handle_ = nullptr;
-  std::map<int64_t, std::unique_ptr<Plan>> plans_;
+  // Bucket rows -> its plan, null where the default won; and the plans of
+  // other row counts on their bucket's algorithm (null: it cannot take them).
+  std::map<int64_t, std::unique_ptr<Plan>> buckets_, by_rows_;
 };
 
 }  // namespace ernie::cuda

@@ -1,6 +1,7 @@
 // The lm_head's tuned cuBLASLt GEMM (engine/backend/cuda/tuned_gemm.h)
 // against cuBLAS's default (gemm.h) on the same bf16 inputs: whatever
-// algorithm tuning keeps must compute the same product. Both accumulate in
+// algorithm tuning keeps, at its bucket's rows or at the rows below it that
+// take it, must compute the same product. Both accumulate in
 // float32 over k = 1,024 products of bf16 values; only the order of the sums
 // may differ, so the outputs agree to float32 rounding (1e-4 of the largest
 // output, far below one bf16 step), not bit for bit.
@@ -9,10 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <vector>
 
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/gemm_tuning.h"
 #include "engine/backend/cuda/tuned_gemm.h"
 #include "tests/engine/cuda/backend_runner.h"
 #include "tests/engine/cuda/device_copies.h"
@@ -45,33 +48,45 @@ TEST(CudaTunedGemmTest, KeptAlgorithmComputesTheDefaultsProduct) {
   ASSERT_TRUE(gemm.ok()) << gemm.status();
   auto tuned = cuda::TunedGemm::Create(stream, kN, kK);
   ASSERT_TRUE(tuned.ok()) << tuned.status();
-  Inputs in = MakeInputs(256);
-  int kept = 0;
-  for (const int64_t m : {40, 64, 200, 256}) {
-    SCOPED_TRACE(m);
-    EXPECT_FALSE(tuned->Covers(m));
-    const auto tuning = tuned->Tune(*gemm, in.x.data(), m, in.w.data(), in.y.data());
+  Inputs in = MakeInputs(300);
+  // The 0.3b's buckets past its small-batch lm_head: 48, 64, 96, 128, 192, 256.
+  std::map<int64_t, bool> lt_chosen;
+  for (const int64_t bucket : LmHeadTuningBuckets(32, 256)) {
+    SCOPED_TRACE(bucket);
+    const auto tuning = tuned->Tune(*gemm, in.x.data(), bucket, in.w.data(), in.y.data());
     ASSERT_TRUE(tuning.ok()) << tuning.status();
-    EXPECT_EQ(tuning->m, m);
+    EXPECT_EQ(tuning->m, bucket);
     EXPECT_GT(tuning->default_us, 0.0);
     EXPECT_GT(tuning->best_us, 0.0);
     EXPECT_LE(tuning->best_us, tuning->default_us);
-    EXPECT_EQ(tuning->lt_chosen, tuned->Covers(m));
     if (tuning->lt_chosen) {
       EXPECT_GE(tuning->default_us, cuda::TunedGemm::kMinGain * tuning->best_us);
     }
+    lt_chosen[bucket] = tuning->lt_chosen;
+  }
+  EXPECT_EQ(tuned->Tune(*gemm, in.x.data(), 64, in.w.data(), in.y.data()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 
+  // Buckets, rows between them (their bucket's algorithm) and past the last.
+  int ran_count = 0;
+  for (const int64_t m : {33, 40, 48, 64, 65, 200, 256, 257, 300}) {
+    SCOPED_TRACE(m);
     ASSERT_TRUE(gemm->Run(in.x.data(), m, kK, in.w.data(), kN, in.y.data(), cuda::GemmOutput::kF32).ok());
     std::vector<float> want = Download(in.y);
     want.resize(static_cast<size_t>(m * kN));
     ASSERT_EQ(cudaMemset(in.y.data(), 0, in.y.bytes()), cudaSuccess);
-    const absl::Status ran = tuned->Run(in.x.data(), m, in.w.data(), in.y.data());
-    if (!tuned->Covers(m)) {
-      EXPECT_EQ(ran.code(), absl::StatusCode::kFailedPrecondition) << ran;
+    const absl::StatusOr<bool> ran = tuned->Run(in.x.data(), m, in.w.data(), in.y.data());
+    ASSERT_TRUE(ran.ok()) << ran.status();
+    const auto bucket = lt_chosen.lower_bound(m);
+    if (bucket == lt_chosen.end() || !bucket->second) {
+      EXPECT_FALSE(*ran) << "past the last bucket, or the bucket's default won: the caller's default runs";
       continue;
     }
-    ++kept;
-    ASSERT_TRUE(ran.ok()) << ran;
+    if (bucket->first == m) {
+      EXPECT_TRUE(*ran) << "a bucket runs its own algorithm";
+    }
+    if (!*ran) continue;  // the bucket's algorithm cannot take m (cublasLtMatmulAlgoCheck)
+    ++ran_count;
     std::vector<float> got = Download(in.y);
     float scale = 0;
     for (float v : want) scale = std::max(scale, std::fabs(v));
@@ -83,7 +98,10 @@ TEST(CudaTunedGemmTest, KeptAlgorithmComputesTheDefaultsProduct) {
     EXPECT_TRUE(std::all_of(got.begin() + static_cast<int64_t>(want.size()), got.end(), [](float v) { return v == 0; }));
   }
   // Not a test of which algorithm wins (that is the card's), but say so.
-  std::printf("tuned GEMM: cuBLASLt kept at %d of 4 row counts\n", kept);
+  int kept = 0;
+  for (const auto& [bucket, chosen] : lt_chosen) kept += chosen ? 1 : 0;
+  std::printf("tuned GEMM: cuBLASLt kept at %d of %zu buckets; ran at %d of 9 row counts\n", kept, lt_chosen.size(),
+              ran_count);
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
@@ -106,7 +124,9 @@ TEST(CudaTunedGemmTest, RefusesToTuneDuringCaptureAndBadShapes) {
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   if (graph != nullptr) cudaGraphDestroy(graph);
   EXPECT_EQ(during.status().code(), absl::StatusCode::kFailedPrecondition) << during.status();
-  EXPECT_FALSE(tuned->Covers(64));
+  const absl::StatusOr<bool> ran = tuned->Run(in.x.data(), 64, in.w.data(), in.y.data());
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_FALSE(*ran) << "nothing was tuned";
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
