@@ -17,12 +17,13 @@ struct GemmTuning {
   bool lt_chosen = false;
 };
 
-// The row counts the lm_head's tuning times (tuned_gemm.h: a GEMM of m rows
-// takes the algorithm of the smallest bucket at or above m): powers of two
-// up to 16, then about 1.5x apart, each past `above` (rows the small-batch
-// lm_head takes) and the last one `up_to` (a logit pass's rows). Spaced so
-// that a bucket's tile shape suits the rows below it, and few enough that
-// timing them all at start takes a fraction of a second.
+// The row counts the lm_head's tuning times at start (tuned_gemm.h: a GEMM
+// of exactly a bucket's rows takes its algorithm, other rows cuBLAS's
+// default): powers of two up to 16, then about 1.5x apart (the batch sizes
+// benchmarks and clients use most: 16, 32, 64, 128, 256 among them), each
+// past `above` (rows the small-batch lm_head takes) and the last one `up_to`
+// (a logit pass's rows). Few enough that timing them all at start takes a
+// fraction of a second.
 inline std::vector<int64_t> LmHeadTuningBuckets(int64_t above, int64_t up_to) {
   std::vector<int64_t> buckets;
   for (int64_t rows = 1; above < up_to; rows = rows < 16 ? rows * 2 : rows % 3 == 0 ? rows / 3 * 4 : rows / 2 * 3) {

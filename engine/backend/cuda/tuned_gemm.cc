@@ -87,27 +87,23 @@ TunedGemm::TunedGemm(TunedGemm&& other) noexcept
       n_(other.n_),
       k_(other.k_),
       handle_(std::exchange(other.handle_, nullptr)),
-      buckets_(std::move(other.buckets_)),
-      by_rows_(std::move(other.by_rows_)) {}
+      buckets_(std::move(other.buckets_)) {}
 
 TunedGemm& TunedGemm::operator=(TunedGemm&& other) noexcept {
   if (this != &other) {
     buckets_.clear();
-    by_rows_.clear();
     if (handle_ != nullptr) cublasLtDestroy(handle_);
     stream_ = other.stream_;
     n_ = other.n_;
     k_ = other.k_;
     handle_ = std::exchange(other.handle_, nullptr);
     buckets_ = std::move(other.buckets_);
-    by_rows_ = std::move(other.by_rows_);
   }
   return *this;
 }
 
 TunedGemm::~TunedGemm() {
   buckets_.clear();  // the descriptors before the handle
-  by_rows_.clear();
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
@@ -120,7 +116,6 @@ absl::StatusOr<GemmTuning> TunedGemm::Tune(const Gemm& fallback, const uint16_t*
   if (capturing != cudaStreamCaptureStatusNone)
     return absl::FailedPreconditionError("the lm_head GEMM cannot be tuned during graph capture");
   if (buckets_.contains(m)) return absl::FailedPreconditionError(absl::StrCat("m=", m, " is tuned already"));
-  by_rows_.clear();  // rows between the buckets may now take another's algorithm
   auto plan = std::make_unique<Plan>();
   ERNIE_RETURN_IF_ERROR(plan->Describe(m, n_, k_));
 
@@ -191,28 +186,11 @@ absl::StatusOr<GemmTuning> TunedGemm::Tune(const Gemm& fallback, const uint16_t*
   return t;
 }
 
-absl::StatusOr<bool> TunedGemm::Run(const uint16_t* x, int64_t m, const uint16_t* w, float* y) {
-  const auto bucket = buckets_.lower_bound(m);
-  if (m <= 0 || bucket == buckets_.end() || bucket->second == nullptr) return false;
-  const Plan* plan = bucket->second.get();
-  if (bucket->first != m) {
-    auto [it, added] = by_rows_.try_emplace(m);
-    if (added) {
-      // Host-only calls (no stream work), so a row count first seen during a
-      // graph capture is planned there too.
-      auto own = std::make_unique<Plan>();
-      ERNIE_RETURN_IF_ERROR(own->Describe(m, n_, k_));
-      own->algo = plan->algo;
-      cublasLtMatmulHeuristicResult_t check = {};
-      if (cublasLtMatmulAlgoCheck(handle_, own->desc, own->a, own->b, own->d, own->d, &own->algo, &check) ==
-              CUBLAS_STATUS_SUCCESS &&
-          check.workspaceSize == 0)
-        it->second = std::move(own);
-    }
-    if (it->second == nullptr) return false;
-    plan = it->second.get();
-  }
-  ERNIE_RETURN_IF_ERROR(CublasStatus(plan->Launch(handle_, plan->algo, x, w, y, stream_),
+absl::StatusOr<bool> TunedGemm::Run(const uint16_t* x, int64_t m, const uint16_t* w, float* y) const {
+  const auto bucket = buckets_.find(m);
+  if (bucket == buckets_.end() || bucket->second == nullptr) return false;
+  const Plan& plan = *bucket->second;
+  ERNIE_RETURN_IF_ERROR(CublasStatus(plan.Launch(handle_, plan.algo, x, w, y, stream_),
                                      absl::StrCat("cublasLtMatmul m=", m, " n=", n_, " k=", k_)));
   return true;
 }

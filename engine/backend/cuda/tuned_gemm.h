@@ -12,11 +12,12 @@
 // weights once (no split-k, no workspace), so only the tile shape differs.
 //
 // Tuning times a few bucket row counts at start (outside graph capture);
-// a GEMM of m rows then takes the algorithm of the smallest bucket at or
-// above m, whose tiles cover m's rows as they do the bucket's (checked with
-// cublasLtMatmulAlgoCheck, once a row count). Run is capturable. Rows past
-// the largest bucket, a bucket whose default won, or an algorithm that
-// cannot take m: Run says so and the caller runs gemm.h.
+// a GEMM of exactly a bucket's rows then takes its algorithm. Run is
+// capturable. Rows that are no bucket, or a bucket whose default won: Run
+// says so and the caller runs gemm.h. (Rows between buckets on the next
+// bucket's algorithm, planned with cublasLtMatmulAlgoCheck, ran once on an
+// H100: the 0.3b at 40 rows was no faster, 0.748 / 0.759 ms against 0.741 /
+// 0.739, and the test ran few of them tuned; NOTES.md v53.)
 #pragma once
 
 #include <cublasLt.h>
@@ -49,9 +50,9 @@ class TunedGemm {
   // kMinGain, else the default. Synchronous on the stream; not during graph
   // capture; each m at most once.
   absl::StatusOr<GemmTuning> Tune(const Gemm& fallback, const uint16_t* x, int64_t m, const uint16_t* w, float* y);
-  // y [m, n] = x W^T on m's bucket's algorithm: true when it ran, false
-  // when the caller must run the default (see above).
-  absl::StatusOr<bool> Run(const uint16_t* x, int64_t m, const uint16_t* w, float* y);
+  // y [m, n] = x W^T on the algorithm of the bucket of m rows: true when it
+  // ran, false when the caller must run the default (see above).
+  absl::StatusOr<bool> Run(const uint16_t* x, int64_t m, const uint16_t* w, float* y) const;
 
   // A candidate must be at least this much faster than the default to be
   // kept: the timing's noise (a few launches) must not decide.
@@ -63,9 +64,8 @@ class TunedGemm {
   cudaStream_t stream_ = nullptr;
   int64_t n_ = 0, k_ = 0;
   cublasLtHandle_t handle_ = nullptr;
-  // Bucket rows -> its plan, null where the default won; and the plans of
-  // other row counts on their bucket's algorithm (null: it cannot take them).
-  std::map<int64_t, std::unique_ptr<Plan>> buckets_, by_rows_;
+  // Bucket rows -> its plan, null where the default won.
+  std::map<int64_t, std::unique_ptr<Plan>> buckets_;
 };
 
 }  // namespace ernie::cuda

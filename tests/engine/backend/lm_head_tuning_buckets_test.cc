@@ -1,6 +1,7 @@
 // The lm_head tuning's bucket row counts (engine/backend/cuda/gemm_tuning.h):
-// which rows are timed at start decides which algorithm every logit pass
-// takes, so the list must cover every row count the cuBLAS lm_head can see.
+// which rows are timed at start decides which logit passes take a tuned
+// algorithm, so the list must hold the common batch sizes and stay inside
+// the rows the cuBLAS lm_head sees.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -25,7 +26,7 @@ TEST(LmHeadTuningBucketsTest, StartsPastTheSmallBatchLmHead) {
   EXPECT_EQ(LmHeadTuningBuckets(255, 256), (Buckets{256}));
 }
 
-TEST(LmHeadTuningBucketsTest, EndsAtAPassRowsSoEveryRowCountHasABucket) {
+TEST(LmHeadTuningBucketsTest, EndsAtAPassRows) {
   EXPECT_EQ(LmHeadTuningBuckets(0, 100), (Buckets{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 100}));
   EXPECT_EQ(LmHeadTuningBuckets(0, 1), (Buckets{1}));
   EXPECT_EQ(LmHeadTuningBuckets(32, 40), (Buckets{40}));

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 50, call 1 (either card), on main (726efbd) with lm-head-tuning.patch applied (branch
+# Session 50, call 1 (either card), on main (726efbd) with v52's lm-head-tuning.patch applied (branch
 # lm-head-tuning-on-main): the tests of the greedy tail's review mend (never run on a GPU) and of the tuned
 # lm_head; the lm_head tuning off / on; the issues' figures against main before the greedy tail (`base`): the
 # 21B-A3B AWQ at batch 1 (issue 9), the 0.3b bf16 at 1 / 64 / 256 (issue 7), the int4 GEMV at m = 1 by k split
