@@ -69,6 +69,8 @@ const std::map<std::string, OptionSpec>& Options() {
       {"async-scheduling", {kWorker, false, "plan step N+1 while the GPU runs step N (default on)"}},
       {"no-async-scheduling", {kWorker, false, "one step at a time: read each step's tokens before planning the next (a step less to first token)"}},
       {"enforce-eager", {kWorker, false, "no CUDA graphs: every step launched kernel by kernel, no graph warm-up at start"}},
+      {"lm-head-tuning", {kWorker, false, "CUDA: time the lm_head's GEMM algorithms at start and keep the fastest (default on)"}},
+      {"no-lm-head-tuning", {kWorker, false, "cuBLAS's default lm_head algorithm: the same logits' bits from start to start"}},
       {"threads", {kWorker, true, "CPU backend threads (default: all cores)"}},
       {"drain-timeout-s", {kWorker, true, "on stop: wait this long for running requests"}},
       {"max-input-bytes", {kTokenizer, true, "largest text the tokenizer accepts"}},

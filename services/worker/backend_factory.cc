@@ -55,6 +55,7 @@ absl::StatusOr<int64_t> CreateCudaServing(const WorkerConfig& c, const LoadedMod
                                  int64_t{c.max_num_batched_tokens} * ((max_len + c.block_size - 1) / c.block_size)};
   if (c.enforce_eager) options.graph_max_tokens = 0;
   options.overlap_steps = c.async_scheduling;
+  options.lm_head_gemm_tuning = c.lm_head_tuning;
   // Room for the start's warm-up (a decode graph per batch size up to
   // max_num_seqs, two for the small ones whose attention splits) and the
   // mixed steps that recur in serving.

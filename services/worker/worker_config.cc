@@ -89,6 +89,7 @@ const std::map<std::string, Setter>& Fields() {
       {"enable_prefix_caching", Bool(&WorkerConfig::enable_prefix_caching)},
       {"enforce_eager", Bool(&WorkerConfig::enforce_eager)},
       {"async_scheduling", Bool(&WorkerConfig::async_scheduling)},
+      {"lm_head_tuning", Bool(&WorkerConfig::lm_head_tuning)},
       {"threads", Int(&WorkerConfig::threads, 0, 1024)},
       {"drain_timeout_s", Int(&WorkerConfig::drain_timeout_s, 0, 86400)},
       {"metrics_port", Int(&WorkerConfig::metrics_port, 0, 65535)},
@@ -152,10 +153,12 @@ absl::StatusOr<WorkerConfig> ParseWorkerFlags(const std::vector<std::string>& ar
     if (auto eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
-    } else if (flag == "--no-enable-prefix-caching" || flag == "--no-async-scheduling") {
-      flag = flag == "--no-async-scheduling" ? "--async-scheduling" : "--enable-prefix-caching";
+    } else if (flag == "--no-enable-prefix-caching" || flag == "--no-async-scheduling" ||
+               flag == "--no-lm-head-tuning") {
+      flag = "--" + flag.substr(5);  // the setting the --no- form turns off
       value = "false";
-    } else if (flag == "--enable-prefix-caching" || flag == "--enforce-eager" || flag == "--async-scheduling") {
+    } else if (flag == "--enable-prefix-caching" || flag == "--enforce-eager" || flag == "--async-scheduling" ||
+               flag == "--lm-head-tuning") {
       value = "true";
     } else {
       if (i + 1 >= args.size()) return Bad(flag, "needs a value");
@@ -187,6 +190,7 @@ std::string WorkerUsage() {
          "         [--block-size 16] [--max-num-seqs 256] [--max-num-batched-tokens 2048] [--max-model-len N]\n"
          "         [--max-waiting-requests 4096] [--enable-prefix-caching | --no-enable-prefix-caching]\n"
          "         [--enforce-eager] [--async-scheduling | --no-async-scheduling]\n"
+         "         [--lm-head-tuning | --no-lm-head-tuning]\n"
          "         [--threads N] [--drain-timeout-s 30] [--seed S]\n"
          "         [--instant-vocab N] [--instant-step-us 0] [--instant-token-ns 0] [--instant-row-ns 0]\n"
          "         [--metrics-port 0] [--metrics-host HOST] [--served-model-name NAME]\n"

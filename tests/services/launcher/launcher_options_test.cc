@@ -20,7 +20,7 @@ bool Contains(const std::vector<std::string>& v, const std::vector<std::string>&
 TEST(LauncherOptionsTest, ForwardsEachOptionToItsServer) {
   auto o = ParseLauncherOptions({"/m", "--port", "9000", "--max-num-seqs", "8", "--api-key", "k1", "--api-key=k2",
                                  "--max-model-len", "512", "--no-enable-prefix-caching", "--max-input-bytes", "99",
-                                 "--no-async-scheduling"});
+                                 "--no-async-scheduling", "--no-lm-head-tuning"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->model, "/m");
   EXPECT_EQ(o->port, 9000);
@@ -30,6 +30,7 @@ TEST(LauncherOptionsTest, ForwardsEachOptionToItsServer) {
   EXPECT_TRUE(Contains(o->gateway_args, {"--max-model-len", "512"}));
   EXPECT_TRUE(Contains(o->worker_args, {"--no-enable-prefix-caching"}));
   EXPECT_TRUE(Contains(o->worker_args, {"--no-async-scheduling"}));
+  EXPECT_TRUE(Contains(o->worker_args, {"--no-lm-head-tuning"}));
   EXPECT_TRUE(Contains(o->gateway_args, {"--api-key", "k1"}));
   EXPECT_TRUE(Contains(o->gateway_args, {"--api-key", "k2"}));
   EXPECT_TRUE(Contains(o->tokenizer_args, {"--max-input-bytes", "99"}));

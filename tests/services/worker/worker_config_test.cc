@@ -38,6 +38,30 @@ TEST(WorkerConfigTest, AsyncSchedulingIsOnByDefault) {
   EXPECT_FALSE(c.ok());
 }
 
+TEST(WorkerConfigTest, LmHeadTuningIsOnByDefaultAndTurnsOff) {
+  auto c = ParseWorkerFlags({"--model", "m"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->lm_head_tuning);
+  c = ParseWorkerFlags({"--model", "m", "--no-lm-head-tuning"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->lm_head_tuning);
+  c = ParseWorkerFlags({"--model", "m", "--no-lm-head-tuning", "--lm-head-tuning"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->lm_head_tuning);
+  c = ParseWorkerFlags({"--model", "m", "--lm-head-tuning=false"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->lm_head_tuning);
+  c = ParseWorkerFlags({"--model", "m", "--lm-head-tuning=often"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("--lm-head-tuning"), std::string::npos) << c.status();
+  // The other --no- forms still name their own settings.
+  c = ParseWorkerFlags({"--model", "m", "--no-enable-prefix-caching", "--no-async-scheduling"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->enable_prefix_caching);
+  EXPECT_FALSE(c->async_scheduling);
+  EXPECT_TRUE(c->lm_head_tuning);
+}
+
 TEST(WorkerConfigTest, ExampleFileInDeployParses) {
   WorkerConfig c;
   ASSERT_TRUE(ApplyYamlFile(std::string(ERNIE_TEST_DATA_DIR) + "/../../deploy/worker.example.yaml", &c).ok());
