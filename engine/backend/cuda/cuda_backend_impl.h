@@ -283,8 +283,8 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status EnqueueLogitPass(int32_t first_row, int32_t rows);
   // The final norm of logit rows (adding delta + delta_bias when delta is set) and lm_head on cuBLAS.
   absl::Status NormAndLmHead(int32_t first_row, int32_t rows, const float* delta, const float* delta_bias);
-  // NormAndLmHead's cuBLAS lm_head: the tuned algorithm of `rows`' bucket
-  // where one won, else cuBLAS's default (cuda_forward.cc).
+  // NormAndLmHead's cuBLAS lm_head: the kept algorithm where `rows` is a
+  // tuning bucket whose candidate won, else cuBLAS's default (cuda_forward.cc).
   absl::Status CublasLmHead(int32_t rows);
   // Times the lm_head's algorithms at each tuning bucket (gemm_tuning.h), at
   // the end of Create; nothing when CudaBackendOptions::lm_head_gemm_tuning is off.

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cuda/gemm.h"
@@ -39,20 +41,40 @@ Inputs MakeInputs(int64_t max_m) {
           Upload(RandomBf16(static_cast<size_t>(max_m * kK), gen, 1.0f)), Zeros<float>(static_cast<size_t>(max_m * kN))};
 }
 
-TEST(CudaTunedGemmTest, KeptAlgorithmComputesTheDefaultsProduct) {
-  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  auto gemm = cuda::Gemm::Create(stream);
-  ASSERT_TRUE(gemm.ok()) << gemm.status();
-  auto tuned = cuda::TunedGemm::Create(stream, kN, kK);
-  ASSERT_TRUE(tuned.ok()) << tuned.status();
+// A stream with cuBLAS's default GEMM and a tuned one for [kN, kK] on it.
+class CudaTunedGemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    auto gemm = cuda::Gemm::Create(stream_);
+    ASSERT_TRUE(gemm.ok()) << gemm.status();
+    gemm_.emplace(std::move(*gemm));
+    auto tuned = cuda::TunedGemm::Create(stream_, kN, kK);
+    ASSERT_TRUE(tuned.ok()) << tuned.status();
+    tuned_.emplace(std::move(*tuned));
+  }
+  void TearDown() override {
+    tuned_.reset();
+    gemm_.reset();
+    if (stream_ != nullptr) {
+      EXPECT_EQ(cudaStreamDestroy(stream_), cudaSuccess);
+    }
+  }
+  cudaStream_t stream_ = nullptr;
+  std::optional<cuda::Gemm> gemm_;
+  std::optional<cuda::TunedGemm> tuned_;
+};
+
+TEST_F(CudaTunedGemmTest, KeptAlgorithmComputesTheDefaultsProduct) {
+  cuda::Gemm& gemm = *gemm_;
+  cuda::TunedGemm& tuned = *tuned_;
   Inputs in = MakeInputs(300);
   // The 0.3b's buckets past its small-batch lm_head: 48, 64, 96, 128, 192, 256.
   std::map<int64_t, bool> lt_chosen;
   for (const int64_t bucket : LmHeadTuningBuckets(32, 256)) {
     SCOPED_TRACE(bucket);
-    const auto tuning = tuned->Tune(*gemm, in.x.data(), bucket, in.w.data(), in.y.data());
+    const auto tuning = tuned.Tune(gemm, in.x.data(), bucket, in.w.data(), in.y.data());
     ASSERT_TRUE(tuning.ok()) << tuning.status();
     EXPECT_EQ(tuning->m, bucket);
     EXPECT_GT(tuning->default_us, 0.0);
@@ -63,7 +85,7 @@ TEST(CudaTunedGemmTest, KeptAlgorithmComputesTheDefaultsProduct) {
     }
     lt_chosen[bucket] = tuning->lt_chosen;
   }
-  EXPECT_EQ(tuned->Tune(*gemm, in.x.data(), 64, in.w.data(), in.y.data()).status().code(),
+  EXPECT_EQ(tuned.Tune(gemm, in.x.data(), 64, in.w.data(), in.y.data()).status().code(),
             absl::StatusCode::kFailedPrecondition);
 
   // Buckets, rows between them and past the last: only a bucket whose
@@ -71,11 +93,11 @@ TEST(CudaTunedGemmTest, KeptAlgorithmComputesTheDefaultsProduct) {
   int ran_count = 0;
   for (const int64_t m : {33, 40, 48, 64, 65, 200, 256, 257, 300}) {
     SCOPED_TRACE(m);
-    ASSERT_TRUE(gemm->Run(in.x.data(), m, kK, in.w.data(), kN, in.y.data(), cuda::GemmOutput::kF32).ok());
+    ASSERT_TRUE(gemm.Run(in.x.data(), m, kK, in.w.data(), kN, in.y.data(), cuda::GemmOutput::kF32).ok());
     std::vector<float> want = Download(in.y);
     want.resize(static_cast<size_t>(m * kN));
     ASSERT_EQ(cudaMemset(in.y.data(), 0, in.y.bytes()), cudaSuccess);
-    const absl::StatusOr<bool> ran = tuned->Run(in.x.data(), m, in.w.data(), in.y.data());
+    const absl::StatusOr<bool> ran = tuned.Run(in.x.data(), m, in.w.data(), in.y.data());
     ASSERT_TRUE(ran.ok()) << ran.status();
     const auto bucket = lt_chosen.find(m);
     EXPECT_EQ(*ran, bucket != lt_chosen.end() && bucket->second);
@@ -96,32 +118,26 @@ TEST(CudaTunedGemmTest, KeptAlgorithmComputesTheDefaultsProduct) {
   for (const auto& [bucket, chosen] : lt_chosen) kept += chosen ? 1 : 0;
   std::printf("tuned GEMM: cuBLASLt kept at %d of %zu buckets; ran at %d of 9 row counts\n", kept, lt_chosen.size(),
               ran_count);
-  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
-TEST(CudaTunedGemmTest, RefusesToTuneDuringCaptureAndBadShapes) {
-  ERNIE_SKIP_WITHOUT_CUDA_DEVICE();
+TEST_F(CudaTunedGemmTest, RefusesToTuneDuringCaptureAndBadShapes) {
   EXPECT_EQ(cuda::TunedGemm::Create(nullptr, 0, kK).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(cuda::TunedGemm::Create(nullptr, kN, -1).status().code(), absl::StatusCode::kInvalidArgument);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  auto gemm = cuda::Gemm::Create(stream);
-  ASSERT_TRUE(gemm.ok()) << gemm.status();
-  auto tuned = cuda::TunedGemm::Create(stream, kN, kK);
-  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  cuda::Gemm& gemm = *gemm_;
+  cuda::TunedGemm& tuned = *tuned_;
+  cudaStream_t stream = stream_;
   Inputs in = MakeInputs(64);
-  EXPECT_EQ(tuned->Tune(*gemm, in.x.data(), 0, in.w.data(), in.y.data()).status().code(),
+  EXPECT_EQ(tuned.Tune(gemm, in.x.data(), 0, in.w.data(), in.y.data()).status().code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const auto during = tuned->Tune(*gemm, in.x.data(), 64, in.w.data(), in.y.data());
+  const auto during = tuned.Tune(gemm, in.x.data(), 64, in.w.data(), in.y.data());
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   if (graph != nullptr) cudaGraphDestroy(graph);
   EXPECT_EQ(during.status().code(), absl::StatusCode::kFailedPrecondition) << during.status();
-  const absl::StatusOr<bool> ran = tuned->Run(in.x.data(), 64, in.w.data(), in.y.data());
+  const absl::StatusOr<bool> ran = tuned.Run(in.x.data(), 64, in.w.data(), in.y.data());
   ASSERT_TRUE(ran.ok()) << ran.status();
   EXPECT_FALSE(*ran) << "nothing was tuned";
-  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
 }  // namespace
