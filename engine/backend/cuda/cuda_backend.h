@@ -301,8 +301,8 @@ struct CudaBackendOptions {
   // candidates (no split-k, no workspace) at a dozen bucket row counts
   // (gemm_tuning.h: 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, ... up to
   // max_logit_rows), and each bucket keeps the fastest when it is at least
-  // 2% faster; a pass of m rows takes the smallest bucket at or above m
-  // (tuned_gemm.h). A few ms a bucket, never in a request's step. On an
+  // 2% faster; a pass of exactly a bucket's rows takes its kept algorithm,
+  // other row counts the default (tuned_gemm.h). A few ms a bucket, never in a request's step. On an
   // H100 (ernie-bench-gemm-algos, NOTES.md v52) the default left 5 - 10% of
   // the lm_head's time at 48 - 256 rows on both models. False: cuBLAS's
   // default always (the before); steps are then the same bits run to run,
