@@ -139,7 +139,9 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t max_tokens_per_step() const override { return max_tokens_; }
   CudaMemoryBreakdown memory() const override { return memory_; }
-  std::vector<GemmTuning> lm_head_tunings() const override { return lm_head_tunings_; }
+  std::vector<GemmTuning> lm_head_tunings() const override {
+    return lm_head_gemm_.has_value() ? lm_head_gemm_->tunings() : std::vector<GemmTuning>{};
+  }
   BackendStepCounters step_counters() const override {
     return {.graph_replays = graphs_.replays(),
             .graph_captures = graphs_.captured(),
@@ -357,9 +359,8 @@ class CudaBackendImpl final : public CudaBackend {
   Stream stream_;   // every kernel, copy and GEMM of the backend runs on it, in order
   Gemm gemm_;       // cuBLAS handle bound to stream_
   // CudaBackendOptions::lm_head_gemm_tuning: the lm_head's algorithms by
-  // row count (none when off), and what each bucket's timing found.
+  // row count and what each bucket's timing found (none when off).
   std::optional<TunedGemm> lm_head_gemm_;
-  std::vector<GemmTuning> lm_head_tunings_;
   GraphCache graphs_{0};          // whole-step graphs of steps up to graph_max_tokens_ tokens
   int64_t graph_max_tokens_ = 0;  // 0: graphs off
   DeviceWeights weights_;

@@ -274,11 +274,9 @@ absl::Status CudaBackendImpl::TuneLmHead() {
   // products' time does not depend on them.
   ERNIE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws_.h.data(), 0x3c, ws_.h.bytes(), stream_.get()),
                              "cudaMemsetAsync of the lm_head tuning's input");
-  for (const int64_t rows : LmHeadTuningBuckets(small_batch_lm_head_max_rows_, logit_rows_per_pass_)) {
-    ERNIE_ASSIGN_OR_RETURN(GemmTuning tuning,
-                           lm_head_gemm_->Tune(gemm_, Raw(ws_.h), rows, weights_.lm_head, ws_.logits.data()));
-    lm_head_tunings_.push_back(tuning);
-  }
+  for (const int64_t rows : LmHeadTuningBuckets(small_batch_lm_head_max_rows_, logit_rows_per_pass_))
+    ERNIE_RETURN_IF_ERROR(
+        lm_head_gemm_->Tune(gemm_, Raw(ws_.h), rows, weights_.lm_head, ws_.logits.data()).status());
   return absl::OkStatus();
 }
 

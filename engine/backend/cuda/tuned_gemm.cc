@@ -87,7 +87,8 @@ TunedGemm::TunedGemm(TunedGemm&& other) noexcept
       n_(other.n_),
       k_(other.k_),
       handle_(std::exchange(other.handle_, nullptr)),
-      buckets_(std::move(other.buckets_)) {}
+      buckets_(std::move(other.buckets_)),
+      tunings_(std::move(other.tunings_)) {}
 
 TunedGemm& TunedGemm::operator=(TunedGemm&& other) noexcept {
   if (this != &other) {
@@ -98,6 +99,7 @@ TunedGemm& TunedGemm::operator=(TunedGemm&& other) noexcept {
     k_ = other.k_;
     handle_ = std::exchange(other.handle_, nullptr);
     buckets_ = std::move(other.buckets_);
+    tunings_ = std::move(other.tunings_);
   }
   return *this;
 }
@@ -176,13 +178,14 @@ absl::StatusOr<GemmTuning> TunedGemm::Tune(const Gemm& fallback, const uint16_t*
                .best_us = best_us[best],
                .candidates = static_cast<int>(candidates.size()),
                .lt_chosen = best != 0 && best_us[0] >= kMinGain * best_us[best]};
-  if (!t.lt_chosen) {
+  if (t.lt_chosen) {
+    plan->algo = candidates[best - 1];
+    buckets_[m] = std::move(plan);
+  } else {
     t.best_us = t.default_us;
     buckets_[m] = nullptr;
-    return t;
   }
-  plan->algo = candidates[best - 1];
-  buckets_[m] = std::move(plan);
+  tunings_.push_back(t);
   return t;
 }
 

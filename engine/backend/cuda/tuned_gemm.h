@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,8 @@ class TunedGemm {
   // kMinGain, else the default. Synchronous on the stream; not during graph
   // capture; each m at most once.
   absl::StatusOr<GemmTuning> Tune(const Gemm& fallback, const uint16_t* x, int64_t m, const uint16_t* w, float* y);
+  // What each Tune found, in the order timed.
+  const std::vector<GemmTuning>& tunings() const { return tunings_; }
   // y [m, n] = x W^T on the algorithm of the bucket of m rows: true when it
   // ran, false when the caller must run the default (see above).
   absl::StatusOr<bool> Run(const uint16_t* x, int64_t m, const uint16_t* w, float* y) const;
@@ -66,6 +69,7 @@ class TunedGemm {
   cublasLtHandle_t handle_ = nullptr;
   // Bucket rows -> its plan, null where the default won.
   std::map<int64_t, std::unique_ptr<Plan>> buckets_;
+  std::vector<GemmTuning> tunings_;
 };
 
 }  // namespace ernie::cuda

@@ -11,6 +11,8 @@
 #                                                            # by k split (0: its own choice), with the probes
 #   knob_sweep LABEL BINARY MODEL BATCHES LIMIT KNOB...      # bench with each "--flag value" KNOB in turn,
 #                                                            # the defaults first; stops once $(elapsed) > LIMIT
+#   tuning_ab LABEL BINARY MODEL BATCHES                     # --lm-head-gemm-tuning 0 then 1: a line each
+#                                                            # (batch: prefill tok/s, step ms), and the tuning
 # BENCH_TIMEOUT (seconds, default 120) bounds each bench run: a 256-row 21B-A3B run sets up for over 60 s.
 start=$(date +%s)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null); echo "${gpu:-no GPU}"
@@ -64,5 +66,15 @@ knob_sweep() {  # knob_sweep LABEL BINARY MODEL BATCHES LIMIT KNOB...: the defau
     [[ $(elapsed) -gt $limit ]] && return
     # shellcheck disable=SC2086  # the knob is a flag and its value
     bench "$label $knob" "$bin" "$model" "$batches" $knob
+  done
+}
+
+tuning_ab() {  # tuning_ab LABEL BINARY MODEL BATCHES: the lm_head tuning off then on, with what it kept
+  local label=$1 bin=$2 model=$3 batches=$4 t out
+  for t in 0 1; do
+    out=$(timeout "${BENCH_TIMEOUT:-120}" "$bin" --model "$model" --load-format dummy --check-tokens 0 \
+      --batch-sizes "$batches" --lm-head-gemm-tuning $t 2>&1)
+    echo "[$label tuning $t] $(grep -E '^ +[0-9]+ ' <<< "$out" | awk '{printf "%s: %s %s  ", $1, $2, $4}')($(elapsed) s)"
+    grep "lm_head tuning" <<< "$out" | sed "s/^/  /" | head -1
   done
 }

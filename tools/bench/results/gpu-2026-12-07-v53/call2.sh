@@ -15,20 +15,11 @@ ERNIE_TEST_DATA_DIR=$PWD/tests/data timeout 60 "$d/bin/cuda_tuned_gemm_test" 2>&
   grep -E "tuned GEMM:|PASSED|FAILED|Failure" | head -8
 gtest cuda_backend_batching_test
 gtest cuda_backend_parity_test
-# One line a run: the rows (batch: prefill tok/s, device-greedy step ms), and the tuning's line.
-tuning_ab() {  # tuning_ab LABEL MODEL BATCHES
-  local t out
-  for t in 0 1; do
-    out=$(timeout 120 "$b" --model "$2" --load-format dummy --check-tokens 0 --batch-sizes "$3" --lm-head-gemm-tuning $t 2>&1)
-    echo "[$1 tuning $t] $(grep -E '^ +[0-9]+ ' <<< "$out" | awk '{printf "%s: %s %s  ", $1, $2, $4}')($(elapsed) s)"
-    grep "lm_head tuning" <<< "$out" | sed "s/^/  /" | head -1
-  done
-}
 echo "== lm_head tuning off / on"
-tuning_ab "0.3b 40,64 r1" /tmp/dense 40,64
-tuning_ab "0.3b 40,64 r2" /tmp/dense 40,64
-tuning_ab "0.3b 256" /tmp/dense 256
-tuning_ab "moe awq 64" /tmp/moe-awq 64
+tuning_ab "0.3b 40,64 r1" "$b" /tmp/dense 40,64
+tuning_ab "0.3b 40,64 r2" "$b" /tmp/dense 40,64
+tuning_ab "0.3b 256" "$b" /tmp/dense 256
+tuning_ab "moe awq 64" "$b" /tmp/moe-awq 64
 if [[ "$gpu" == *H200* ]]; then
   echo "== 21B-A3B AWQ batch 1: base (before the greedy tail) / this tree ($(elapsed) s)"
   for r in 1 2 3; do alternate "moe awq 1 r$r" /tmp/moe-awq 1 base="$d/bin/ernie-bench-cuda-base" new="$b"; done
